@@ -1,0 +1,47 @@
+"""memworth: Memory Worth, an outcome-driven governance signal for agent memory stores.
+
+Every memory keeps two weighted counters, hits+ and hits- (retrieved in a successful or
+a failed episode); Memory Worth = hits+ / (hits+ + hits-) converges to
+Pr[success | memory retrieved]. From worth and evidence, govern: trust, promote,
+suppress, re-verify, deprecate.
+"""
+
+from memworth.counts import Counts, CountsTable, evidence_of
+from memworth.credit import normalise, normalise_rows, uniform
+from memworth.decay import decay_factor
+from memworth.errors import MemworthError, OutcomeError, UnknownMemoryError, ValidationError
+from memworth.estimators import BetaBound, BetaMean, ContextPooled, Decayed, RawWorth, WilsonBound
+from memworth.outcome import as_outcome
+from memworth.policy import Classification, Decision, DecisionRule, DeprecationRule, Taxonomy, ValueClass
+from memworth.tracker import Tracker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BetaBound",
+    "BetaMean",
+    "Classification",
+    "ContextPooled",
+    "Counts",
+    "CountsTable",
+    "Decayed",
+    "Decision",
+    "DecisionRule",
+    "DeprecationRule",
+    "MemworthError",
+    "OutcomeError",
+    "RawWorth",
+    "Taxonomy",
+    "Tracker",
+    "UnknownMemoryError",
+    "ValidationError",
+    "ValueClass",
+    "WilsonBound",
+    "__version__",
+    "as_outcome",
+    "decay_factor",
+    "evidence_of",
+    "normalise",
+    "normalise_rows",
+    "uniform",
+]

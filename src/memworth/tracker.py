@@ -1,0 +1,357 @@
+"""An in-process Memory Worth tracker: any hashable ids, one episode or millions at once."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+
+from memworth._index import Index, check_key
+from memworth.counts import Counts, CountsTable
+from memworth.credit import check_w_min, normalise, normalise_rows
+from memworth.decay import decay_factor
+from memworth.errors import ValidationError
+from memworth.estimators import ContextPooled, Decayed, Estimator, RawWorth
+from memworth.outcome import as_outcome, as_outcomes
+from memworth.policy import Classification, Taxonomy
+
+__all__ = ["Tracker"]
+
+
+class _Bank:
+    """Growable aligned arrays of counts, one row per memory."""
+
+    def __init__(self) -> None:
+        self.success = np.zeros(0)
+        self.failure = np.zeros(0)
+        self.n = np.zeros(0)
+        self.last = np.zeros(0)  # episode clock of the last update (used by decayed banks)
+
+    def reserve(self, size: int) -> None:
+        if size <= len(self.success):
+            return
+        cap = max(size, 2 * len(self.success), 16)
+        for name in ("success", "failure", "n", "last"):
+            old = getattr(self, name)
+            new = np.zeros(cap)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def add(self, rows: np.ndarray, weights: np.ndarray, success: np.ndarray, size: int) -> None:
+        """Add one retrieval per entry of ``rows``, with duplicates across entries summed."""
+        self.reserve(size)
+        if rows.size * 8 < size:  # small batch into a big table: touch only its rows
+            touched, inverse = np.unique(rows, return_inverse=True)
+            m = touched.size
+        else:
+            touched, inverse, m = None, rows, size
+        s = np.bincount(inverse, weights=np.where(success, weights, 0.0), minlength=m)
+        f = np.bincount(inverse, weights=np.where(success, 0.0, weights), minlength=m)
+        n = np.bincount(inverse, minlength=m)
+        if touched is None:
+            self.success[:m] += s
+            self.failure[:m] += f
+            self.n[:m] += n
+        else:
+            self.success[touched] += s
+            self.failure[touched] += f
+            self.n[touched] += n
+
+    def decay_to(self, rows: np.ndarray, clock: float, half_life: float) -> None:
+        """Bring the decayed counts of ``rows`` (unique) to episode ``clock``."""
+        factor = decay_factor(clock - self.last[rows], half_life)
+        self.success[rows] *= factor
+        self.failure[rows] *= factor
+        self.n[rows] *= factor
+        self.last[rows] = clock
+
+    def table(self, rows: np.ndarray) -> CountsTable:
+        return CountsTable(self.success[rows], self.failure[rows], self.n[rows])
+
+
+class Tracker:
+    """Counts and worth of every memory an agent has retrieved, kept in memory.
+
+    Parameters
+    ----------
+    w_min
+        Floor on each retrieved memory's credit weight (the paper's assumption A5).
+    half_life
+        If set, also keep counts that decay with this half-life in episodes, read by
+        :class:`memworth.Decayed` estimators.
+
+    Examples
+    --------
+    >>> t = Tracker()
+    >>> t.record(["paris-fact", "python-tip"], success=True)
+    >>> t.record(["paris-fact"], success=False)
+    >>> t.counts("paris-fact")
+    Counts(success=0.5, failure=1.0, n=2.0)
+    >>> round(t.worth("paris-fact"), 3), t.worth("python-tip")
+    (0.333, 1.0)
+
+    Millions of episodes at once, with integer ids:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> ids = np.argsort(rng.random((1000, 50)), axis=1)[:, :8]   # 1000 episodes, k=8 of 50
+    >>> t2 = Tracker()
+    >>> t2.record_batch(ids, success=rng.random(1000) < 0.5)
+    >>> len(t2), t2.episodes
+    (50, 1000)
+    """
+
+    def __init__(self, *, w_min: float = 0.0, half_life: float | None = None) -> None:
+        check_w_min(w_min, 1)
+        if half_life is not None and (
+            isinstance(half_life, bool)
+            or not isinstance(half_life, (int, float, np.integer, np.floating))
+            or not np.isfinite(half_life)
+            or half_life <= 0
+        ):
+            raise ValidationError("half_life", f"must be a finite number > 0 or None, got {half_life!r}")
+        self.w_min = w_min
+        self.half_life = half_life
+        self._index = Index()
+        self._totals = _Bank()
+        self._decayed = _Bank() if half_life is not None else None
+        self._contexts: dict[Hashable, _Bank] = {}
+        self._episodes = 0
+
+    # -- writing --------------------------------------------------------------------
+
+    def record(
+        self,
+        ids: Sequence[Hashable],
+        success: object,
+        weights: Sequence[float] | np.ndarray | None = None,
+        context: Hashable | None = None,
+    ) -> None:
+        """Record one episode: the memories it retrieved and whether it succeeded.
+
+        Parameters
+        ----------
+        ids
+            The retrieved memories (any hashable ids; no duplicates).
+        success
+            ``True``/``False``, ``"success"``/``"failure"``, or ``1``/``0``/``-1``.
+        weights
+            Credit weights or retrieval scores, one per id; normalised to sum to 1 and
+            floored at ``w_min``. ``None`` means uniform ``1/k``.
+        context
+            Optional context label (task type, query cluster) for per-context worth.
+
+        Nothing changes if any argument is refused.
+        """
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
+            raise ValidationError("ids", f"must be a list of memory ids, got {type(ids).__name__}")
+        keys = [check_key(k, "ids") for k in ids]
+        k = len(keys)
+        if k == 0:
+            raise ValidationError("ids", "an episode must retrieve at least one memory")
+        if len(set(keys)) != k:
+            seen: set[Hashable] = set()
+            dup = next(x for x in keys if x in seen or seen.add(x))  # type: ignore[func-returns-value]
+            raise ValidationError("ids", f"{dup!r} appears twice in one episode")
+        outcome = as_outcome(success)
+        check_w_min(self.w_min, k)
+        if weights is None:
+            w = np.full(k, 1.0 / k)
+        else:
+            w = normalise(weights, w_min=self.w_min)
+            if w.size != k:
+                raise ValidationError("weights", f"expected {k} weights, one per id, got {w.size}")
+        if context is not None:
+            check_key(context, "context")
+        rows = self._index.rows(keys, create=True)
+        self._apply(rows, w, np.full(k, outcome), np.full(k, self._episodes + 1.0), context, 1)
+
+    def record_batch(
+        self,
+        ids: np.ndarray,
+        success: np.ndarray,
+        weights: np.ndarray | None = None,
+        contexts: np.ndarray | Sequence[Hashable] | None = None,
+    ) -> None:
+        """Record many episodes at once, in order; vectorised.
+
+        Parameters
+        ----------
+        ids
+            Integer array of shape (episodes, k): the memories each episode retrieved.
+        success
+            Shape (episodes,): booleans, or integers 1 (success) / 0 or -1 (failure).
+        weights
+            Optional shape (episodes, k): credit weights or scores, normalised per row.
+        contexts
+            Optional, one context label per episode.
+
+        Nothing changes if any argument is refused.
+        """
+        arr = np.asarray(ids)
+        if arr.ndim != 2:
+            raise ValidationError("ids", f"must be a 2-D array (episodes, k), got shape {arr.shape}")
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise ValidationError("ids", f"must be integers, got dtype {arr.dtype}")
+        n_ep, k = arr.shape
+        if k == 0:
+            raise ValidationError("ids", "an episode must retrieve at least one memory")
+        if k > 1:
+            ordered = np.sort(arr, axis=1)
+            dup = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+            if dup.any():
+                e = int(np.flatnonzero(dup)[0])
+                raise ValidationError("ids", f"episode {e} retrieves the same id twice")
+        outcome = as_outcomes(success, n_ep)
+        check_w_min(self.w_min, k)
+        if weights is None:
+            w = np.full(arr.shape, 1.0 / k)
+        else:
+            warr = np.asarray(weights, dtype=float)
+            if warr.shape != arr.shape:
+                raise ValidationError("weights", f"must have the shape of ids {arr.shape}, got {warr.shape}")
+            w = normalise_rows(warr, w_min=self.w_min)
+        labels = None
+        if contexts is not None:
+            labels = list(contexts)
+            if len(labels) != n_ep:
+                raise ValidationError("contexts", f"expected {n_ep} labels, one per episode, got {len(labels)}")
+            labels = [check_key(c.item() if isinstance(c, np.generic) else c, "contexts") for c in labels]
+        if n_ep == 0:
+            return
+        rows = self._index.int_rows(arr.ravel(), create=True)
+        clocks = np.repeat(self._episodes + 1.0 + np.arange(n_ep), k)
+        self._apply(rows, w.ravel(), np.repeat(outcome, k), clocks, None, n_ep)
+        if labels is not None:
+            groups: dict[Hashable, list[int]] = {}
+            for e, c in enumerate(labels):
+                groups.setdefault(c, []).append(e)
+            flat = rows.reshape(n_ep, k)
+            for c, eps in groups.items():
+                sel = np.asarray(eps)
+                self._context_bank(c).add(flat[sel].ravel(), w[sel].ravel(), np.repeat(outcome[sel], k), len(self._index))
+
+    def _apply(
+        self,
+        rows: np.ndarray,
+        weights: np.ndarray,
+        success: np.ndarray,
+        clocks: np.ndarray,
+        context: Hashable | None,
+        n_episodes: int,
+    ) -> None:
+        size = len(self._index)
+        self._totals.add(rows, weights, success, size)
+        if context is not None:
+            self._context_bank(context).add(rows, weights, success, size)
+        if self._decayed is not None and self.half_life is not None:
+            end = self._episodes + float(n_episodes)
+            bank = self._decayed
+            bank.reserve(size)
+            touched = np.unique(rows)
+            bank.decay_to(touched, end, self.half_life)
+            bank.add(rows, weights * decay_factor(end - clocks, self.half_life), success, size)
+        self._episodes += n_episodes
+
+    def _context_bank(self, context: Hashable) -> _Bank:
+        bank = self._contexts.get(context)
+        if bank is None:
+            bank = self._contexts[context] = _Bank()
+        return bank
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def episodes(self) -> int:
+        """Number of episodes recorded so far (the clock decay is measured on)."""
+        return self._episodes
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, memory_id: object) -> bool:
+        try:
+            return self._index.row(memory_id) is not None  # type: ignore[arg-type]
+        except TypeError:
+            return False
+
+    def ids(self) -> list[Hashable]:
+        """Every memory id seen, in the order first seen (the row order of :meth:`table`)."""
+        return list(self._index.keys)
+
+    def contexts(self) -> list[Hashable]:
+        """Every context label seen."""
+        return list(self._contexts)
+
+    def counts(self, memory_id: Hashable, context: Hashable | None = None, decayed: bool = False) -> Counts:
+        """The counts of one memory: overall, within ``context``, or decayed to now."""
+        t = self.table([memory_id], context=context, decayed=decayed)
+        return Counts(float(t.success[0]), float(t.failure[0]), float(t.n[0]))
+
+    def table(
+        self, ids: Iterable[Hashable] | None = None, context: Hashable | None = None, decayed: bool = False
+    ) -> CountsTable:
+        """Counts of many memories (all, in :meth:`ids` order, by default) as arrays."""
+        rows = self._rows(ids)
+        if decayed:
+            if context is not None:
+                raise ValidationError("context", "decayed counts are not kept per context")
+            if self._decayed is None or self.half_life is None:
+                raise ValidationError("decayed", "this tracker keeps no decayed counts: build it with half_life=...")
+            bank = self._decayed
+            bank.reserve(len(self._index))
+            factor = decay_factor(self._episodes - bank.last[rows], self.half_life)
+            t = bank.table(rows)
+            return CountsTable(t.success * factor, t.failure * factor, t.n * factor)
+        if context is None:
+            bank = self._totals
+        else:
+            check_key(context, "context")
+            found = self._contexts.get(context)
+            if found is None:
+                z = np.zeros(rows.size)
+                return CountsTable(z, z.copy(), z.copy())
+            bank = found
+        bank.reserve(len(self._index))
+        return bank.table(rows)
+
+    def worth(self, memory_id: Hashable, estimator: Estimator | None = None, context: Hashable | None = None) -> float:
+        """Worth of one memory under ``estimator`` (default: the paper's raw MW)."""
+        return float(self.values([memory_id], estimator=estimator, context=context)[0])
+
+    def values(
+        self,
+        ids: Iterable[Hashable] | None = None,
+        estimator: Estimator | None = None,
+        context: Hashable | None = None,
+    ) -> np.ndarray:
+        """Worth of many memories (all, in :meth:`ids` order, by default), vectorised."""
+        est = RawWorth() if estimator is None else estimator
+        rows_ids = None if ids is None else list(ids)
+        if isinstance(est, Decayed):
+            if est.half_life != self.half_life:
+                raise ValidationError(
+                    "estimator", f"Decayed(half_life={est.half_life}) needs a tracker built with that half_life, "
+                    f"this one has half_life={self.half_life}"
+                )
+            return np.asarray(est.value(self.table(rows_ids, context=context, decayed=True)), dtype=float)
+        if context is not None and isinstance(est, ContextPooled):
+            glob = self.table(rows_ids)
+            return np.asarray(est.value_in_context(self.table(rows_ids, context=context), glob), dtype=float)
+        return np.asarray(est.value(self.table(rows_ids, context=context)), dtype=float)
+
+    def classify(self, memory_id: Hashable, taxonomy: Taxonomy, estimator: Estimator | None = None) -> Classification:
+        """The value class of one memory under ``taxonomy`` (worth from ``estimator``)."""
+        counts = self.counts(memory_id)
+        worth = None if estimator is None else self.worth(memory_id, estimator)
+        return taxonomy.classify(counts, worth)
+
+    def _rows(self, ids: Iterable[Hashable] | None) -> np.ndarray:
+        if ids is None:
+            return np.arange(len(self._index))
+        if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
+            return self._index.int_rows(ids.ravel(), create=False)
+        keys = list(ids)
+        for key in keys:
+            check_key(key, "ids")
+        return self._index.rows(keys, create=False)

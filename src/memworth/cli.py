@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _unavailable(name: str, exc: ImportError) -> object:
     def handler(args: argparse.Namespace) -> int:
-        raise MemworthError(f"'{name}' needs optional dependencies: {exc}; install them with pip install 'memworth[all]'")
+        raise MemworthError(
+            f"'{name}' needs optional dependencies: {exc}; install them with pip install 'memworth[all]'"
+        )
 
     return handler
 

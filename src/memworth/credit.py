@@ -64,11 +64,11 @@ def normalise_rows(weights: np.ndarray, *, w_min: float = 0.0, field: str = "wei
     finite = np.isfinite(arr)
     if not finite.all():
         pos = np.argwhere(~finite)[0]
-        raise ValidationError(field, f"must be finite, got {arr[tuple(pos)]!r} at position {_where(pos, arr)}")
+        raise ValidationError(field, f"must be finite, got {arr[tuple(pos)].item()!r} at position {_where(pos, arr)}")
     negative = arr < 0
     if negative.any():
         pos = np.argwhere(negative)[0]
-        raise ValidationError(field, f"must be >= 0, got {arr[tuple(pos)]!r} at position {_where(pos, arr)}")
+        raise ValidationError(field, f"must be >= 0, got {arr[tuple(pos)].item()!r} at position {_where(pos, arr)}")
     totals = arr.sum(axis=1)
     if (totals <= 0).any():
         row = int(np.flatnonzero(totals <= 0)[0])

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+
 from memworth.counts import Counts, CountsTable, check_unit
 from memworth.errors import ValidationError
 

@@ -32,9 +32,7 @@ def as_outcome(value: object, field: str = "success") -> bool:
         return _WORDS[value]
     if isinstance(value, (int, np.integer)) and value in (1, 0, -1):
         return bool(value == 1)
-    raise OutcomeError(
-        field, f"must be success or failure (True/False, 'success'/'failure', 1/0/-1), got {value!r}"
-    )
+    raise OutcomeError(field, f"must be success or failure (True/False, 'success'/'failure', 1/0/-1), got {value!r}")
 
 
 def as_outcomes(values: object, length: int, field: str = "success") -> np.ndarray:
@@ -49,5 +47,5 @@ def as_outcomes(values: object, length: int, field: str = "success") -> np.ndarr
     bad = (arr != 1) & (arr != 0) & (arr != -1)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        raise OutcomeError(field, f"entry {first} is {arr[first]!r}; outcomes must be 1 (success), 0 or -1 (failure)")
+        raise OutcomeError(field, f"entry {first} is {arr[first].item()!r}; outcomes must be 1 (success), 0 or -1 (failure)")
     return arr == 1

@@ -12,7 +12,7 @@ the numbers that produced it, so an audit log can say why.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -31,16 +31,13 @@ __all__ = [
 ]
 
 
-class ValueClass(str, Enum):
+class ValueClass(StrEnum):
     """The four classes of the paper's value taxonomy (definition 3.2)."""
 
     HIGH = "high"
     UNCERTAIN = "uncertain"
     MIXED = "mixed"
     LOW = "low"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
@@ -110,7 +107,8 @@ class Taxonomy:
     def _check(self) -> None:
         if self.evidence == "":
             raise ValidationError(
-                "evidence", "must be chosen explicitly: 'retrievals' (count of retrievals) or 'weighted' (hits+ + hits-)"
+                "evidence",
+                "must be chosen explicitly: 'retrievals' (count of retrievals) or 'weighted' (hits+ + hits-)",
             )
         check_unit(self.evidence)
         hi = _number(self.theta_high, "theta_high", 0.0, 1.0)
@@ -126,7 +124,9 @@ class Taxonomy:
         v = float(evidence_of(counts, self.evidence))
         unit = "retrievals" if self.evidence == "retrievals" else "weighted hits"
         if v < self.min_evidence:
-            return Classification(ValueClass.UNCERTAIN, w, v, f"evidence {v:g} {unit} < min_evidence {self.min_evidence:g}")
+            return Classification(
+                ValueClass.UNCERTAIN, w, v, f"evidence {v:g} {unit} < min_evidence {self.min_evidence:g}"
+            )
         if w > self.theta_high:
             return Classification(ValueClass.HIGH, w, v, f"worth {w:.3f} > theta_high {self.theta_high:g}")
         if w < self.theta_low:
@@ -190,7 +190,9 @@ class DecisionRule:
         conf = self.confidence(counts)
         numbers = {"worth": worth, "confidence": conf, "evidence": float(evidence_of(counts, self.evidence))}
         if conf < self.insufficient_below:
-            return Decision("neutral", f"insufficient data: confidence {conf:.3f} < {self.insufficient_below:g}", numbers)
+            return Decision(
+                "neutral", f"insufficient data: confidence {conf:.3f} < {self.insufficient_below:g}", numbers
+            )
         if worth > self.promote_above and conf > self.min_confidence:
             reason = f"worth {worth:.3f} > {self.promote_above:g} and confidence {conf:.3f} > {self.min_confidence:g}"
             return Decision("promote", reason, numbers)
@@ -227,5 +229,7 @@ class DeprecationRule:
         if v < min_ev:
             return Decision("keep", f"evidence {v:g} < min_evidence {min_ev:g}: keep", numbers)
         if worth < threshold:
-            return Decision("deprecate", f"worth {worth:.3f} < {threshold:g} with evidence {v:g} >= {min_ev:g}", numbers)
+            return Decision(
+                "deprecate", f"worth {worth:.3f} < {threshold:g} with evidence {v:g} >= {min_ev:g}", numbers
+            )
         return Decision("keep", f"worth {worth:.3f} >= {threshold:g}: keep", numbers)

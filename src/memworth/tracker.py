@@ -120,6 +120,29 @@ class Tracker:
 
     # -- writing --------------------------------------------------------------------
 
+    def register(self, ids: Sequence[Hashable] | np.ndarray) -> None:
+        """Start tracking memories that have no evidence yet (their worth reads 0.5).
+
+        Recording registers ids on first sight; registering first lets a caller read the
+        worth of memories that were never retrieved. Known ids are left as they are.
+
+        Examples
+        --------
+        >>> t = Tracker()
+        >>> t.register(["a", "b"])
+        >>> t.worth("b"), t.counts("b").n
+        (0.5, 0.0)
+        """
+        if isinstance(ids, np.ndarray):
+            if ids.size and not np.issubdtype(ids.dtype, np.integer):
+                raise ValidationError("ids", f"an array of ids must hold integers, got dtype {ids.dtype}")
+            self._index.int_rows(ids.ravel(), create=True)
+            return
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+            raise ValidationError("ids", f"must be a list of memory ids, got {type(ids).__name__}")
+        keys = [check_key(k, "ids") for k in ids]
+        self._index.rows(keys, create=True)
+
     def record(
         self,
         ids: Sequence[Hashable],
@@ -229,7 +252,9 @@ class Tracker:
             flat = rows.reshape(n_ep, k)
             for c, eps in groups.items():
                 sel = np.asarray(eps)
-                self._context_bank(c).add(flat[sel].ravel(), w[sel].ravel(), np.repeat(outcome[sel], k), len(self._index))
+                self._context_bank(c).add(
+                    flat[sel].ravel(), w[sel].ravel(), np.repeat(outcome[sel], k), len(self._index)
+                )
 
     def _apply(
         self,
@@ -271,7 +296,7 @@ class Tracker:
 
     def __contains__(self, memory_id: object) -> bool:
         try:
-            return self._index.row(memory_id) is not None  # type: ignore[arg-type]
+            return self._index.row(memory_id) is not None
         except TypeError:
             return False
 
@@ -327,12 +352,13 @@ class Tracker:
     ) -> np.ndarray:
         """Worth of many memories (all, in :meth:`ids` order, by default), vectorised."""
         est = RawWorth() if estimator is None else estimator
-        rows_ids = None if ids is None else list(ids)
+        rows_ids = ids if ids is None or isinstance(ids, np.ndarray) else list(ids)
         if isinstance(est, Decayed):
             if est.half_life != self.half_life:
                 raise ValidationError(
-                    "estimator", f"Decayed(half_life={est.half_life}) needs a tracker built with that half_life, "
-                    f"this one has half_life={self.half_life}"
+                    "estimator",
+                    f"Decayed(half_life={est.half_life}) needs a tracker built with that half_life, "
+                    f"this one has half_life={self.half_life}",
                 )
             return np.asarray(est.value(self.table(rows_ids, context=context, decayed=True)), dtype=float)
         if context is not None and isinstance(est, ContextPooled):

@@ -32,7 +32,9 @@ def register(commands: Any) -> None:
     p.add_argument("--quick", action="store_true", help="the small variant CI runs (fewer seeds, looser tolerance)")
     p.add_argument("--out", type=Path, help="output folder (default: results/<experiment>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--check", action="store_true", help="exit 1 if a number misses the paper's by more than the tolerance")
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 if a number misses the paper's by more than the tolerance"
+    )
     p.set_defaults(handler=handle)
 
 
@@ -42,8 +44,14 @@ def handle(args: argparse.Namespace) -> int:
     for name in names:
         base = args.out if args.out is not None else Path("results")
         out = base / name if (args.out is None or len(names) > 1) else base
-        missed += reproduce(name, seeds=args.seeds, episodes=args.episodes, quick=args.quick, out=out,
-                            show_progress=not args.no_progress)
+        missed += reproduce(
+            name,
+            seeds=args.seeds,
+            episodes=args.episodes,
+            quick=args.quick,
+            out=out,
+            show_progress=not args.no_progress,
+        )
     return 1 if (missed and args.check) else 0
 
 
@@ -65,12 +73,18 @@ def reproduce(
     if isinstance(seeds, bool) or seeds < 2:
         raise ValidationError("--seeds", f"must be at least 2 (a spread needs two seeds), got {seeds}")
     if episodes < every or episodes % every:
-        raise ValidationError("--episodes", f"must be a positive multiple of the checkpoint interval {every}, got {episodes}")
+        raise ValidationError(
+            "--episodes", f"must be a positive multiple of the checkpoint interval {every}, got {episodes}"
+        )
     cfg["_tolerance"] = cfg["tolerance"]["quick" if quick else "full"]
     module = importlib.import_module(f"memworth_experiments.{name}")
     started = time.perf_counter()
     result = module.run(cfg, seeds, episodes, show_progress)
-    result.settings |= {"quick": quick, "tolerance": cfg["_tolerance"], "seconds": round(time.perf_counter() - started, 2)}
+    result.settings |= {
+        "quick": quick,
+        "tolerance": cfg["_tolerance"],
+        "seconds": round(time.perf_counter() - started, 2),
+    }
     paths = write_outputs(result, out, cfg["_text"])
     module.figure(paths["raw"], out / "figure.png")
     print(f"\n{name}: {seeds} seeds x {episodes} episodes ({result.settings['seconds']} s)")

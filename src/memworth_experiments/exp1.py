@@ -112,8 +112,10 @@ def _notes(raw: list[dict[str, Any]]) -> list[str]:
     episodes = sorted({r["episode"] for r in raw})
     best = min(
         episodes,
-        key=lambda e: abs(np.mean(_select(raw, "uniform", e, "low_value")) - 2.1)
-        + abs(np.mean(_select(raw, "score", e, "low_value")) - 5.2),
+        key=lambda e: (
+            abs(np.mean(_select(raw, "uniform", e, "low_value")) - 2.1)
+            + abs(np.mean(_select(raw, "score", e, "low_value")) - 5.2)
+        ),
     )
     u = np.mean(_select(raw, "uniform", best, "low_value"))
     s = np.mean(_select(raw, "score", best, "low_value"))
@@ -143,7 +145,7 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     ax.set_title("Experiment 1: Memory Worth calibration")
     ax.set_ylim(-0.1, 1.0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="center right")
     fig.tight_layout()
     fig.savefig(out_png, dpi=130)
     plt.close(fig)

@@ -35,6 +35,7 @@ def run_policy(
     tracker = Tracker()
     offset = (np.arange(seeds) * n)[:, None]
     all_ids = (offset + np.arange(n)).ravel()
+    tracker.register(all_ids)
     worth = np.full((seeds, n), 0.5)
     out = []
     rows = np.arange(seeds)[:, None]
@@ -66,7 +67,9 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
         rng = np.random.default_rng([seeds, i, 3])
         for episode, worth in run_policy(utility, eps, cfg, episodes, rng):
             for seed in range(seeds):
-                raw.append({"seed": seed, "policy": name, "episode": episode, "rho": spearman(worth[seed], utility[seed])})
+                raw.append(
+                    {"seed": seed, "policy": name, "episode": episode, "rho": spearman(worth[seed], utility[seed])}
+                )
     final = max(r["episode"] for r in raw)
     paper, tol = cfg["paper"], cfg["_tolerance"]
     rows = []
@@ -96,7 +99,9 @@ def figure(raw_csv: Path, out_png: Path) -> None:
         vals = [[float(r["rho"]) for r in rows if r["policy"] == name and int(r["episode"]) == e] for e in eps]
         m = np.array([np.mean(v) for v in vals])
         s = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in vals])
-        ax.plot(eps, m, label=name if name == "uniform" else f"MW-softmax {name}", ls="--" if name == "uniform" else "-")
+        ax.plot(
+            eps, m, label=name if name == "uniform" else f"MW-softmax {name}", ls="--" if name == "uniform" else "-"
+        )
         ax.fill_between(eps, m - s, m + s, alpha=0.12)
     ax.set_xlabel("episode")
     ax.set_ylabel("Spearman rho (MW vs U*)")

@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from memworth import Counts, RawWorth, Tracker
+from memworth import RawWorth, Tracker
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 
 ANCHOR, HITCHHIKER = 0, 1
 
 
 def world(seed: int, independence: float, episodes: int, w: dict[str, Any]) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng([seed, int(round(independence * 1000))])
+    rng = np.random.default_rng([seed, round(independence * 1000)])
     n, k = w["memories"], w["k"]
     utility = np.concatenate([[w["anchor_utility"], w["hitchhiker_utility"]], rng.uniform(0, 1, n - 2)])
     others = 2 + np.argsort(rng.random((episodes, n - 2)), axis=1)[:, :k]
@@ -34,11 +34,12 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
     for independence, seed in progress(jobs, len(jobs), "exp4", show_progress):
         wd = world(seed, independence, episodes, w)
         tracker = Tracker()
+        tracker.register(np.arange(w["memories"]))
         for start in range(0, episodes, every):
             sl = slice(start, min(start + every, episodes))
             tracker.record_batch(wd["retrieved"][sl], wd["success"][sl])
             for memory, mid in (("anchor", ANCHOR), ("hitchhiker", HITCHHIKER)):
-                c = tracker.counts(mid) if mid in tracker else Counts()
+                c = tracker.counts(mid)
                 raw.append(
                     {
                         "seed": seed,
@@ -82,13 +83,13 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]]) -> list[Row]:
                         "never retrieved: no evidence, so MW = 0.5 by definition; the paper's 0.000 contradicts it",
                     )
                 )
-                rows.append(
-                    Row(f"hitchhiker, indep {f:.0%} (hits+/(V+eps))", f"MW@{last}", target, me, se, tol, note)
-                )
+                rows.append(Row(f"hitchhiker, indep {f:.0%} (hits+/(V+eps))", f"MW@{last}", target, me, se, tol, note))
                 continue
             if target is None:
                 note = "paper gives no number, only the figure"
-            rows.append(Row(f"{memory}, indep {f:.0%}", f"MW@{last}", target, m, s, tol if target is not None else None, note))
+            rows.append(
+                Row(f"{memory}, indep {f:.0%}", f"MW@{last}", target, m, s, tol if target is not None else None, note)
+            )
     return rows
 
 

@@ -101,6 +101,7 @@ def test_evidence_of_refuses_unknown_unit(unit: object) -> None:
 
 # -- shards ------------------------------------------------------------------------------
 
+
 def _merged(trackers: list[Tracker], memory_id: object) -> Counts:
     total = Counts()
     for t in trackers:

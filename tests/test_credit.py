@@ -94,8 +94,12 @@ def test_floor_example_from_the_paper_assumption() -> None:
     np.testing.assert_allclose(normalise([5.0, 1.0, 0.0, 0.0], w_min=0.25), [0.25] * 4, rtol=1e-12)
 
 
-@given(st.lists(st.lists(st.floats(0.0, 1e3), min_size=3, max_size=3).filter(lambda r: sum(r) > 0), min_size=1, max_size=8),
-       st.floats(0.0, 1 / 3))
+@given(
+    st.lists(
+        st.lists(st.floats(0.0, 1e3), min_size=3, max_size=3).filter(lambda r: sum(r) > 0), min_size=1, max_size=8
+    ),
+    st.floats(0.0, 1 / 3),
+)
 def test_normalise_rows_is_normalise_on_every_row(rows: list[list[float]], w_min: float) -> None:
     out = normalise_rows(np.array(rows), w_min=w_min)
     assert out.shape == (len(rows), 3)

@@ -71,9 +71,9 @@ class Index:
         ids = ids.astype(np.int64, copy=False)
         if ids.size == 0:
             return ids.copy()
-        dense = (ids >= 0) & (ids < DENSE_LIMIT)
-        if dense.all():
+        if ids.min() >= 0 and ids.max() < DENSE_LIMIT:
             return self._dense_rows(ids, create=create)
+        dense = (ids >= 0) & (ids < DENSE_LIMIT)
         out = np.empty(ids.size, dtype=np.int64)
         if dense.any():
             out[dense] = self._dense_rows(ids[dense], create=create)
@@ -92,11 +92,12 @@ class Index:
             grown[: len(self._table)] = self._table
             self._table = grown
         rows = self._table[ids]
-        missing = rows < 0
-        if missing.any():
+        if rows.min() < 0:
             if not create:
-                raise UnknownMemoryError(int(ids[missing][0]))
-            new = np.unique(ids[missing])
+                raise UnknownMemoryError(int(ids[rows < 0][0]))
+            seen = np.zeros(len(self._table), dtype=bool)  # marks instead of a sort: O(n)
+            seen[ids[rows < 0]] = True
+            new = np.flatnonzero(seen)
             start = len(self.keys)
             self._table[new] = np.arange(start, start + new.size)
             self.keys.extend(new.tolist())

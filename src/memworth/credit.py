@@ -15,7 +15,15 @@ import numpy as np
 
 from memworth.errors import ValidationError
 
-__all__ = ["normalise", "normalise_rows", "uniform"]
+__all__ = ["as_float_array", "normalise", "normalise_rows", "uniform"]
+
+
+def as_float_array(values: object, field: str) -> np.ndarray:
+    """``values`` as a float array, or a :class:`ValidationError` naming ``field``."""
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(field, f"must be numbers, got {values!r:.80}") from None
 
 
 def uniform(k: int) -> np.ndarray:
@@ -49,7 +57,7 @@ def normalise(weights: Sequence[float] | np.ndarray, *, w_min: float = 0.0, fiel
     ...
     memworth.errors.ValidationError: weights: must be >= 0, got -1.0 at position 1
     """
-    arr = np.asarray(weights, dtype=float)
+    arr = as_float_array(weights, field)
     if arr.ndim != 1:
         raise ValidationError(field, f"must be a flat list of numbers, got shape {arr.shape}")
     return normalise_rows(arr[None, :], w_min=w_min, field=field)[0]
@@ -57,7 +65,7 @@ def normalise(weights: Sequence[float] | np.ndarray, *, w_min: float = 0.0, fiel
 
 def normalise_rows(weights: np.ndarray, *, w_min: float = 0.0, field: str = "weights") -> np.ndarray:
     """:func:`normalise` applied to every row of a 2-D array at once (one row per episode)."""
-    arr = np.asarray(weights, dtype=float)
+    arr = as_float_array(weights, field)
     if arr.ndim != 2 or arr.shape[1] == 0:
         raise ValidationError(field, f"must have one non-empty row per episode, got shape {arr.shape}")
     check_w_min(w_min, arr.shape[1])

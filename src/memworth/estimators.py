@@ -227,14 +227,13 @@ class WilsonBound:
             n = np.asarray(counts.success, dtype=float) + np.asarray(counts.failure, dtype=float)
         else:
             n = np.asarray(counts.n, dtype=float)
-        has = n > 0
-        safe_n = np.where(has, n, 1.0)
+        # The formula above multiplied through by n: stable for any n >= 0, since nothing
+        # divides by n or squares it (at n = 0 it gives the whole interval [0, 1]).
         z2 = z * z
-        centre = p + z2 / (2 * safe_n)
-        spread = z * np.sqrt(np.maximum(p * (1 - p) / safe_n + z2 / (4 * safe_n**2), 0.0))
-        denom = 1 + z2 / safe_n
-        lo = np.where(has, np.clip((centre - spread) / denom, 0.0, 1.0), 0.0)
-        hi = np.where(has, np.clip((centre + spread) / denom, 0.0, 1.0), 1.0)
+        centre = n * p + z2 / 2
+        spread = z * np.sqrt(np.maximum(n * p * (1 - p) + z2 / 4, 0.0))
+        lo = np.clip((centre - spread) / (n + z2), 0.0, 1.0)
+        hi = np.clip((centre + spread) / (n + z2), 0.0, 1.0)
         return _unbox(lo), _unbox(hi)
 
     def value(self, counts: CountsLike) -> float | np.ndarray:

@@ -47,5 +47,6 @@ def as_outcomes(values: object, length: int, field: str = "success") -> np.ndarr
     bad = (arr != 1) & (arr != 0) & (arr != -1)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
-        raise OutcomeError(field, f"entry {first} is {arr[first].item()!r}; outcomes must be 1 (success), 0 or -1 (failure)")
+        value = arr[first].item()
+        raise OutcomeError(field, f"entry {first} is {value!r}; outcomes must be 1 (success), 0 or -1 (failure)")
     return arr == 1

@@ -8,7 +8,7 @@ import numpy as np
 
 from memworth._index import Index, check_key
 from memworth.counts import Counts, CountsTable
-from memworth.credit import check_w_min, normalise, normalise_rows
+from memworth.credit import as_float_array, check_w_min, normalise, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
 from memworth.estimators import ContextPooled, Decayed, Estimator, RawWorth
@@ -19,49 +19,69 @@ __all__ = ["Tracker"]
 
 
 class _Bank:
-    """Growable aligned arrays of counts, one row per memory."""
+    """Growable aligned arrays of counts, one row per memory.
+
+    hits+ and hits- sit side by side in one (rows, 2) array, so a retrieval's slot is
+    2 * row (+1 on failure) in its flat view and one scatter-add updates both.
+    """
 
     def __init__(self) -> None:
-        self.success = np.zeros(0)
-        self.failure = np.zeros(0)
+        self.hits = np.zeros((0, 2))
         self.n = np.zeros(0)
         self.last = np.zeros(0)  # episode clock of the last update (used by decayed banks)
 
+    @property
+    def success(self) -> np.ndarray:
+        return self.hits[:, 0]
+
+    @property
+    def failure(self) -> np.ndarray:
+        return self.hits[:, 1]
+
     def reserve(self, size: int) -> None:
-        if size <= len(self.success):
+        if size <= len(self.n):
             return
-        cap = max(size, 2 * len(self.success), 16)
-        for name in ("success", "failure", "n", "last"):
+        cap = max(size, 2 * len(self.n), 16)
+        hits = np.zeros((cap, 2))
+        hits[: len(self.hits)] = self.hits
+        self.hits = hits
+        for name in ("n", "last"):
             old = getattr(self, name)
             new = np.zeros(cap)
             new[: len(old)] = old
             setattr(self, name, new)
 
-    def add(self, rows: np.ndarray, weights: np.ndarray, success: np.ndarray, size: int) -> None:
-        """Add one retrieval per entry of ``rows``, with duplicates across entries summed."""
+    def add(
+        self,
+        rows: np.ndarray,
+        weights: np.ndarray | None,
+        success: np.ndarray,
+        size: int,
+        discount: np.ndarray | None = None,
+    ) -> None:
+        """Add the episodes ``rows`` (episodes, k): credit ``weights`` (None: 1/k), outcomes ``success``.
+
+        ``discount`` (one factor per episode) scales each episode's hits and retrieval
+        count, as decayed counts need. Scatter-adds touch only the rows retrieved, so a
+        small batch into a large table costs what the batch costs.
+        """
         self.reserve(size)
-        if rows.size * 8 < size:  # small batch into a big table: touch only its rows
-            touched, inverse = np.unique(rows, return_inverse=True)
-            m = touched.size
+        k = rows.shape[1]
+        slots = rows << 1
+        slots |= ~success[:, None]
+        if discount is None:
+            credit: np.ndarray | float = 1.0 / k if weights is None else weights.ravel()
+            np.add.at(self.n, rows.ravel(), 1.0)
         else:
-            touched, inverse, m = None, rows, size
-        s = np.bincount(inverse, weights=np.where(success, weights, 0.0), minlength=m)
-        f = np.bincount(inverse, weights=np.where(success, 0.0, weights), minlength=m)
-        n = np.bincount(inverse, minlength=m)
-        if touched is None:
-            self.success[:m] += s
-            self.failure[:m] += f
-            self.n[:m] += n
-        else:
-            self.success[touched] += s
-            self.failure[touched] += f
-            self.n[touched] += n
+            per_slot = np.broadcast_to(discount[:, None], rows.shape)
+            credit = (per_slot / k if weights is None else per_slot * weights).ravel()
+            np.add.at(self.n, rows.ravel(), per_slot.ravel())
+        np.add.at(self.hits.reshape(-1), slots.ravel(), credit)
 
     def decay_to(self, rows: np.ndarray, clock: float, half_life: float) -> None:
         """Bring the decayed counts of ``rows`` (unique) to episode ``clock``."""
         factor = decay_factor(clock - self.last[rows], half_life)
-        self.success[rows] *= factor
-        self.failure[rows] *= factor
+        self.hits[rows] *= np.asarray(factor)[:, None]
         self.n[rows] *= factor
         self.last[rows] = clock
 
@@ -178,16 +198,15 @@ class Tracker:
             raise ValidationError("ids", f"{dup!r} appears twice in one episode")
         outcome = as_outcome(success)
         check_w_min(self.w_min, k)
-        if weights is None:
-            w = np.full(k, 1.0 / k)
-        else:
+        w = None
+        if weights is not None:
             w = normalise(weights, w_min=self.w_min)
             if w.size != k:
                 raise ValidationError("weights", f"expected {k} weights, one per id, got {w.size}")
         if context is not None:
             check_key(context, "context")
         rows = self._index.rows(keys, create=True)
-        self._apply(rows, w, np.full(k, outcome), np.full(k, self._episodes + 1.0), context, 1)
+        self._apply(rows[None, :], None if w is None else w[None, :], np.array([outcome]), context)
 
     def record_batch(
         self,
@@ -220,17 +239,14 @@ class Tracker:
         if k == 0:
             raise ValidationError("ids", "an episode must retrieve at least one memory")
         if k > 1:
-            ordered = np.sort(arr, axis=1)
-            dup = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
-            if dup.any():
-                e = int(np.flatnonzero(dup)[0])
-                raise ValidationError("ids", f"episode {e} retrieves the same id twice")
+            dup = _first_duplicate_row(arr)
+            if dup >= 0:
+                raise ValidationError("ids", f"episode {dup} retrieves the same id twice")
         outcome = as_outcomes(success, n_ep)
         check_w_min(self.w_min, k)
-        if weights is None:
-            w = np.full(arr.shape, 1.0 / k)
-        else:
-            warr = np.asarray(weights, dtype=float)
+        w = None
+        if weights is not None:
+            warr = as_float_array(weights, "weights")
             if warr.shape != arr.shape:
                 raise ValidationError("weights", f"must have the shape of ids {arr.shape}, got {warr.shape}")
             w = normalise_rows(warr, w_min=self.w_min)
@@ -242,41 +258,35 @@ class Tracker:
             labels = [check_key(c.item() if isinstance(c, np.generic) else c, "contexts") for c in labels]
         if n_ep == 0:
             return
-        rows = self._index.int_rows(arr.ravel(), create=True)
-        clocks = np.repeat(self._episodes + 1.0 + np.arange(n_ep), k)
-        self._apply(rows, w.ravel(), np.repeat(outcome, k), clocks, None, n_ep)
+        rows = self._index.int_rows(arr.ravel(), create=True).reshape(n_ep, k)
+        self._apply(rows, w, outcome, None)
         if labels is not None:
             groups: dict[Hashable, list[int]] = {}
             for e, c in enumerate(labels):
                 groups.setdefault(c, []).append(e)
-            flat = rows.reshape(n_ep, k)
             for c, eps in groups.items():
                 sel = np.asarray(eps)
-                self._context_bank(c).add(
-                    flat[sel].ravel(), w[sel].ravel(), np.repeat(outcome[sel], k), len(self._index)
-                )
+                self._context_bank(c).add(rows[sel], None if w is None else w[sel], outcome[sel], len(self._index))
 
     def _apply(
-        self,
-        rows: np.ndarray,
-        weights: np.ndarray,
-        success: np.ndarray,
-        clocks: np.ndarray,
-        context: Hashable | None,
-        n_episodes: int,
+        self, rows: np.ndarray, weights: np.ndarray | None, success: np.ndarray, context: Hashable | None
     ) -> None:
+        """Add episodes ``rows`` (episodes, k), in order, to every bank; advance the clock."""
         size = len(self._index)
+        n_ep = rows.shape[0]
         self._totals.add(rows, weights, success, size)
         if context is not None:
             self._context_bank(context).add(rows, weights, success, size)
         if self._decayed is not None and self.half_life is not None:
-            end = self._episodes + float(n_episodes)
+            # Episode i of the batch is i + 1 episodes after the clock; bring every touched
+            # memory to the batch's end, then add each episode discounted by its age then.
+            end = self._episodes + float(n_ep)
             bank = self._decayed
             bank.reserve(size)
-            touched = np.unique(rows)
-            bank.decay_to(touched, end, self.half_life)
-            bank.add(rows, weights * decay_factor(end - clocks, self.half_life), success, size)
-        self._episodes += n_episodes
+            bank.decay_to(np.unique(rows), end, self.half_life)
+            age = np.asarray(decay_factor(np.arange(n_ep - 1, -1, -1, dtype=float), self.half_life))
+            bank.add(rows, weights, success, size, discount=age)
+        self._episodes += n_ep
 
     def _context_bank(self, context: Hashable) -> _Bank:
         bank = self._contexts.get(context)
@@ -301,7 +311,11 @@ class Tracker:
             return False
 
     def ids(self) -> list[Hashable]:
-        """Every memory id seen, in the order first seen (the row order of :meth:`table`)."""
+        """Every memory id seen, in the order first seen (the row order of :meth:`table`).
+
+        Within one :meth:`record_batch` or :meth:`register` call with an integer array,
+        the new ids are added in ascending order.
+        """
         return list(self._index.keys)
 
     def contexts(self) -> list[Hashable]:
@@ -381,3 +395,12 @@ class Tracker:
         for key in keys:
             check_key(key, "ids")
         return self._index.rows(keys, create=False)
+
+
+def _first_duplicate_row(ids: np.ndarray) -> int:
+    """Index of the first row of ``ids`` that holds an id twice, or -1."""
+    ordered = np.sort(ids, axis=1)
+    same = ordered[:, 1:] == ordered[:, :-1]
+    if not same.any():
+        return -1
+    return int(np.flatnonzero(same.any(axis=1))[0])

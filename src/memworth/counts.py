@@ -96,6 +96,7 @@ class CountsTable(NamedTuple):
 
     @property
     def evidence(self) -> np.ndarray:
+        """V = hits+ + hits- of every memory."""
         return self.success + self.failure
 
 

@@ -111,6 +111,7 @@ class RawWorth:
     no_evidence: float = 0.5
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
+        """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         return _ratio(counts, _check_prob(self.no_evidence, "no_evidence", open_interval=False))
 
 
@@ -135,6 +136,7 @@ class BetaMean:
     prior_failure: float = 1.0
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
+        """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         a = _check_positive(self.prior_success, "prior_success")
         b = _check_positive(self.prior_failure, "prior_failure")
         s = np.asarray(counts.success, dtype=float)
@@ -176,6 +178,7 @@ class BetaBound:
     evidence: str = "weighted"
 
     def interval(self, counts: CountsLike) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``(lower, upper)`` for ``counts`` (floats, or arrays for a CountsTable)."""
         level = _check_prob(self.level, "level")
         a = _check_positive(self.prior_success, "prior_success")
         b = _check_positive(self.prior_failure, "prior_failure")
@@ -186,6 +189,7 @@ class BetaBound:
         return _unbox(betaincinv(a + s, b + f, tail)), _unbox(betaincinv(a + s, b + f, 1 - tail))
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
+        """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         _check_side(self.side)
         lo, hi = self.interval(counts)
         return lo if self.side == "lower" else hi
@@ -220,6 +224,7 @@ class WilsonBound:
     evidence: str = "weighted"
 
     def interval(self, counts: CountsLike) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``(lower, upper)`` for ``counts`` (floats, or arrays for a CountsTable)."""
         z = _check_positive(self.z, "z")
         check_unit(self.evidence)
         p = np.asarray(_ratio(counts, 0.5), dtype=float)
@@ -237,6 +242,7 @@ class WilsonBound:
         return _unbox(lo), _unbox(hi)
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
+        """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         _check_side(self.side)
         lo, hi = self.interval(counts)
         return lo if self.side == "lower" else hi
@@ -268,6 +274,7 @@ class Decayed:
     half_life: float = 100.0
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
+        """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         _check_positive(self.half_life, "half_life")
         return self.base.value(counts)
 
@@ -299,6 +306,7 @@ class ContextPooled:
         return self.base.value(counts)
 
     def value_in_context(self, context_counts: CountsLike, global_counts: CountsLike) -> float | np.ndarray:
+        """``base`` on the context's counts plus ``strength`` pseudo-observations of the global ratio."""
         strength = _check_positive(self.strength, "strength", allow_zero=True)
         g = np.asarray(_ratio(global_counts, 0.5), dtype=float)
         s = np.asarray(context_counts.success, dtype=float) + strength * g

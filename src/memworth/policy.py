@@ -184,6 +184,7 @@ class DecisionRule:
         return float(1.0 - (hi - lo))
 
     def decide(self, counts: Counts) -> Decision:
+        """``promote``, ``demote`` or ``neutral`` for ``counts``, with the reason and numbers."""
         for name in ("promote_above", "demote_below", "min_confidence", "insufficient_below"):
             _number(getattr(self, name), name, 0.0, 1.0)
         worth = float(RawWorth().value(counts))
@@ -220,6 +221,7 @@ class DeprecationRule:
     evidence: str = "weighted"
 
     def check(self, counts: Counts) -> Decision:
+        """``deprecate`` or ``keep`` for ``counts``, with the reason and numbers."""
         check_unit(self.evidence)
         min_ev = _number(self.min_evidence, "min_evidence", 0.0)
         threshold = _number(self.threshold, "threshold", 0.0, 1.0)

@@ -17,6 +17,8 @@ from memworth.policy import Classification, Taxonomy
 
 __all__ = ["Tracker"]
 
+_CHUNK = 1 << 16  # episodes per pass over a large batch
+
 
 class _Bank:
     """Growable aligned arrays of counts, one row per memory.
@@ -259,7 +261,9 @@ class Tracker:
         if n_ep == 0:
             return
         rows = self._index.int_rows(arr.ravel(), create=True).reshape(n_ep, k)
-        self._apply(rows, w, outcome, None)
+        for start in range(0, n_ep, _CHUNK):  # chunks keep the temporaries in cache
+            part = slice(start, start + _CHUNK)
+            self._apply(rows[part], None if w is None else w[part], outcome[part], None)
         if labels is not None:
             groups: dict[Hashable, list[int]] = {}
             for e, c in enumerate(labels):
@@ -398,9 +402,10 @@ class Tracker:
 
 
 def _first_duplicate_row(ids: np.ndarray) -> int:
-    """Index of the first row of ``ids`` that holds an id twice, or -1."""
-    ordered = np.sort(ids, axis=1)
-    same = ordered[:, 1:] == ordered[:, :-1]
-    if not same.any():
-        return -1
-    return int(np.flatnonzero(same.any(axis=1))[0])
+    """Index of the first row of ``ids`` that holds an id twice, or -1 (in cache-sized chunks)."""
+    for start in range(0, ids.shape[0], _CHUNK):
+        ordered = np.sort(ids[start : start + _CHUNK], axis=1)
+        same = ordered[:, 1:] == ordered[:, :-1]
+        if same.any():
+            return start + int(np.flatnonzero(same.any(axis=1))[0])
+    return -1

@@ -243,3 +243,17 @@ def test_duplicate_message_names_the_id_and_episode() -> None:
         t.record(["a", "b", "a"], True)
     with pytest.raises(ValidationError, match="episode 1 retrieves the same id twice"):
         t.record_batch(np.array([[1, 2], [7, 7]]), OK)
+
+
+@pytest.mark.parametrize("call", ["worth-str", "values-int", "classify-none"])
+def test_wrong_kind_of_setting_object_is_refused(call: str) -> None:
+    t = Tracker()
+    t.record(["a"], success=True)
+    with pytest.raises(ValidationError) as info:
+        if call == "worth-str":
+            t.worth("a", estimator="raw")  # type: ignore[arg-type]
+        elif call == "values-int":
+            t.values(["a"], estimator=3)  # type: ignore[arg-type]
+        else:
+            t.classify("a", None)  # type: ignore[arg-type]
+    assert info.value.field in ("estimator", "taxonomy")

@@ -370,6 +370,9 @@ class Tracker:
     ) -> np.ndarray:
         """Worth of many memories (all, in :meth:`ids` order, by default), vectorised."""
         est = RawWorth() if estimator is None else estimator
+        if not isinstance(est, Estimator):
+            names = ", ".join(c.__name__ for c in Estimator.__args__)
+            raise ValidationError("estimator", f"must be one of {names}, got {type(est).__name__}")
         rows_ids = ids if ids is None or isinstance(ids, np.ndarray) else list(ids)
         if isinstance(est, Decayed):
             if est.half_life != self.half_life:
@@ -386,6 +389,8 @@ class Tracker:
 
     def classify(self, memory_id: Hashable, taxonomy: Taxonomy, estimator: Estimator | None = None) -> Classification:
         """The value class of one memory under ``taxonomy`` (worth from ``estimator``)."""
+        if not isinstance(taxonomy, Taxonomy):
+            raise ValidationError("taxonomy", f"must be a Taxonomy, got {type(taxonomy).__name__}")
         counts = self.counts(memory_id)
         worth = None if estimator is None else self.worth(memory_id, estimator)
         return taxonomy.classify(counts, worth)

@@ -93,15 +93,17 @@ class Index:
             self._table = grown
         rows = self._table[ids]
         if rows.min() < 0:
+            missing = np.flatnonzero(rows < 0)
             if not create:
-                raise UnknownMemoryError(int(ids[rows < 0][0]))
+                raise UnknownMemoryError(int(ids[missing[0]]))
+            new_ids = ids[missing]
             seen = np.zeros(len(self._table), dtype=bool)  # marks instead of a sort: O(n)
-            seen[ids[rows < 0]] = True
+            seen[new_ids] = True
             new = np.flatnonzero(seen)
             start = len(self.keys)
             self._table[new] = np.arange(start, start + new.size)
             self.keys.extend(new.tolist())
-            rows = self._table[ids]
+            rows[missing] = self._table[new_ids]
         return rows
 
     def _add(self, key: Hashable) -> int:

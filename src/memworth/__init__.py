@@ -9,10 +9,21 @@ suppress, re-verify, deprecate.
 from memworth.counts import Counts, CountsTable, evidence_of
 from memworth.credit import normalise, normalise_rows, uniform
 from memworth.decay import decay_factor
-from memworth.errors import MemworthError, OutcomeError, UnknownMemoryError, ValidationError
+from memworth.encoders import Encoder, HashingEncoder
+from memworth.errors import (
+    DuplicateError,
+    MemworthError,
+    OutcomeError,
+    StoreError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
 from memworth.estimators import BetaBound, BetaMean, ContextPooled, Decayed, RawWorth, WilsonBound
 from memworth.outcome import as_outcome
 from memworth.policy import Classification, Decision, DecisionRule, DeprecationRule, Taxonomy, ValueClass
+from memworth.ranking import Blend, CosineRecencyWorth, LowerBoundBlend
+from memworth.store import Episode, Memory, MemoryStore, Recall, Recalled
 from memworth.tracker import Tracker
 
 __version__ = "0.1.0"
@@ -20,19 +31,32 @@ __version__ = "0.1.0"
 __all__ = [
     "BetaBound",
     "BetaMean",
+    "Blend",
     "Classification",
     "ContextPooled",
+    "CosineRecencyWorth",
     "Counts",
     "CountsTable",
     "Decayed",
     "Decision",
     "DecisionRule",
     "DeprecationRule",
+    "DuplicateError",
+    "Encoder",
+    "Episode",
+    "HashingEncoder",
+    "LowerBoundBlend",
+    "Memory",
+    "MemoryStore",
     "MemworthError",
     "OutcomeError",
     "RawWorth",
+    "Recall",
+    "Recalled",
+    "StoreError",
     "Taxonomy",
     "Tracker",
+    "UnknownEpisodeError",
     "UnknownMemoryError",
     "ValidationError",
     "ValueClass",

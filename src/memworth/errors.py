@@ -5,7 +5,10 @@
     MemworthError                      root: ``except MemworthError`` catches them all
     ├── ValidationError(ValueError)    bad input; names the field and the reason
     │   └── OutcomeError               an outcome that is not success / failure
-    └── UnknownMemoryError(KeyError)   an id the tracker or store has never seen
+    ├── DuplicateError(ValueError)     a memory id or an episode's outcome that exists already
+    ├── UnknownMemoryError(KeyError)   an id the tracker or store has never seen
+    ├── UnknownEpisodeError(KeyError)  an episode id the store never handed out
+    └── StoreError                     the database, its schema or the store's settings
 
 Each error also inherits the matching built-in, so ``except ValueError`` keeps working
 for callers that do not know memworth.
@@ -13,7 +16,15 @@ for callers that do not know memworth.
 
 from __future__ import annotations
 
-__all__ = ["MemworthError", "OutcomeError", "UnknownMemoryError", "ValidationError"]
+__all__ = [
+    "DuplicateError",
+    "MemworthError",
+    "OutcomeError",
+    "StoreError",
+    "UnknownEpisodeError",
+    "UnknownMemoryError",
+    "ValidationError",
+]
 
 
 class MemworthError(Exception):
@@ -64,3 +75,22 @@ class UnknownMemoryError(MemworthError, KeyError):
 
     def __str__(self) -> str:
         return f"unknown memory id: {self.memory_id!r}"
+
+
+class StoreError(MemworthError):
+    """A store could not do what was asked (its database, its schema, its settings)."""
+
+
+class DuplicateError(MemworthError, ValueError):
+    """Something that must be unique already exists: a memory id, an episode's outcome."""
+
+
+class UnknownEpisodeError(MemworthError, KeyError):
+    """An episode id the store has never handed out (or one from another namespace)."""
+
+    def __init__(self, episode_id: object) -> None:
+        super().__init__(episode_id)
+        self.episode_id = episode_id
+
+    def __str__(self) -> str:
+        return f"unknown episode id: {self.episode_id!r}"

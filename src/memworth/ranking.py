@@ -1,0 +1,168 @@
+"""Recall ranking: scores that blend similarity with worth, and selection with an exploration floor.
+
+Pure functions of arrays; the store feeds them candidates and logs what they return.
+
+Scores (``ScoreRule``):
+
+* :class:`Blend` - the paper's Experiment 5: ``0.6 * similarity + 0.4 * worth``;
+* :class:`CosineRecencyWorth` - note 003: ``similarity * recency * worth``;
+* :class:`LowerBoundBlend` - the blend on a lower bound of worth (cautious at low evidence).
+
+Selection (:func:`select`) fills k slots by score, except that each slot is, with
+probability ``exploration``, given to a low-evidence candidate drawn uniformly: the
+exploration floor that keeps assumption A2 true. It returns each pick's exact inclusion
+probability under that policy, so later analysis can weight by inverse propensity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memworth.counts import CountsTable
+from memworth.errors import ValidationError
+from memworth.estimators import RawWorth, WilsonBound
+
+__all__ = ["Blend", "CosineRecencyWorth", "LowerBoundBlend", "ScoreRule", "Selection", "select"]
+
+
+def _weights(similarity: float, worth: float) -> None:
+    for name, v in (("similarity", similarity), ("worth", worth)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+            raise ValidationError(name, f"must be a finite weight >= 0, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Blend:
+    """``similarity * sim + worth * MW`` (the paper's Experiment 5 uses 0.6 and 0.4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memworth import CountsTable
+    >>> t = CountsTable(np.array([9.0, 0.0]), np.array([1.0, 0.0]), np.array([10.0, 0.0]))
+    >>> Blend().score(np.array([0.5, 0.5]), t, np.zeros(2)).round(2)
+    array([0.66, 0.5 ])
+    """
+
+    similarity: float = 0.6
+    worth: float = 0.4
+    estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
+
+    def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
+        _weights(self.similarity, self.worth)
+        return self.similarity * similarity + self.worth * np.asarray(self.estimator.value(counts))
+
+
+@dataclass(frozen=True)
+class LowerBoundBlend(Blend):
+    """The blend on the Wilson lower bound: unproven memories rank below proven ones."""
+
+    estimator: RawWorth | WilsonBound = field(default_factory=WilsonBound)
+
+
+@dataclass(frozen=True)
+class CosineRecencyWorth:
+    """Note 003: ``max(similarity, 0) * 2 ** (-age / half_life) * MW``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from memworth import CountsTable
+    >>> t = CountsTable(np.array([1.0, 1.0]), np.array([1.0, 1.0]), np.array([2.0, 2.0]))
+    >>> day = 86400.0
+    >>> CosineRecencyWorth(half_life_days=1).score(np.array([0.8, 0.8]), t, np.array([0.0, day]))
+    array([0.4, 0.2])
+    """
+
+    half_life_days: float = 30.0
+    estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
+
+    def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
+        h = self.half_life_days
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(h) or h <= 0:
+            raise ValidationError("half_life_days", f"must be a finite number > 0, got {h!r}")
+        recency = np.exp2(-np.maximum(age_seconds, 0.0) / (h * 86400.0))
+        return np.maximum(similarity, 0.0) * recency * np.asarray(self.estimator.value(counts))
+
+
+ScoreRule = Blend | LowerBoundBlend | CosineRecencyWorth
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Indices picked (best first), whether each came from exploration, and its inclusion probability."""
+
+    picked: np.ndarray
+    explored: np.ndarray
+    propensity: np.ndarray
+
+
+def select(
+    scores: np.ndarray, explorable: np.ndarray, k: int, exploration: float, rng: np.random.Generator
+) -> Selection:
+    """Pick ``k`` of the candidates: best scores, with an exploration floor.
+
+    The number of exploration slots is Binomial(k, ``exploration``); the other slots take
+    the best scores; exploration slots draw uniformly from the ``explorable`` candidates
+    not already taken (when there are too few, the next best scores fill in).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = select(np.array([0.9, 0.8, 0.1, 0.2]), np.array([False, False, True, True]), 2, 0.0,
+    ...            np.random.default_rng(0))
+    >>> s.picked.tolist(), s.propensity.tolist()
+    ([0, 1], [1.0, 1.0])
+    """
+    scores = np.asarray(scores, dtype=float)
+    explorable = np.asarray(explorable, dtype=bool)
+    if isinstance(exploration, bool) or not 0.0 <= float(exploration) <= 1.0:
+        raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
+    n = scores.size
+    k = min(int(k), n)
+    order = np.argsort(-scores, kind="stable")
+    if k == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Selection(empty, np.zeros(0, dtype=bool), np.zeros(0))
+    j = int(rng.binomial(k, exploration)) if exploration > 0 else 0
+    greedy = order[: k - j]
+    rest = order[k - j :]
+    pool = rest[explorable[rest]]
+    drawn = rng.choice(pool, size=min(j, pool.size), replace=False) if j and pool.size else np.zeros(0, np.int64)
+    filler = rest[~explorable[rest]][: j - drawn.size] if j > drawn.size else np.zeros(0, np.int64)
+    picked = np.concatenate([greedy, drawn, filler]).astype(np.int64)
+    explored = np.zeros(picked.size, dtype=bool)
+    explored[greedy.size : greedy.size + drawn.size] = True
+    return Selection(picked, explored, inclusion_probabilities(order, explorable, k, exploration)[picked])
+
+
+def inclusion_probabilities(order: np.ndarray, explorable: np.ndarray, k: int, exploration: float) -> np.ndarray:
+    """Exact probability that :func:`select` picks each candidate (indexed like ``explorable``)."""
+    n = order.size
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    ex_by_rank = explorable[order]
+    # For each rank r: how many explorable / non-explorable candidates rank at or after r.
+    ex_from = np.concatenate([np.cumsum(ex_by_rank[::-1])[::-1], [0]])
+    plain_before = np.concatenate([[0], np.cumsum(~ex_by_rank)])  # non-explorable ranked before r
+    out = np.zeros(n)
+    js = range(k + 1) if exploration > 0 else range(1)
+    for j in js:
+        pj = math.comb(k, j) * exploration**j * (1 - exploration) ** (k - j) if exploration > 0 else 1.0
+        g = k - j
+        p = np.zeros(n)
+        p[rank < g] = 1.0
+        pool = int(ex_from[g]) if g <= n else 0
+        if pool and j:
+            late_ex = (rank >= g) & explorable
+            p[late_ex] = min(j, pool) / pool
+        shortfall = j - min(j, pool)
+        if shortfall:
+            late_plain = (rank >= g) & ~explorable
+            plain_seen = plain_before[np.minimum(rank, n)] - plain_before[min(g, n)]
+            p[late_plain & (plain_seen < shortfall)] = 1.0
+        out += pj * p
+    return np.clip(out, 0.0, 1.0)

@@ -1,0 +1,113 @@
+"""The storage protocol: what a backend must do. The store does everything else.
+
+A backend persists memories, the append-only episode and outcome log, and the audit
+log, and applies counter increments atomically with the outcomes that caused them. It
+validates nothing about meaning (the store does); it guarantees atomicity, uniqueness
+of outcome per episode, and order. The conformance suite in ``tests/store`` runs the
+same tests against every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memworth.counts import Counts
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+
+__all__ = ["Backend", "Increment", "NewMemory"]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory to insert, with its embedding (float32 vector)."""
+
+    memory: Memory
+    embedding: np.ndarray
+
+
+@dataclass(frozen=True)
+class Increment:
+    """Add to one memory's counters (applied in the order given, per memory)."""
+
+    namespace: str
+    memory_id: str
+    success: float
+    failure: float
+    n: float
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Persistence for a :class:`memworth.MemoryStore`."""
+
+    url: str
+
+    def get_meta(self, key: str) -> str | None:
+        """A stored setting (schema version, encoder name)."""
+        ...
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Store a setting."""
+        ...
+
+    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+        """Insert all or nothing; an existing (namespace, id) raises DuplicateError."""
+        ...
+
+    def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
+        """Memories of ``namespace`` (all, or the given ids that exist), in insertion order."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that holds a memory, sorted."""
+        ...
+
+    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
+        """Ids and embeddings of the namespace's active memories."""
+        ...
+
+    def generation(self) -> int:
+        """A number that changes whenever memories are added or change status."""
+        ...
+
+    def insert_episode(self, episode: Episode) -> None:
+        """Log a recall (an episode without outcome yet)."""
+        ...
+
+    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+        """Logged episodes by id (missing ids are absent)."""
+        ...
+
+    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        """In one transaction: append the outcomes and apply the increments.
+
+        An episode that already has an outcome raises DuplicateError and nothing is
+        written. Increments are applied in the order given.
+        """
+        ...
+
+    def outcome_log(self) -> Iterator[OutcomeRow]:
+        """Every outcome, in the order it was committed."""
+        ...
+
+    def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
+        """Overwrite counters (used by replay); all or nothing."""
+        ...
+
+    def change_status(self, entry: AuditEntry) -> AuditEntry:
+        """Set a memory's status and append the audit entry atomically; returns it with its seq."""
+        ...
+
+    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+        """Audit entries, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,146 @@
+"""In-process backend (``memory://``): the protocol in plain Python, for tests and scratch work.
+
+Nothing survives the process. Writes are atomic because each validates everything
+before changing anything, under one lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from memworth.counts import Counts
+from memworth.errors import DuplicateError, StoreError, UnknownMemoryError
+from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+
+__all__ = ["MemoryBackend"]
+
+
+class MemoryBackend:
+    """Dictionaries and lists behind a lock."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._meta: dict[str, str] = {"schema_version": str(SCHEMA_VERSION)}
+        self._memories: dict[tuple[str, str], Memory] = {}
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._episodes: dict[str, Episode] = {}
+        self._outcomes: list[OutcomeRow] = []
+        self._has_outcome: set[str] = set()
+        self._audit: list[AuditEntry] = []
+        self._generation = 0
+
+    def get_meta(self, key: str) -> str | None:
+        return self._meta.get(key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self._meta[key] = value
+
+    def generation(self) -> int:
+        return self._generation
+
+    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+        with self._lock:
+            seen: set[tuple[str, str]] = set()
+            for row in rows:
+                key = (row.memory.namespace, row.memory.id)
+                if key in self._memories or key in seen:
+                    raise DuplicateError(f"memory {key[1]!r} already exists in namespace {key[0]!r}")
+                seen.add(key)
+            for row in rows:
+                key = (row.memory.namespace, row.memory.id)
+                self._memories[key] = row.memory
+                self._vectors[key] = np.array(row.embedding, dtype=np.float32)
+            self._generation += 1
+
+    def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
+        with self._lock:
+            if ids is None:
+                return [m for (ns, _), m in self._memories.items() if ns == namespace]
+            wanted = set(ids)
+            return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted({ns for ns, _ in self._memories})
+
+    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
+        with self._lock:
+            keys = [k for k, m in self._memories.items() if k[0] == namespace and m.status == "active"]
+            if not keys:
+                return [], np.zeros((0, 0), dtype=np.float32)
+            return [k[1] for k in keys], np.stack([self._vectors[k] for k in keys])
+
+    def insert_episode(self, episode: Episode) -> None:
+        with self._lock:
+            if episode.id in self._episodes:
+                raise DuplicateError(f"episode {episode.id!r} exists already")
+            self._episodes[episode.id] = episode
+
+    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+        with self._lock:
+            return {i: self._episodes[i] for i in ids if i in self._episodes}
+
+    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        with self._lock:
+            batch: set[str] = set()
+            for o in outcomes:
+                if o.episode_id in self._has_outcome or o.episode_id in batch:
+                    raise DuplicateError(f"episode {o.episode_id!r} already has an outcome")
+                batch.add(o.episode_id)
+            for inc in increments:
+                if (inc.namespace, inc.memory_id) not in self._memories:
+                    raise UnknownMemoryError(inc.memory_id)
+            recorded = outcomes[-1].recorded if outcomes else 0.0
+            for o in outcomes:
+                self._outcomes.append(dataclasses.replace(o, seq=len(self._outcomes) + 1))
+                self._has_outcome.add(o.episode_id)
+            for inc in sorted(increments, key=lambda i: (i.namespace, i.memory_id)):
+                key = (inc.namespace, inc.memory_id)
+                m = self._memories[key]
+                c = m.counts
+                counts = Counts(c.success + inc.success, c.failure + inc.failure, c.n + inc.n)
+                self._memories[key] = dataclasses.replace(m, counts=counts, updated=recorded)
+
+    def outcome_log(self) -> Iterator[OutcomeRow]:
+        with self._lock:
+            rows = list(self._outcomes)
+        yield from rows
+
+    def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
+        with self._lock:
+            for mid in counts:
+                if (namespace, mid) not in self._memories:
+                    raise UnknownMemoryError(mid)
+            for mid, c in counts.items():
+                key = (namespace, mid)
+                self._memories[key] = dataclasses.replace(self._memories[key], counts=c)
+
+    def change_status(self, entry: AuditEntry) -> AuditEntry:
+        with self._lock:
+            key = (entry.namespace, entry.memory_id)
+            m = self._memories.get(key)
+            if m is None:
+                raise UnknownMemoryError(entry.memory_id)
+            if m.status != entry.old_status:
+                raise StoreError(f"memory {entry.memory_id!r} is no longer {entry.old_status!r}; nothing changed")
+            self._memories[key] = dataclasses.replace(m, status=entry.new_status, updated=entry.at)
+            saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
+            self._audit.append(saved)
+            self._generation += 1
+            return saved
+
+    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+        with self._lock:
+            return [
+                e for e in self._audit if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id)
+            ]
+
+    def close(self) -> None:
+        pass

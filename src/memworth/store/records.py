@@ -1,0 +1,103 @@
+"""What a store keeps: memories, episodes (one recall each), outcomes, audit entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memworth.counts import Counts
+
+__all__ = ["STATUSES", "AuditEntry", "Episode", "EpisodeItem", "Memory", "OutcomeRow", "Recalled"]
+
+STATUSES = ("active", "suppressed", "deprecated", "archived")
+"""Every status a memory can have; recall only returns ``active`` ones."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One stored memory with its evidence."""
+
+    id: str
+    text: str
+    namespace: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    contexts: tuple[str, ...] = ()
+    derived_from: tuple[str, ...] = ()
+    part_of: tuple[str, ...] = ()
+    status: str = "active"
+    created: float = 0.0
+    updated: float = 0.0
+    counts: Counts = field(default_factory=Counts)
+
+
+@dataclass(frozen=True)
+class EpisodeItem:
+    """One retrieved memory of an episode: its credit weight and how likely recall was to pick it."""
+
+    memory_id: str
+    weight: float
+    propensity: float
+    position: int
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The handle of one recall: pass it (or its id) to ``MemoryStore.record``."""
+
+    id: str
+    namespace: str
+    query: str
+    context: str | None
+    created: float
+    items: tuple[EpisodeItem, ...]
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One recorded outcome, as the append-only log keeps it."""
+
+    episode_id: str
+    success: bool
+    source: str
+    confidence: float
+    recorded: float
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class Recalled:
+    """A memory returned by recall, with everything that ranked it."""
+
+    memory: Memory
+    similarity: float
+    worth: float
+    lower: float
+    upper: float
+    value_class: str
+    score: float
+    propensity: float
+    explored: bool
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One change of a memory's standing: what, when, why, under which settings."""
+
+    seq: int
+    memory_id: str
+    namespace: str
+    action: str
+    old_status: str
+    new_status: str
+    reason: str
+    settings: dict[str, Any]
+    at: float
+
+
+def as_matrix(rows: list[bytes], dimension: int) -> np.ndarray:
+    """Stored float32 blobs to a (rows, dimension) matrix."""
+    if not rows:
+        return np.zeros((0, dimension), dtype=np.float32)
+    return np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), dimension).copy()

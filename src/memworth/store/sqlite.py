@@ -1,0 +1,376 @@
+"""SQLite backend: the embedded default (``sqlite:///path.db``).
+
+Durability: WAL journal with ``synchronous=FULL`` by default, so an outcome that
+``record`` acknowledged survives a killed process and a power cut. ``?synchronous=normal``
+trades the power-cut guarantee for speed (still safe against a killed process).
+Writers take the write lock up front (``BEGIN IMMEDIATE``) and add to counters inside
+SQL (``success = success + ?``): with several processes writing, no read-then-write race
+can lose an update, and no transaction fails half way on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+
+from memworth.counts import Counts
+from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
+from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, as_matrix
+
+__all__ = ["SQLiteBackend"]
+
+MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE memories (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        contexts TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        success REAL NOT NULL DEFAULT 0,
+        failure REAL NOT NULL DEFAULT 0,
+        n REAL NOT NULL DEFAULT 0,
+        embedding BLOB NOT NULL,
+        PRIMARY KEY (namespace, id)
+    );
+    CREATE INDEX memories_by_status ON memories (namespace, status, seq);
+    CREATE TABLE edges (
+        namespace TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL, kind TEXT NOT NULL,
+        PRIMARY KEY (namespace, src, kind, dst)
+    );
+    CREATE TABLE episodes (
+        id TEXT PRIMARY KEY, namespace TEXT NOT NULL, query TEXT NOT NULL, context TEXT, created REAL NOT NULL
+    );
+    CREATE TABLE episode_items (
+        episode_id TEXT NOT NULL, position INTEGER NOT NULL, memory_id TEXT NOT NULL,
+        weight REAL NOT NULL, propensity REAL NOT NULL,
+        PRIMARY KEY (episode_id, position)
+    );
+    CREATE TABLE outcomes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        episode_id TEXT NOT NULL UNIQUE,
+        success INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        recorded REAL NOT NULL
+    );
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL, memory_id TEXT NOT NULL, action TEXT NOT NULL,
+        old_status TEXT NOT NULL, new_status TEXT NOT NULL, reason TEXT NOT NULL,
+        settings TEXT NOT NULL, at REAL NOT NULL
+    );
+    CREATE INDEX audit_by_memory ON audit (namespace, memory_id, seq);
+    """,
+}
+
+
+def _path_of(url: str) -> tuple[str, dict[str, str]]:
+    parsed = urlparse(url)
+    if parsed.scheme != "sqlite" or not parsed.path or parsed.path == "/":
+        raise ValidationError("url", f"expected sqlite:///relative/path.db or sqlite:////absolute/path.db, got {url!r}")
+    options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+    return parsed.path[1:], options
+
+
+class SQLiteBackend:
+    """Memories, log and counters in one SQLite file (WAL)."""
+
+    def __init__(self, url: str) -> None:
+        path, options = _path_of(url)
+        sync = options.pop("synchronous", "full").lower()
+        if sync not in ("full", "normal", "extra"):
+            raise ValidationError("synchronous", f"must be full, normal or extra, got {sync!r}")
+        if options:
+            raise ValidationError("url", f"unknown option(s): {', '.join(sorted(options))}")
+        if path != ":memory:" and not Path(path).parent.exists():
+            raise StoreError(f"cannot open {url}: folder {Path(path).parent} does not exist")
+        self.url = url
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={sync.upper()}")
+            self._db.execute("PRAGMA busy_timeout=60000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {url}: {exc}") from exc
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self._db, self._lock)
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(f"{self.url} has schema version {current}; this memworth knows up to {SCHEMA_VERSION}")
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
+            if db.execute("SELECT 1 FROM meta WHERE key = 'generation'").fetchone() is None:
+                db.execute("INSERT INTO meta VALUES ('generation', '0')")
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    # -- memories ---------------------------------------------------------------------
+
+    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+        with self._write() as db:
+            top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM memories").fetchone()[0]
+            for i, row in enumerate(rows):
+                m = row.memory
+                try:
+                    db.execute(
+                        "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
+                        " success, failure, n, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (
+                            m.namespace,
+                            m.id,
+                            top + i + 1,
+                            m.text,
+                            json.dumps(m.metadata),
+                            json.dumps(list(m.contexts)),
+                            m.status,
+                            m.created,
+                            m.updated,
+                            m.counts.success,
+                            m.counts.failure,
+                            m.counts.n,
+                            np.ascontiguousarray(row.embedding, dtype=np.float32).tobytes(),
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
+                edges = [(m.namespace, m.id, d, "derived_from") for d in m.derived_from]
+                edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
+                db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
+            _bump(db)
+
+    def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
+        cols = "id, text, metadata, contexts, status, created, updated, success, failure, n"
+        if ids is None:
+            rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = ? ORDER BY seq", (namespace,))
+        else:
+            found: list[tuple[Any, ...]] = []
+            unique = list(dict.fromkeys(ids))
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                found += self._read(
+                    f"SELECT {cols}, seq FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk)
+                )
+            rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
+        edges: dict[str, dict[str, list[str]]] = {}
+        if rows:
+            for src, dst, kind in self._read("SELECT src, dst, kind FROM edges WHERE namespace = ?", (namespace,)):
+                edges.setdefault(src, {}).setdefault(kind, []).append(dst)
+        return [
+            Memory(
+                id=r[0],
+                text=r[1],
+                namespace=namespace,
+                metadata=json.loads(r[2]),
+                contexts=tuple(json.loads(r[3])),
+                derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
+                part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
+                status=r[4],
+                created=r[5],
+                updated=r[6],
+                counts=Counts(r[7], r[8], r[9]),
+            )
+            for r in rows
+        ]
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
+
+    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
+        rows = self._read(
+            "SELECT id, embedding FROM memories WHERE namespace = ? AND status = 'active' ORDER BY seq", (namespace,)
+        )
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        dim = len(rows[0][1]) // 4
+        return [r[0] for r in rows], as_matrix([r[1] for r in rows], dim)
+
+    # -- episodes and outcomes ----------------------------------------------------------
+
+    def insert_episode(self, episode: Episode) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO episodes VALUES (?,?,?,?,?)",
+                (episode.id, episode.namespace, episode.query, episode.context, episode.created),
+            )
+            db.executemany(
+                "INSERT INTO episode_items VALUES (?,?,?,?,?)",
+                [(episode.id, it.position, it.memory_id, it.weight, it.propensity) for it in episode.items],
+            )
+
+    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+        out: dict[str, Episode] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            heads = self._read(
+                f"SELECT id, namespace, query, context, created FROM episodes WHERE id IN ({marks})", chunk
+            )
+            items: dict[str, list[EpisodeItem]] = {}
+            for eid, pos, mid, w, p in self._read(
+                f"SELECT episode_id, position, memory_id, weight, propensity FROM episode_items"
+                f" WHERE episode_id IN ({marks}) ORDER BY episode_id, position",
+                chunk,
+            ):
+                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
+            for eid, ns, query, context, created in heads:
+                out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])))
+        return out
+
+    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        with self._write() as db:
+            for o in outcomes:
+                try:
+                    db.execute(
+                        "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
+                        (o.episode_id, int(o.success), o.source, o.confidence, o.recorded),
+                    )
+                except sqlite3.IntegrityError:
+                    raise DuplicateError(f"episode {o.episode_id!r} already has an outcome") from None
+            # One statement per memory increment, ordered by memory (stable: per memory the
+            # increments keep outcome order, which replay reproduces exactly).
+            ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
+            recorded = outcomes[-1].recorded if outcomes else 0.0
+            for inc in ordered:
+                cur = db.execute(
+                    "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
+                    " WHERE namespace = ? AND id = ?",
+                    (inc.success, inc.failure, inc.n, recorded, inc.namespace, inc.memory_id),
+                )
+                if cur.rowcount != 1:
+                    raise UnknownMemoryError(inc.memory_id)
+
+    def outcome_log(self) -> Iterator[OutcomeRow]:
+        rows = self._read("SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes ORDER BY seq")
+        for seq, eid, ok, source, conf, recorded in rows:
+            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq)
+
+    def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
+        with self._write() as db:
+            db.executemany(
+                "UPDATE memories SET success = ?, failure = ?, n = ? WHERE namespace = ? AND id = ?",
+                [(c.success, c.failure, c.n, namespace, mid) for mid, c in sorted(counts.items())],
+            )
+
+    # -- status and audit ---------------------------------------------------------------
+
+    def change_status(self, entry: AuditEntry) -> AuditEntry:
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE memories SET status = ?, updated = ? WHERE namespace = ? AND id = ? AND status = ?",
+                (entry.new_status, entry.at, entry.namespace, entry.memory_id, entry.old_status),
+            )
+            if cur.rowcount != 1:
+                raise StoreError(f"memory {entry.memory_id!r} is no longer {entry.old_status!r}; nothing changed")
+            cur = db.execute(
+                "INSERT INTO audit (namespace, memory_id, action, old_status, new_status, reason, settings, at)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    entry.namespace,
+                    entry.memory_id,
+                    entry.action,
+                    entry.old_status,
+                    entry.new_status,
+                    entry.reason,
+                    json.dumps(entry.settings, sort_keys=True),
+                    entry.at,
+                ),
+            )
+            _bump(db)
+            return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
+
+    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+        sql = "SELECT seq, memory_id, namespace, action, old_status, new_status, reason, settings, at FROM audit"
+        if memory_id is None:
+            rows = self._read(sql + " WHERE namespace = ? ORDER BY seq", (namespace,))
+        else:
+            rows = self._read(sql + " WHERE namespace = ? AND memory_id = ? ORDER BY seq", (namespace, memory_id))
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[8]) for r in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's own ``PRAGMA integrity_check`` answer ("ok" when sound)."""
+        return str(self._read("PRAGMA integrity_check")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _bump(db: sqlite3.Connection) -> None:
+    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._lock.release()
+            raise StoreError(f"cannot start a write: {exc}") from exc
+        return self._db
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            if kind is None:
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as err:
+                    self._db.execute("ROLLBACK")
+                    raise StoreError(f"commit failed, nothing written: {err}") from err
+            else:
+                self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"nothing written: {exc}") from exc
+        finally:
+            self._lock.release()

@@ -1,0 +1,570 @@
+"""MemoryStore: memories an agent recalls, governed by the worth their outcomes earn."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memworth.counts import Counts, CountsTable
+from memworth.credit import check_w_min, normalise
+from memworth.encoders import Encoder, HashingEncoder
+from memworth.errors import StoreError, UnknownEpisodeError, UnknownMemoryError, ValidationError
+from memworth.estimators import RawWorth, WilsonBound
+from memworth.outcome import as_outcome
+from memworth.policy import Taxonomy
+from memworth.ranking import Blend, ScoreRule, select
+from memworth.store.backend import Backend, Increment, NewMemory
+from memworth.store.records import STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
+
+__all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "MemoryStore", "Recall", "ReplayReport"]
+
+MAX_TEXT = 32_768
+"""Longest memory text or query, in characters."""
+MAX_METADATA = 65_536
+"""Largest metadata, as JSON bytes."""
+MAX_K = 100
+DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2}
+"""Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
+to hits. Explicit signals (a user's verdict, a test result) count fully; heuristic ones
+(a keyword match, a guess from the transcript) count a fifth, so it takes about five
+times as many of them (note 003: 25 against 5) to move worth as far."""
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What :meth:`MemoryStore.recall` returns: the memories, best first, and the episode."""
+
+    episode: Episode
+    results: tuple[Recalled, ...]
+
+    def __iter__(self) -> Iterator[Recalled]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def texts(self) -> list[str]:
+        return [r.memory.text for r in self.results]
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """Counters rebuilt from the outcome log, and where they differ from the live ones."""
+
+    outcomes: int
+    rebuilt: dict[tuple[str, str], Counts]
+    mismatches: list[tuple[str, str, Counts, Counts]] = field(default_factory=list)
+    applied: bool = False
+
+    @property
+    def consistent(self) -> bool:
+        return not self.mismatches
+
+
+def _text(value: object, field_name: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ValidationError(field_name, "must not be empty")
+    if len(value) > MAX_TEXT:
+        raise ValidationError(field_name, f"is {len(value)} characters; the limit is {MAX_TEXT}")
+    return value
+
+
+def _name(value: object, field_name: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValidationError(field_name, f"must be 1-64 characters of letters, digits, _ . : -, got {value!r}")
+    return value
+
+
+def _memory_id(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 200 or value != value.strip():
+        raise ValidationError(
+            "id", f"must be a non-empty string of at most 200 characters without edge spaces, got {value!r}"
+        )
+    return value
+
+
+def _labels(value: object, field_name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValidationError(field_name, f"must be a list of strings, got {type(value).__name__}")
+    out = []
+    for v in value:
+        if not isinstance(v, str) or not v or len(v) > 200:
+            raise ValidationError(field_name, f"entries must be non-empty strings of at most 200 characters, got {v!r}")
+        out.append(v)
+    return tuple(dict.fromkeys(out))
+
+
+def _metadata(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ValidationError("metadata", "must be a JSON object (a dict with string keys)")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("metadata", f"must be JSON-serialisable: {exc}") from None
+    if len(text.encode()) > MAX_METADATA:
+        raise ValidationError("metadata", f"is {len(text.encode())} bytes as JSON; the limit is {MAX_METADATA}")
+    return dict(json.loads(text))
+
+
+class MemoryStore:
+    """A governed memory store over a backend (SQLite by default).
+
+    Parameters
+    ----------
+    backend
+        Where memories and logs live; use :meth:`open` with a URL rather than building one.
+    encoder
+        Turns texts into vectors. Default: the encoder the store was created with, or
+        all-MiniLM-L6-v2 for a new store.
+    scoring
+        How candidates are ranked: :class:`memworth.ranking.Blend` (default, the paper's
+        0.6 x similarity + 0.4 x worth), ``CosineRecencyWorth`` or ``LowerBoundBlend``.
+    exploration
+        Chance that each recall slot goes to a low-evidence memory (assumption A2's floor).
+    min_evidence
+        Retrievals below which a memory counts as low-evidence (and "uncertain").
+    credit
+        ``"uniform"`` (1/k) or ``"score"`` (proportional to the final score).
+    w_min
+        Floor on a credit weight.
+    sources
+        Extra or overriding outcome sources ``{name: confidence}``.
+    seed
+        Seed of the exploration draws (``None``: fresh randomness).
+
+    Examples
+    --------
+    >>> from memworth import MemoryStore, HashingEncoder
+    >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
+    >>> _ = store.add("Use list.reverse() or [::-1] to reverse a Python list.", id="reverse")
+    >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
+    >>> recall = store.recall("how to reverse a python list", k=1)
+    >>> [r.memory.id for r in recall]
+    ['reverse']
+    >>> store.record(recall.episode, success=True)
+    >>> store.get("reverse").counts
+    Counts(success=1.0, failure=0.0, n=1.0)
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        encoder: Encoder | None = None,
+        scoring: ScoreRule | None = None,
+        exploration: float = 0.1,
+        min_evidence: float = 10,
+        credit: str = "uniform",
+        w_min: float = 0.0,
+        sources: dict[str, float] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
+            raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
+        if credit not in ("uniform", "score"):
+            raise ValidationError("credit", f"must be 'uniform' or 'score', got {credit!r}")
+        check_w_min(w_min, 1)
+        self.sources = dict(DEFAULT_SOURCES)
+        for name, conf in (sources or {}).items():
+            _name(name, "sources")
+            self.sources[name] = _confidence(conf)
+        self.backend = backend
+        self.scoring: ScoreRule = scoring if scoring is not None else Blend()
+        self.exploration = float(exploration)
+        self.min_evidence = min_evidence
+        self.credit = credit
+        self.w_min = w_min
+        self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
+        self._rng = np.random.default_rng(seed)
+        self._encoder = encoder
+        self._bind_encoder(encoder)
+        self._cache: dict[str, tuple[int, list[str], np.ndarray]] = {}
+
+    @classmethod
+    def open(cls, url: str = "sqlite:///memworth.db", **settings: Any) -> MemoryStore:
+        """Open (creating if needed) the store at ``url``: ``sqlite:///path.db`` or ``memory://``."""
+        if not isinstance(url, str):
+            raise ValidationError("url", f"must be a string, got {type(url).__name__}")
+        backend: Backend
+        if url.startswith("sqlite:"):
+            from memworth.store.sqlite import SQLiteBackend
+
+            backend = SQLiteBackend(url)
+        elif url == "memory://":
+            from memworth.store.memory import MemoryBackend
+
+            backend = MemoryBackend(url)
+        else:
+            raise ValidationError("url", f"unsupported store URL {url!r}: use sqlite:///path.db or memory://")
+        try:
+            return cls(backend, **settings)
+        except BaseException:
+            backend.close()
+            raise
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # -- encoder ----------------------------------------------------------------------
+
+    def _bind_encoder(self, encoder: Encoder | None) -> None:
+        stored = self.backend.get_meta("encoder")
+        if encoder is None:
+            return
+        if not isinstance(encoder, Encoder):
+            raise ValidationError("encoder", f"must have name, dimension and encode(), got {type(encoder).__name__}")
+        if stored is None:
+            self.backend.set_meta("encoder", encoder.name)
+            self.backend.set_meta("dimension", str(encoder.dimension))
+        elif stored != encoder.name:
+            raise StoreError(
+                f"{self.backend.url} holds embeddings from {stored!r}; refusing to mix in {encoder.name!r}"
+            )
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            stored = self.backend.get_meta("encoder")
+            self._encoder = _encoder_named(stored or "all-MiniLM-L6-v2")
+            self._bind_encoder(self._encoder)
+        return self._encoder
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(self.encoder.encode(texts), dtype=np.float32)
+        if vectors.shape != (len(texts), self.encoder.dimension) or not np.isfinite(vectors).all():
+            raise StoreError(f"encoder {self.encoder.name!r} returned unusable vectors of shape {vectors.shape}")
+        return vectors
+
+    # -- memories ---------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        namespace: str = "default",
+        metadata: dict[str, Any] | None = None,
+        contexts: Sequence[str] | None = None,
+        derived_from: Sequence[str] | None = None,
+        part_of: Sequence[str] | None = None,
+    ) -> Memory:
+        """Store one memory; see :meth:`add_many`."""
+        item = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
+        item |= {"derived_from": derived_from, "part_of": part_of}
+        return self.add_many([item], namespace=namespace)[0]
+
+    def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
+        """Store many memories in one transaction (all or none), embedding them in one batch.
+
+        Each item is a dict with ``text`` and optionally ``id`` (default: a random one),
+        ``metadata`` (JSON object), ``contexts`` (labels), ``derived_from`` and ``part_of``
+        (ids of memories in the same namespace, or earlier in ``items``).
+        """
+        _name(namespace, "namespace")
+        if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
+            raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
+        now = time.time()
+        memories = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise ValidationError(f"items[{i}]", "must be a dict with at least 'text'")
+            unknown = set(item) - {"text", "id", "metadata", "contexts", "derived_from", "part_of"}
+            if unknown:
+                raise ValidationError(f"items[{i}]", f"unknown field(s): {', '.join(sorted(unknown))}")
+            mid = item.get("id")
+            memories.append(
+                Memory(
+                    id=uuid.uuid4().hex if mid is None else _memory_id(mid),
+                    text=_text(item.get("text"), "text"),
+                    namespace=namespace,
+                    metadata=_metadata(item.get("metadata")),
+                    contexts=_labels(item.get("contexts"), "contexts"),
+                    derived_from=_labels(item.get("derived_from"), "derived_from"),
+                    part_of=_labels(item.get("part_of"), "part_of"),
+                    created=now,
+                    updated=now,
+                )
+            )
+        ids = [m.id for m in memories]
+        if len(set(ids)) != len(ids):
+            raise ValidationError("id", "the same id appears twice in one call")
+        linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - set(ids)
+        if linked:
+            found = {m.id for m in self.backend.memories(namespace, sorted(linked))}
+            missing = sorted(linked - found)
+            if missing:
+                raise UnknownMemoryError(missing[0])
+        vectors = self._embed([m.text for m in memories])
+        self.backend.insert_memories([NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)])
+        return memories
+
+    def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
+        """One memory, with its current counts."""
+        _name(namespace, "namespace")
+        found = self.backend.memories(namespace, [_memory_id(memory_id)])
+        if not found:
+            raise UnknownMemoryError(memory_id)
+        return found[0]
+
+    def list(
+        self, *, namespace: str = "default", status: str | None = None, context: str | None = None
+    ) -> list[Memory]:
+        """Memories of a namespace, optionally only one status or one context label."""
+        _name(namespace, "namespace")
+        if status is not None and status not in STATUSES:
+            raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        out = self.backend.memories(namespace)
+        if status is not None:
+            out = [m for m in out if m.status == status]
+        if context is not None:
+            out = [m for m in out if context in m.contexts]
+        return out
+
+    # -- recall -----------------------------------------------------------------------
+
+    def _vectors(self, namespace: str) -> tuple[builtins.list[str], np.ndarray]:
+        generation = self.backend.generation()
+        cached = self._cache.get(namespace)
+        if cached is None or cached[0] != generation:
+            ids, matrix = self.backend.vectors(namespace)
+            self._cache[namespace] = cached = (generation, ids, matrix)
+        return cached[1], cached[2]
+
+    def recall(self, query: str, k: int = 4, *, context: str | None = None, namespace: str = "default") -> Recall:
+        """The ``k`` best active memories for ``query``, and the episode that logs them.
+
+        Candidates are the most similar active memories; they are ranked by the store's
+        scoring rule, with the exploration floor; the episode records each pick's credit
+        weight and inclusion probability. Report its outcome with :meth:`record`.
+        """
+        query = _text(query, "query")
+        _name(namespace, "namespace")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
+        if context is not None:
+            _labels([context], "context")
+        ids, matrix = self._vectors(namespace)
+        q = self._embed([query])[0]
+        picked_results: list[Recalled] = []
+        items: list[EpisodeItem] = []
+        if ids:
+            sims = matrix @ q
+            size = min(len(ids), max(50, 10 * k))
+            cand = np.argpartition(-sims, size - 1)[:size] if size < len(ids) else np.arange(len(ids))
+            by_id = {m.id: m for m in self.backend.memories(namespace, [ids[i] for i in cand])}
+            cand = np.array([i for i in cand if ids[i] in by_id and by_id[ids[i]].status == "active"], dtype=np.int64)
+            mems = [by_id[ids[i]] for i in cand]
+            table = CountsTable(
+                np.array([m.counts.success for m in mems]),
+                np.array([m.counts.failure for m in mems]),
+                np.array([m.counts.n for m in mems]),
+            )
+            age = time.time() - np.array([m.created for m in mems])
+            cand_sims = sims[cand].astype(float)
+            scores = np.asarray(self.scoring.score(cand_sims, table, age), dtype=float)
+            if not np.isfinite(scores).all():
+                raise StoreError("scoring produced a non-finite score")
+            sel = select(scores, table.n < self.min_evidence, k, self.exploration, self._rng)
+            weights = self._credit(scores[sel.picked])
+            worth = np.asarray(RawWorth().value(table))
+            lo, hi = WilsonBound(evidence="retrievals").interval(table)
+            classes = self.taxonomy.classify_table(table)
+            for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
+                m = mems[i]
+                items.append(EpisodeItem(m.id, float(w), float(p), pos))
+                picked_results.append(
+                    Recalled(
+                        m,
+                        float(cand_sims[i]),
+                        float(worth[i]),
+                        float(np.asarray(lo)[i]),
+                        float(np.asarray(hi)[i]),
+                        str(classes[i]),
+                        float(scores[i]),
+                        float(p),
+                        bool(ex),
+                    )
+                )
+        episode = Episode(uuid.uuid4().hex, namespace, query, context, time.time(), tuple(items))
+        self.backend.insert_episode(episode)
+        return Recall(episode, tuple(picked_results))
+
+    def _credit(self, scores: np.ndarray) -> np.ndarray:
+        if scores.size == 0:
+            return scores
+        if self.credit == "uniform":
+            return np.full(scores.size, 1.0 / scores.size)
+        positive = np.maximum(scores, 0.0)
+        if positive.sum() <= 0:
+            positive = np.ones_like(positive)
+        return normalise(positive, w_min=self.w_min)
+
+    # -- outcomes ---------------------------------------------------------------------
+
+    def record(
+        self,
+        episode: Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        """Record the outcome of one recalled episode: credit its memories and log it, atomically."""
+        self.record_many([(episode, success)], source=source, confidence=confidence, namespace=namespace)
+
+    def record_many(
+        self,
+        outcomes: Iterable[tuple[Episode | str, object]],
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        """Record many ``(episode, success)`` outcomes in one transaction (all or none).
+
+        Refused, with nothing written: an unknown episode, an episode from another
+        ``namespace`` (when given), an episode already recorded (here or earlier), an
+        outcome that is not success/failure, an unknown source.
+        """
+        if source not in self.sources:
+            raise ValidationError("source", f"unknown source {source!r}; known: {', '.join(sorted(self.sources))}")
+        conf = self.sources[source] if confidence is None else _confidence(confidence)
+        if namespace is not None:
+            _name(namespace, "namespace")
+        pairs = list(outcomes)
+        if not pairs:
+            raise ValidationError("outcomes", "nothing to record")
+        ids = []
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair")
+            ref = pair[0].id if isinstance(pair[0], Episode) else pair[0]
+            if not isinstance(ref, str):
+                raise ValidationError("episode", f"must be an Episode or its id, got {type(ref).__name__}")
+            ids.append(ref)
+        if len(set(ids)) != len(ids):
+            raise ValidationError("episode", "the same episode appears twice in one call")
+        results = [as_outcome(p[1]) for p in pairs]
+        known = self.backend.episodes(ids)
+        now = time.time()
+        rows, increments = [], []
+        for eid, ok in zip(ids, results, strict=True):
+            ep = known.get(eid)
+            if ep is None or (namespace is not None and ep.namespace != namespace):
+                raise UnknownEpisodeError(eid)
+            rows.append(OutcomeRow(eid, ok, source, conf, now))
+            increments += credit_increments(ep, ok, conf)
+        self.backend.append_outcomes(rows, increments)
+
+    # -- standing ---------------------------------------------------------------------
+
+    def set_status(
+        self,
+        memory_id: str,
+        status: str,
+        *,
+        reason: str,
+        namespace: str = "default",
+        action: str = "set-status",
+        settings: dict[str, Any] | None = None,
+    ) -> AuditEntry:
+        """Change a memory's status, with an audit entry saying why; any change can be reversed."""
+        if status not in STATUSES:
+            raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        reason = _text(reason, "reason")
+        current = self.get(memory_id, namespace=namespace)
+        if current.status == status:
+            raise ValidationError("status", f"memory {memory_id!r} is already {status!r}")
+        entry = AuditEntry(0, memory_id, namespace, action, current.status, status, reason, settings or {}, time.time())
+        return self.backend.change_status(entry)
+
+    def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> builtins.list[AuditEntry]:
+        """The audit log of a namespace (or of one memory), oldest first."""
+        _name(namespace, "namespace")
+        return self.backend.audit_log(namespace, memory_id)
+
+    # -- the log ----------------------------------------------------------------------
+
+    def replay(self, *, apply: bool = False) -> ReplayReport:
+        """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences."""
+        rebuilt: dict[tuple[str, str], list[float]] = {}
+        log = list(self.backend.outcome_log())
+        episodes: dict[str, Episode] = {}
+        ids = [o.episode_id for o in log]
+        for start in range(0, len(ids), 5000):
+            episodes |= self.backend.episodes(ids[start : start + 5000])
+        for o in log:
+            for inc in credit_increments(episodes[o.episode_id], o.success, o.confidence):
+                acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
+                acc[0] += inc.success
+                acc[1] += inc.failure
+                acc[2] += inc.n
+        counts = {key: Counts(*v) for key, v in rebuilt.items()}
+        mismatches = []
+        live_all: dict[tuple[str, str], Counts] = {}
+        for ns in self.backend.namespaces():
+            for m in self.backend.memories(ns):
+                live_all[(ns, m.id)] = m.counts
+        for key, live in live_all.items():
+            want = counts.get(key, Counts())
+            if (live.success, live.failure, live.n) != (want.success, want.failure, want.n):
+                mismatches.append((key[0], key[1], live, want))
+        if apply and mismatches:
+            by_ns: dict[str, dict[str, Counts]] = {}
+            for ns, mid, _live, want in mismatches:
+                by_ns.setdefault(ns, {})[mid] = want
+            for ns, fixes in by_ns.items():
+                self.backend.write_counts(ns, fixes)
+        return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
+
+
+def credit_increments(episode: Episode, success: bool, confidence: float) -> list[Increment]:
+    """The counter increments one outcome causes: weight x confidence to hits+ or hits-, 1 to n."""
+    out = []
+    for item in episode.items:
+        mass = item.weight * confidence
+        out.append(
+            Increment(episode.namespace, item.memory_id, mass if success else 0.0, 0.0 if success else mass, 1.0)
+        )
+    return out
+
+
+def _confidence(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= 1:
+        raise ValidationError("confidence", f"must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _encoder_named(name: str) -> Encoder:
+    if name.startswith("hashing-") and name[8:].isdigit():
+        return HashingEncoder(int(name[8:]))
+    if name == "all-MiniLM-L6-v2":
+        from memworth.minilm import MiniLMEncoder
+
+        return MiniLMEncoder()
+    raise StoreError(f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)")

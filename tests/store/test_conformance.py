@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.store.conftest import FACTS
 
 from memworth import (
     Counts,
@@ -16,7 +17,6 @@ from memworth import (
     ValidationError,
 )
 from memworth.store import MAX_TEXT
-from tests.store.conftest import FACTS
 
 
 def snapshot(store: MemoryStore, namespace: str = "default") -> list[tuple[str, str, Counts]]:
@@ -85,7 +85,7 @@ def test_provenance_must_point_at_existing_memories(store: MemoryStore) -> None:
 def test_recall_ranks_by_similarity_and_logs_the_episode(filled: MemoryStore) -> None:
     filled.exploration = 0.0
     recall = filled.recall("how do I reverse a python list", k=2)
-    assert [r.memory.id for r in recall][0] == "reverse"
+    assert recall.results[0].memory.id == "reverse"
     assert len(recall) == 2 and len(recall.episode.items) == 2
     assert [i.memory_id for i in recall.episode.items] == [r.memory.id for r in recall]
     assert sum(i.weight for i in recall.episode.items) == pytest.approx(1.0)
@@ -158,7 +158,9 @@ def test_bad_outcomes_are_refused_and_nothing_is_written(filled: MemoryStore, ca
 def test_replay_rebuilds_every_counter_exactly(filled: MemoryStore) -> None:
     rng = np.random.default_rng(3)
     queries = ["reverse a list", "capital city", "recursion base case", "water boiling", "python sort"]
-    filled.record_many([(filled.recall(str(rng.choice(queries)), k=3).episode, bool(rng.random() < 0.6)) for _ in range(7)])
+    filled.record_many(
+        [(filled.recall(str(rng.choice(queries)), k=3).episode, bool(rng.random() < 0.6)) for _ in range(7)]
+    )
     for _ in range(60):
         recall = filled.recall(str(rng.choice(queries)), k=int(rng.integers(1, 5)))
         source = str(rng.choice(["explicit", "implicit", "heuristic"]))
@@ -182,10 +184,13 @@ def test_replay_finds_and_repairs_a_tampered_counter(filled: MemoryStore) -> Non
 
 def test_status_changes_are_audited_and_reversible(filled: MemoryStore) -> None:
     first = filled.set_status("czechoslovakia", "deprecated", reason="the country dissolved in 1993")
-    filled.set_status("czechoslovakia", "active", reason="restored for the history task", action="restore")
+    filled.set_status("czechoslovakia", "active", reason="restored for the history task")
     log = filled.audit("czechoslovakia")
-    assert [(e.old_status, e.new_status) for e in log] == [("active", "deprecated"), ("deprecated", "active")]
-    assert log[0].seq == first.seq < log[1].seq and log[1].action == "restore"
+    assert [(e.field, e.old, e.new) for e in log] == [
+        ("status", "active", "deprecated"),
+        ("status", "deprecated", "active"),
+    ]
+    assert log[0].seq == first.seq < log[1].seq
     assert "1993" in log[0].reason and filled.get("czechoslovakia").status == "active"
     with pytest.raises(ValidationError):
         filled.set_status("czechoslovakia", "active", reason="already")
@@ -239,3 +244,29 @@ def test_a_reopened_store_refuses_to_mix_encoders(tmp_path: object) -> None:
     with MemoryStore.open(url) as reopened:  # the stored encoder name is enough to rebuild it
         assert reopened.encoder.name == "hashing-64"
         assert [r.memory.id for r in reopened.recall("a memory", k=1)] == ["m"]
+
+
+def test_credit_propagates_back_along_provenance_and_replays(store: MemoryStore) -> None:
+    store.exploration = 0.0
+    store.add("Paris is the capital of France.", id="fact")
+    store.add("Book the Paris hotel near the capital's centre.", id="decision", derived_from=["fact"])
+    store.add("Travel strategy: plan hotels around capital city centres.", id="strategy", derived_from=["decision"])
+    recall = store.recall("travel strategy hotels capital city centres", k=1)
+    assert [r.memory.id for r in recall] == ["strategy"]
+    store.record(recall.episode, success=True)
+    got = {m.id: m.counts for m in store.list()}
+    assert got["strategy"] == Counts(1.0, 0.0, 1.0)
+    assert got["decision"].success == pytest.approx(0.7) and got["decision"].n == 0.0
+    assert got["fact"].success == pytest.approx(0.49)
+    assert store.replay().consistent
+
+
+def test_propagation_can_be_turned_off(backend_kind: str, tmp_path: object) -> None:
+    from tests.store.conftest import url_for
+
+    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), propagation=0.0) as s:  # type: ignore[arg-type]
+        s.exploration = 0.0
+        s.add("base fact", id="a")
+        s.add("derived decision from base fact", id="b", derived_from=["a"])
+        s.record(s.recall("derived decision", k=1).episode, success=False)
+        assert s.get("a").counts == Counts() and s.get("b").counts.failure == 1.0

@@ -64,6 +64,10 @@ class Backend(Protocol):
         """Memories of ``namespace`` (all, or the given ids that exist), in insertion order."""
         ...
 
+    def edges(self, namespace: str) -> list[tuple[str, str, str]]:
+        """Provenance edges ``(memory, source, kind)`` of a namespace; kind is derived_from or part_of."""
+        ...
+
     def namespaces(self) -> list[str]:
         """Every namespace that holds a memory, sorted."""
         ...
@@ -100,8 +104,9 @@ class Backend(Protocol):
         """Overwrite counters (used by replay); all or nothing."""
         ...
 
-    def change_status(self, entry: AuditEntry) -> AuditEntry:
-        """Set a memory's status and append the audit entry atomically; returns it with its seq."""
+    def change(self, entry: AuditEntry) -> AuditEntry:
+        """Set ``entry.field`` (status or standing) from ``entry.old`` to ``entry.new`` and append the
+        audit entry, atomically; StoreError if the field no longer holds ``old``. Returns it with its seq."""
         ...
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:

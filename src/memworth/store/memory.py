@@ -66,6 +66,15 @@ class MemoryBackend:
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
 
+    def edges(self, namespace: str) -> list[tuple[str, str, str]]:
+        with self._lock:
+            out = []
+            for (ns, mid), m in self._memories.items():
+                if ns == namespace:
+                    out += [(mid, d, "derived_from") for d in m.derived_from]
+                    out += [(mid, d, "part_of") for d in m.part_of]
+            return out
+
     def namespaces(self) -> list[str]:
         with self._lock:
             return sorted({ns for ns, _ in self._memories})
@@ -122,15 +131,20 @@ class MemoryBackend:
                 key = (namespace, mid)
                 self._memories[key] = dataclasses.replace(self._memories[key], counts=c)
 
-    def change_status(self, entry: AuditEntry) -> AuditEntry:
+    def change(self, entry: AuditEntry) -> AuditEntry:
         with self._lock:
             key = (entry.namespace, entry.memory_id)
             m = self._memories.get(key)
             if m is None:
                 raise UnknownMemoryError(entry.memory_id)
-            if m.status != entry.old_status:
-                raise StoreError(f"memory {entry.memory_id!r} is no longer {entry.old_status!r}; nothing changed")
-            self._memories[key] = dataclasses.replace(m, status=entry.new_status, updated=entry.at)
+            if getattr(m, entry.field) != entry.old:
+                raise StoreError(
+                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
+                )
+            if entry.field == "status":
+                self._memories[key] = dataclasses.replace(m, status=entry.new, updated=entry.at)
+            else:
+                self._memories[key] = dataclasses.replace(m, standing=entry.new, updated=entry.at)
             saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
             self._audit.append(saved)
             self._generation += 1

@@ -9,10 +9,13 @@ import numpy as np
 
 from memworth.counts import Counts
 
-__all__ = ["STATUSES", "AuditEntry", "Episode", "EpisodeItem", "Memory", "OutcomeRow", "Recalled"]
+__all__ = ["STANDINGS", "STATUSES", "AuditEntry", "Episode", "EpisodeItem", "Memory", "OutcomeRow", "Recalled"]
 
 STATUSES = ("active", "suppressed", "deprecated", "archived")
 """Every status a memory can have; recall only returns ``active`` ones."""
+
+STANDINGS = ("normal", "promoted", "demoted", "re-verify")
+"""Governance standing of a memory (note 003's promote / demote, the paper's re-verify)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Memory:
     derived_from: tuple[str, ...] = ()
     part_of: tuple[str, ...] = ()
     status: str = "active"
+    standing: str = "normal"
     created: float = 0.0
     updated: float = 0.0
     counts: Counts = field(default_factory=Counts)
@@ -83,14 +87,15 @@ class Recalled:
 
 @dataclass(frozen=True)
 class AuditEntry:
-    """One change of a memory's standing: what, when, why, under which settings."""
+    """One change of a memory's ``status`` or ``standing``: what, when, why, under which settings."""
 
     seq: int
     memory_id: str
     namespace: str
     action: str
-    old_status: str
-    new_status: str
+    field: str
+    old: str
+    new: str
     reason: str
     settings: dict[str, Any]
     at: float

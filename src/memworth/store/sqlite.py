@@ -38,6 +38,7 @@ MIGRATIONS: dict[int, str] = {
         metadata TEXT NOT NULL,
         contexts TEXT NOT NULL,
         status TEXT NOT NULL,
+        standing TEXT NOT NULL DEFAULT 'normal',
         created REAL NOT NULL,
         updated REAL NOT NULL,
         success REAL NOT NULL DEFAULT 0,
@@ -70,7 +71,7 @@ MIGRATIONS: dict[int, str] = {
     CREATE TABLE audit (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         namespace TEXT NOT NULL, memory_id TEXT NOT NULL, action TEXT NOT NULL,
-        old_status TEXT NOT NULL, new_status TEXT NOT NULL, reason TEXT NOT NULL,
+        field TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL, reason TEXT NOT NULL,
         settings TEXT NOT NULL, at REAL NOT NULL
     );
     CREATE INDEX audit_by_memory ON audit (namespace, memory_id, seq);
@@ -182,7 +183,7 @@ class SQLiteBackend:
             _bump(db)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
-        cols = "id, text, metadata, contexts, status, created, updated, success, failure, n"
+        cols = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
         if ids is None:
             rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = ? ORDER BY seq", (namespace,))
         else:
@@ -209,12 +210,16 @@ class SQLiteBackend:
                 derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
                 part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
                 status=r[4],
-                created=r[5],
-                updated=r[6],
-                counts=Counts(r[7], r[8], r[9]),
+                standing=r[5],
+                created=r[6],
+                updated=r[7],
+                counts=Counts(r[8], r[9], r[10]),
             )
             for r in rows
         ]
+
+    def edges(self, namespace: str) -> list[tuple[str, str, str]]:
+        return [tuple(r) for r in self._read("SELECT src, dst, kind FROM edges WHERE namespace = ?", (namespace,))]
 
     def namespaces(self) -> list[str]:
         return [r[0] for r in self._read("SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
@@ -298,23 +303,27 @@ class SQLiteBackend:
 
     # -- status and audit ---------------------------------------------------------------
 
-    def change_status(self, entry: AuditEntry) -> AuditEntry:
+    def change(self, entry: AuditEntry) -> AuditEntry:
+        column = {"status": "status", "standing": "standing"}[entry.field]  # never interpolate input
         with self._write() as db:
             cur = db.execute(
-                "UPDATE memories SET status = ?, updated = ? WHERE namespace = ? AND id = ? AND status = ?",
-                (entry.new_status, entry.at, entry.namespace, entry.memory_id, entry.old_status),
+                f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
+                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
             )
             if cur.rowcount != 1:
-                raise StoreError(f"memory {entry.memory_id!r} is no longer {entry.old_status!r}; nothing changed")
+                raise StoreError(
+                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
+                )
             cur = db.execute(
-                "INSERT INTO audit (namespace, memory_id, action, old_status, new_status, reason, settings, at)"
-                " VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
                 (
                     entry.namespace,
                     entry.memory_id,
                     entry.action,
-                    entry.old_status,
-                    entry.new_status,
+                    entry.field,
+                    entry.old,
+                    entry.new,
                     entry.reason,
                     json.dumps(entry.settings, sort_keys=True),
                     entry.at,
@@ -324,12 +333,12 @@ class SQLiteBackend:
             return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
-        sql = "SELECT seq, memory_id, namespace, action, old_status, new_status, reason, settings, at FROM audit"
+        sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit"
         if memory_id is None:
             rows = self._read(sql + " WHERE namespace = ? ORDER BY seq", (namespace,))
         else:
             rows = self._read(sql + " WHERE namespace = ? AND memory_id = ? ORDER BY seq", (namespace, memory_id))
-        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), r[8]) for r in rows]
+        return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9]) for r in rows]
 
     def integrity_check(self) -> str:
         """SQLite's own ``PRAGMA integrity_check`` answer ("ok" when sound)."""

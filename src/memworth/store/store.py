@@ -19,13 +19,14 @@ from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import StoreError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.estimators import RawWorth, WilsonBound
+from memworth.governance import GovernancePolicy, Proposal
 from memworth.outcome import as_outcome
 from memworth.policy import Taxonomy
 from memworth.ranking import Blend, ScoreRule, select
 from memworth.store.backend import Backend, Increment, NewMemory
-from memworth.store.records import STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
+from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
 
-__all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "MemoryStore", "Recall", "ReplayReport"]
+__all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "GovernanceReport", "MemoryStore", "Recall", "ReplayReport"]
 
 MAX_TEXT = 32_768
 """Longest memory text or query, in characters."""
@@ -57,6 +58,15 @@ class Recall:
     @property
     def texts(self) -> list[str]:
         return [r.memory.text for r in self.results]
+
+
+@dataclass(frozen=True)
+class GovernanceReport:
+    """What :meth:`MemoryStore.govern` proposed, applied (as audit entries) and skipped (with why)."""
+
+    proposals: list[Proposal]
+    applied: list[AuditEntry]
+    skipped: list[tuple[Proposal, str]]
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,14 @@ class MemoryStore:
         Extra or overriding outcome sources ``{name: confidence}``.
     seed
         Seed of the exploration draws (``None``: fresh randomness).
+    propagation
+        Note 003's TD-lambda: an outcome also credits the memories a retrieved memory was
+        derived from (or is part of), ``propagation ** hops`` of its credit at each hop;
+        0 turns it off.
+    max_hops
+        How far back along provenance edges credit travels.
+    policy
+        Governance settings (:class:`memworth.governance.GovernancePolicy`).
 
     Examples
     --------
@@ -176,12 +194,21 @@ class MemoryStore:
         w_min: float = 0.0,
         sources: dict[str, float] | None = None,
         seed: int | None = None,
+        propagation: float = 0.7,
+        max_hops: int = 3,
+        policy: GovernancePolicy | None = None,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
         if credit not in ("uniform", "score"):
             raise ValidationError("credit", f"must be 'uniform' or 'score', got {credit!r}")
         check_w_min(w_min, 1)
+        if isinstance(propagation, bool) or not isinstance(propagation, (int, float)) or not 0 <= propagation < 1:
+            raise ValidationError("propagation", f"must be within [0, 1), got {propagation!r}")
+        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 0 <= max_hops <= 10:
+            raise ValidationError("max_hops", f"must be an integer from 0 to 10, got {max_hops!r}")
+        self.propagation = float(propagation)
+        self.max_hops = max_hops
         self.sources = dict(DEFAULT_SOURCES)
         for name, conf in (sources or {}).items():
             _name(name, "sources")
@@ -190,6 +217,7 @@ class MemoryStore:
         self.scoring: ScoreRule = scoring if scoring is not None else Blend()
         self.exploration = float(exploration)
         self.min_evidence = min_evidence
+        self.policy = policy if policy is not None else GovernancePolicy(min_evidence=min_evidence)
         self.credit = credit
         self.w_min = w_min
         self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
@@ -197,6 +225,7 @@ class MemoryStore:
         self._encoder = encoder
         self._bind_encoder(encoder)
         self._cache: dict[str, tuple[int, list[str], np.ndarray]] = {}
+        self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
     @classmethod
     def open(cls, url: str = "sqlite:///memworth.db", **settings: Any) -> MemoryStore:
@@ -478,30 +507,143 @@ class MemoryStore:
             if ep is None or (namespace is not None and ep.namespace != namespace):
                 raise UnknownEpisodeError(eid)
             rows.append(OutcomeRow(eid, ok, source, conf, now))
-            increments += credit_increments(ep, ok, conf)
+            increments += self._increments(ep, ok, conf)
         self.backend.append_outcomes(rows, increments)
+
+    def _increments(self, episode: Episode, success: bool, confidence: float) -> builtins.list[Increment]:
+        parents = self._provenance(episode.namespace) if self.propagation > 0 and self.max_hops > 0 else {}
+        return credit_increments(episode, success, confidence, parents, self.propagation, self.max_hops)
+
+    def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
+        generation = self.backend.generation()
+        cached = self._parents.get(namespace)
+        if cached is None or cached[0] != generation:
+            parents: dict[str, builtins.list[str]] = {}
+            for src, dst, _kind in sorted(self.backend.edges(namespace)):
+                parents.setdefault(src, []).append(dst)
+            self._parents[namespace] = cached = (generation, parents)
+        return cached[1]
 
     # -- standing ---------------------------------------------------------------------
 
-    def set_status(
-        self,
-        memory_id: str,
-        status: str,
-        *,
-        reason: str,
-        namespace: str = "default",
-        action: str = "set-status",
-        settings: dict[str, Any] | None = None,
-    ) -> AuditEntry:
-        """Change a memory's status, with an audit entry saying why; any change can be reversed."""
+    def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`."""
         if status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        return self._change(memory_id, "status", status, reason=reason, namespace=namespace, action="set-status")
+
+    def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify)."""
+        if standing not in STANDINGS:
+            raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        return self._change(memory_id, "standing", standing, reason=reason, namespace=namespace, action="set-standing")
+
+    def _change(
+        self,
+        memory_id: str,
+        field_name: str,
+        new: str,
+        *,
+        reason: str,
+        namespace: str,
+        action: str,
+        settings: dict[str, Any] | None = None,
+    ) -> AuditEntry:
         reason = _text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
-        if current.status == status:
-            raise ValidationError("status", f"memory {memory_id!r} is already {status!r}")
-        entry = AuditEntry(0, memory_id, namespace, action, current.status, status, reason, settings or {}, time.time())
-        return self.backend.change_status(entry)
+        old = getattr(current, field_name)
+        if old == new:
+            raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
+        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, time.time())
+        return self.backend.change(entry)
+
+    # -- governance -------------------------------------------------------------------
+
+    def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
+        """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
+        _name(namespace, "namespace")
+        size = self.policy.staleness_window if window is None else window
+        log = list(self.backend.outcome_log())
+        recent: dict[str, list[float]] = {}
+        full: set[str] = set()
+        for start in range(len(log), 0, -2000):  # newest first, in chunks
+            chunk = log[max(0, start - 2000) : start]
+            episodes = self.backend.episodes([o.episode_id for o in chunk])
+            for o in reversed(chunk):
+                ep = episodes[o.episode_id]
+                if ep.namespace != namespace:
+                    continue
+                for item in ep.items:
+                    if item.memory_id in full:
+                        continue
+                    acc = recent.setdefault(item.memory_id, [0.0, 0.0, 0.0])
+                    acc[0 if o.success else 1] += item.weight * o.confidence
+                    acc[2] += 1
+                    if acc[2] >= size:
+                        full.add(item.memory_id)
+        return {mid: Counts(*v) for mid, v in recent.items()}
+
+    def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
+        """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
+
+        Applied changes are audited with the policy's settings; a memory whose standing
+        already changed ``max_changes_per_day`` times in the last 24 hours is skipped
+        (note 003's self-edit safety).
+        """
+        _name(namespace, "namespace")
+        recent = self.recent_counts(namespace)
+        proposals = []
+        for m in self.backend.memories(namespace):
+            p = self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id))
+            if p is not None:
+                proposals.append(p)
+        applied: list[AuditEntry] = []
+        skipped: list[tuple[Proposal, str]] = []
+        if apply:
+            day_ago = time.time() - 86400
+            for p in proposals:
+                changes = [e for e in self.backend.audit_log(namespace, p.memory_id) if e.at >= day_ago]
+                if len(changes) >= self.policy.max_changes_per_day:
+                    skipped.append((p, f"rate limit: {len(changes)} changes in the last 24 h"))
+                    continue
+                try:
+                    applied.append(
+                        self._change(
+                            p.memory_id,
+                            p.field,
+                            p.new,
+                            reason=p.reason,
+                            namespace=namespace,
+                            action=p.action,
+                            settings={"policy": self.policy.settings(), "numbers": p.numbers},
+                        )
+                    )
+                except StoreError as exc:  # changed by someone else since we read it
+                    skipped.append((p, str(exc)))
+        return GovernanceReport(proposals, applied, skipped)
+
+    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
+        """Undo one audited change (the memory must still be as that change left it)."""
+        if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
+            raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
+        entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
+        if entry is None:
+            raise ValidationError("audit_seq", f"no audit entry {audit_seq} in namespace {namespace!r}")
+        current = getattr(self.get(entry.memory_id, namespace=namespace), entry.field)
+        if current != entry.new:
+            raise StoreError(
+                f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
+            )
+        note = f"{_text(reason, 'reason')} (undoes entry {audit_seq}: {entry.action})"
+        return self._change(entry.memory_id, entry.field, entry.old, reason=note, namespace=namespace, action="restore")
+
+    def hot_tier(self, *, namespace: str = "default") -> builtins.list[Memory]:
+        """Memories eligible for the hot tier (note 003: worth >= 0.5, with enough evidence)."""
+        return [m for m in self.list(namespace=namespace) if self.policy.hot(m.counts, m.status)]
+
+    def may_consolidate(self, memory_id: str, *, namespace: str = "default") -> bool:
+        """The consolidation gate: False for high-value memories, which are kept as they are."""
+        return self.policy.may_consolidate(self.get(memory_id, namespace=namespace).counts)
 
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> builtins.list[AuditEntry]:
         """The audit log of a namespace (or of one memory), oldest first."""
@@ -519,7 +661,7 @@ class MemoryStore:
         for start in range(0, len(ids), 5000):
             episodes |= self.backend.episodes(ids[start : start + 5000])
         for o in log:
-            for inc in credit_increments(episodes[o.episode_id], o.success, o.confidence):
+            for inc in self._increments(episodes[o.episode_id], o.success, o.confidence):
                 acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
                 acc[0] += inc.success
                 acc[1] += inc.failure
@@ -543,14 +685,54 @@ class MemoryStore:
         return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
 
 
-def credit_increments(episode: Episode, success: bool, confidence: float) -> list[Increment]:
-    """The counter increments one outcome causes: weight x confidence to hits+ or hits-, 1 to n."""
+def credit_increments(
+    episode: Episode,
+    success: bool,
+    confidence: float,
+    parents: dict[str, list[str]] | None = None,
+    propagation: float = 0.0,
+    max_hops: int = 0,
+) -> list[Increment]:
+    """The counter increments one outcome causes, in a fixed order.
+
+    Each retrieved memory gets ``weight x confidence`` on hits+ (success) or hits- and 1
+    on n. With ``propagation`` > 0, credit also flows to the memories it was derived
+    from (``parents``), ``propagation ** hops`` of it at each hop up to ``max_hops``,
+    breadth first, each ancestor once per retrieved memory (so cycles are harmless);
+    propagated credit adds no retrieval to n.
+
+    Examples
+    --------
+    >>> from memworth.store import Episode, EpisodeItem
+    >>> ep = Episode("e", "default", "q", None, 0.0, (EpisodeItem("strategy", 1.0, 1.0, 0),))
+    >>> parents = {"strategy": ["decision"], "decision": ["fact", "strategy"]}
+    >>> [(i.memory_id, round(i.success, 2), i.n) for i in credit_increments(ep, True, 1.0, parents, 0.7, 3)]
+    [('strategy', 1.0, 1.0), ('decision', 0.7, 0.0), ('fact', 0.49, 0.0)]
+    """
     out = []
     for item in episode.items:
         mass = item.weight * confidence
         out.append(
             Increment(episode.namespace, item.memory_id, mass if success else 0.0, 0.0 if success else mass, 1.0)
         )
+        if not parents or propagation <= 0:
+            continue
+        seen = {item.memory_id}
+        frontier = [item.memory_id]
+        share = mass
+        for _hop in range(max_hops):
+            share *= propagation
+            nxt = []
+            for node in frontier:
+                for parent in parents.get(node, ()):
+                    if parent not in seen:
+                        seen.add(parent)
+                        nxt.append(parent)
+                        credit = (share, 0.0) if success else (0.0, share)
+                        out.append(Increment(episode.namespace, parent, credit[0], credit[1], 0.0))
+            frontier = nxt
+            if not frontier:
+                break
     return out
 
 

@@ -1,0 +1,92 @@
+"""Governance through the store, on every backend: propose, apply, audit, restore, limits, gates."""
+
+from __future__ import annotations
+
+import pytest
+
+from memworth import MemoryStore, StoreError, ValidationError
+from memworth.governance import GovernancePolicy
+
+
+def drive(store: MemoryStore, query: str, outcomes: list[bool]) -> str:
+    """Recall the single best memory for ``query`` once per outcome and record it."""
+    store.exploration = 0.0
+    target = ""
+    for ok in outcomes:
+        recall = store.recall(query, k=1)
+        target = recall.results[0].memory.id
+        store.record(recall.episode, ok)
+    return target
+
+
+def test_a_failing_memory_is_proposed_for_deprecation_then_applied_and_restored(filled: MemoryStore) -> None:
+    target = drive(filled, "capital of czechoslovakia", [False] * 9 + [True] * 2)
+    assert target == "czechoslovakia"
+    report = filled.govern()
+    (p,) = [p for p in report.proposals if p.memory_id == target]
+    assert (p.action, p.field, p.old, p.new) == ("deprecate", "status", "active", "deprecated")
+    assert p.numbers["retrievals"] == 11 and p.numbers["worth"] == pytest.approx(2 / 11)
+    assert filled.get(target).status == "active" and report.applied == []  # proposing changes nothing
+    applied = filled.govern(apply=True)
+    entry = next(e for e in applied.applied if e.memory_id == target)
+    assert filled.get(target).status == "deprecated"
+    assert entry.settings["policy"]["deprecate_below"] == 0.3 and "0.182" in entry.reason
+    assert target not in {r.memory.id for r in filled.recall("capital of czechoslovakia", k=6)}
+    back = filled.restore(entry.seq, reason="a historian needs it")
+    assert filled.get(target).status == "active" and back.action == "restore" and str(entry.seq) in back.reason
+    with pytest.raises(StoreError):  # already undone: the memory is no longer as that entry left it
+        filled.restore(entry.seq)
+    with pytest.raises(ValidationError):
+        filled.restore(99999)
+
+
+def test_low_value_between_thresholds_is_suppressed_not_deprecated(filled: MemoryStore) -> None:
+    target = drive(filled, "capital of czechoslovakia", [False] * 7 + [True] * 4)
+    (p,) = [p for p in filled.govern().proposals if p.memory_id == target]
+    assert p.action == "suppress" and p.new == "suppressed"
+
+
+def test_uncertain_memories_are_left_alone(filled: MemoryStore) -> None:
+    drive(filled, "capital of czechoslovakia", [False] * 3)
+    assert filled.govern().proposals == []
+
+
+def test_a_reliable_memory_is_promoted_and_enters_the_hot_tier(filled: MemoryStore) -> None:
+    target = drive(filled, "reverse a python list", [True] * 12)
+    assert [m.id for m in filled.hot_tier()] == [target]
+    assert not filled.may_consolidate(target) and filled.may_consolidate("water")
+    (p,) = [p for p in filled.govern().proposals if p.memory_id == target]
+    assert (p.action, p.field, p.new) == ("promote", "standing", "promoted")
+    filled.govern(apply=True)
+    assert filled.get(target).standing == "promoted"
+    assert [p for p in filled.govern().proposals if p.memory_id == target] == []  # nothing left to do
+
+
+def test_a_memory_that_stopped_working_is_flagged_for_re_verification(filled: MemoryStore) -> None:
+    target = drive(filled, "capital of czechoslovakia", [True] * 60 + [False] * 20)
+    (p,) = [p for p in filled.govern().proposals if p.memory_id == target]
+    assert p.action == "re-verify" and p.numbers["recent_worth"] == 0.0 and p.numbers["worth"] == pytest.approx(0.75)
+
+
+def test_rate_limit_caps_changes_per_memory_per_day(backend_kind: str, tmp_path: object) -> None:
+    from memworth import HashingEncoder
+    from tests.store.conftest import url_for
+
+    policy = GovernancePolicy(max_changes_per_day=1)
+    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), policy=policy) as s:  # type: ignore[arg-type]
+        s.add("Prague is the capital of Czechoslovakia.", id="old")
+        s.add("Water boils at 100 degrees.", id="water")
+        target = drive(s, "capital of czechoslovakia", [False] * 12)
+        first = s.govern(apply=True)
+        assert [e.memory_id for e in first.applied] == [target]
+        s.restore(first.applied[0].seq)  # a manual change counts too: now 2 in the last day
+        again = s.govern(apply=True)
+        assert again.applied == [] and [p.memory_id for p, _why in again.skipped] == [target]
+        assert "rate limit" in again.skipped[0][1] and s.get(target).status == "active"
+
+
+def test_manual_standing_changes_are_validated_and_audited(filled: MemoryStore) -> None:
+    entry = filled.set_standing("water", "re-verify", reason="a reviewer doubts the altitude")
+    assert entry.field == "standing" and filled.get("water").standing == "re-verify"
+    with pytest.raises(ValidationError):
+        filled.set_standing("water", "famous", reason="no such standing")

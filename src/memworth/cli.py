@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memworth {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from memworth.store_cli import register as register_store_commands
+
+    register_store_commands(commands)
     for ep in sorted(entry_points(group="memworth.commands"), key=lambda e: e.name):
         try:
             register = ep.load()

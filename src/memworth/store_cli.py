@@ -1,0 +1,335 @@
+"""``memworth add / recall / record / show / list / govern / restore / replay / stats / export``.
+
+Each command opens the store, calls the method a Python user would call, and prints the
+result as text or, with ``--json``, as JSON. Errors are converted once, in ``memworth.cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memworth.encoders import Encoder, HashingEncoder
+from memworth.errors import ValidationError
+from memworth.store import Memory, MemoryStore
+
+__all__ = ["register"]
+
+DEFAULT_URL = "sqlite:///memworth.db"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        default=os.environ.get("MEMWORTH_STORE", DEFAULT_URL),
+        help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})",
+    )
+    p.add_argument("--namespace", default="default", help="tenant namespace (default: default)")
+    p.add_argument(
+        "--encoder",
+        choices=["minilm", "hashing"],
+        help="encoder for a new store (default: the store's own, else all-MiniLM-L6-v2)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def register(commands: Any) -> None:
+    """Add the store commands to the ``memworth`` CLI."""
+    spec: list[tuple[str, str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = [
+        ("add", "store a memory", _add_args, _add),
+        ("recall", "recall memories for a query (logs an episode)", _recall_args, _recall),
+        ("record", "record the outcome of a recalled episode", _record_args, _record),
+        ("show", "one memory: text, counts, worth, audit trail", _show_args, _show),
+        ("list", "memories with worth, evidence and status", _list_args, _list),
+        ("govern", "propose (or --apply) governance changes", _govern_args, _govern),
+        ("restore", "undo one audited change", _restore_args, _restore),
+        ("replay", "rebuild every counter from the outcome log and compare", _replay_args, _replay),
+        ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
+        ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
+    ]
+    for name, help_text, add_args, handler in spec:
+        p = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
+        add_args(p)
+        _common(p)
+        p.set_defaults(handler=_with_store(handler))
+
+
+def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        encoder: Encoder | None = None
+        if args.encoder == "hashing":
+            encoder = HashingEncoder()
+        elif args.encoder == "minilm":
+            from memworth.minilm import MiniLMEncoder
+
+            encoder = MiniLMEncoder()
+        with MemoryStore.open(args.store, encoder=encoder) as store:
+            return handler(store, args)
+
+    return run
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, default=_plain))
+    else:
+        print(text)
+
+
+def _plain(x: Any) -> Any:
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
+    if isinstance(x, tuple):
+        return list(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def _memory_dict(store: MemoryStore, m: Memory) -> dict[str, Any]:
+    c = m.counts
+    klass = store.taxonomy.classify(c)
+    return {
+        "id": m.id,
+        "text": m.text,
+        "status": m.status,
+        "standing": m.standing,
+        "contexts": list(m.contexts),
+        "metadata": m.metadata,
+        "derived_from": list(m.derived_from),
+        "part_of": list(m.part_of),
+        "success": c.success,
+        "failure": c.failure,
+        "retrievals": c.n,
+        "worth": klass.worth,
+        "class": klass.value_class.value,
+    }
+
+
+def _memory_line(d: dict[str, Any]) -> str:
+    text = d["text"] if len(d["text"]) <= 60 else d["text"][:57] + "..."
+    return (
+        f"{d['id']:<24} worth {d['worth']:.3f}  n {d['retrievals']:>5g}  {d['class']:<9} "
+        f"{d['status']:<10} {d['standing']:<9} {text}"
+    )
+
+
+# -- add -------------------------------------------------------------------------------
+
+
+def _add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("text", help="the memory's text")
+    p.add_argument("--id", help="its id (default: a random one)")
+    p.add_argument("--metadata", help="a JSON object")
+    p.add_argument("--context", action="append", help="a context label (repeatable)")
+    p.add_argument("--derived-from", action="append", help="id of a memory it was derived from (repeatable)")
+    p.add_argument("--part-of", action="append", help="id of a memory it is part of (repeatable)")
+
+
+def _add(store: MemoryStore, args: argparse.Namespace) -> int:
+    metadata = None
+    if args.metadata is not None:
+        try:
+            metadata = json.loads(args.metadata)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("--metadata", f"is not JSON: {exc.msg} at character {exc.pos}") from None
+    m = store.add(
+        args.text,
+        id=args.id,
+        namespace=args.namespace,
+        metadata=metadata,
+        contexts=args.context,
+        derived_from=args.derived_from,
+        part_of=args.part_of,
+    )
+    _emit(args, _memory_dict(store, m), m.id)
+    return 0
+
+
+# -- recall / record ---------------------------------------------------------------------
+
+
+def _recall_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", help="what the agent is looking for")
+    p.add_argument("-k", type=int, default=4, help="how many memories (default 4)")
+    p.add_argument("--context", help="context label of this episode")
+
+
+def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
+    recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace)
+    rows = [
+        {
+            "id": r.memory.id,
+            "text": r.memory.text,
+            "similarity": r.similarity,
+            "worth": r.worth,
+            "lower": r.lower,
+            "upper": r.upper,
+            "class": r.value_class,
+            "score": r.score,
+            "propensity": r.propensity,
+            "explored": r.explored,
+        }
+        for r in recall
+    ]
+    lines = [f"episode {recall.episode.id}"]
+    lines += [
+        f"{i + 1}. [{r['score']:.3f}] sim {r['similarity']:.3f} worth {r['worth']:.3f} "
+        f"[{r['lower']:.2f}, {r['upper']:.2f}] {r['class']}{' (explored)' if r['explored'] else ''}  "
+        f"{r['id']}: {r['text']}"
+        for i, r in enumerate(rows)
+    ]
+    _emit(args, {"episode": recall.episode.id, "results": rows}, "\n".join(lines))
+    return 0
+
+
+def _record_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("episode", help="the episode id recall printed")
+    p.add_argument("outcome", choices=["success", "failure"])
+    p.add_argument("--source", default="explicit", help="outcome source (explicit, implicit, heuristic)")
+    p.add_argument("--confidence", type=float, help="override the source's confidence, in (0, 1]")
+
+
+def _record(store: MemoryStore, args: argparse.Namespace) -> int:
+    store.record(args.episode, args.outcome, source=args.source, confidence=args.confidence, namespace=args.namespace)
+    _emit(
+        args,
+        {"episode": args.episode, "outcome": args.outcome, "recorded": True},
+        f"recorded {args.outcome} for episode {args.episode}",
+    )
+    return 0
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+
+
+def _show(store: MemoryStore, args: argparse.Namespace) -> int:
+    d = _memory_dict(store, store.get(args.id, namespace=args.namespace))
+    audit = store.audit(args.id, namespace=args.namespace)
+    d["audit"] = [dataclasses.asdict(e) for e in audit]
+    lines = [
+        _memory_line(d),
+        f"  text: {d['text']}",
+        f"  hits+ {d['success']:.4g}  hits- {d['failure']:.4g}  retrievals {d['retrievals']:g}",
+    ]
+    lines += [f"  #{e.seq} {e.action}: {e.field} {e.old} -> {e.new} ({e.reason})" for e in audit]
+    _emit(args, d, "\n".join(lines))
+    return 0
+
+
+def _list_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--status", help="only this status")
+    p.add_argument("--context", help="only this context label")
+
+
+def _list(store: MemoryStore, args: argparse.Namespace) -> int:
+    rows = [
+        _memory_dict(store, m) for m in store.list(namespace=args.namespace, status=args.status, context=args.context)
+    ]
+    _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no memories)")
+    return 0
+
+
+# -- governance and the log --------------------------------------------------------------
+
+
+def _govern_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--apply", action="store_true", help="make the proposed changes (audited)")
+
+
+def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
+    report = store.govern(apply=args.apply, namespace=args.namespace)
+    lines = [f"{p.action:<9} {p.memory_id}: {p.field} {p.old} -> {p.new}; {p.reason}" for p in report.proposals]
+    if args.apply:
+        lines.append(f"applied {len(report.applied)}, skipped {len(report.skipped)}")
+        lines += [f"  skipped {p.memory_id}: {why}" for p, why in report.skipped]
+    data = {
+        "proposals": report.proposals,
+        "applied": report.applied,
+        "skipped": [{"proposal": p, "why": why} for p, why in report.skipped],
+    }
+    _emit(args, data, "\n".join(lines) or "nothing to propose")
+    return 0
+
+
+def _restore_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("seq", type=int, help="audit entry number (see show)")
+    p.add_argument("--reason", default="restored by hand", help="why")
+
+
+def _restore(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.restore(args.seq, reason=args.reason, namespace=args.namespace)
+    _emit(args, e, f"#{e.seq} {e.memory_id}: {e.field} {e.old} -> {e.new}")
+    return 0
+
+
+def _replay_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--apply", action="store_true", help="overwrite counters that differ from the log")
+
+
+def _replay(store: MemoryStore, args: argparse.Namespace) -> int:
+    r = store.replay(apply=args.apply)
+    data = {
+        "outcomes": r.outcomes,
+        "consistent": r.consistent,
+        "applied": r.applied,
+        "mismatches": [{"namespace": ns, "id": mid, "live": live, "log": want} for ns, mid, live, want in r.mismatches],
+    }
+    text = f"{r.outcomes} outcomes replayed: " + (
+        "every counter matches the log"
+        if r.consistent
+        else f"{len(r.mismatches)} counter(s) differ" + (" (fixed)" if r.applied else "")
+    )
+    _emit(args, data, text)
+    return 0 if r.consistent or r.applied else 1
+
+
+def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
+    memories = store.list(namespace=args.namespace)
+    by_status: dict[str, int] = {}
+    by_class: dict[str, int] = {}
+    for m in memories:
+        by_status[m.status] = by_status.get(m.status, 0) + 1
+        klass = store.taxonomy.classify(m.counts).value_class.value
+        by_class[klass] = by_class.get(klass, 0) + 1
+    outcomes = list(store.backend.outcome_log())
+    data = {
+        "memories": len(memories),
+        "status": by_status,
+        "class": by_class,
+        "outcomes": len(outcomes),
+        "successes": sum(o.success for o in outcomes),
+        "hot_tier": len(store.hot_tier(namespace=args.namespace)),
+    }
+    _emit(args, data, "\n".join(f"{k}: {v}" for k, v in data.items()))
+    return 0
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="file to write (default: standard output)")
+
+
+def _export(store: MemoryStore, args: argparse.Namespace) -> int:
+    lines = [json.dumps({"type": "memory", **_memory_dict(store, m)}) for m in store.list(namespace=args.namespace)]
+    log = list(store.backend.outcome_log())
+    episodes = store.backend.episodes([o.episode_id for o in log])
+    for o in log:
+        ep = episodes[o.episode_id]
+        if ep.namespace == args.namespace:
+            lines.append(json.dumps({"type": "outcome", **dataclasses.asdict(o), "episode": dataclasses.asdict(ep)}))
+    lines += [json.dumps({"type": "audit", **dataclasses.asdict(e)}) for e in store.audit(namespace=args.namespace)]
+    body = "\n".join(lines) + ("\n" if lines else "")
+    if args.out is None:
+        sys.stdout.write(body)
+    else:
+        args.out.write_text(body)
+        print(f"wrote {len(lines)} lines to {args.out}", file=sys.stderr)
+    return 0

@@ -22,7 +22,7 @@ def register(commands: Any) -> None:
     """Add the ``reproduce`` command to the ``memworth`` CLI (entry point ``memworth.commands``)."""
     p = commands.add_parser(
         "reproduce",
-        help="rebuild one of the paper's experiments (exp1-exp4)",
+        help="rebuild one of the paper's experiments (exp1-exp5)",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -16,7 +16,7 @@ import numpy as np
 
 from memworth import ValidationError
 
-EXPERIMENTS = ("exp1", "exp2", "exp3", "exp4")
+EXPERIMENTS = ("exp1", "exp2", "exp3", "exp4", "exp5")
 
 
 def load_config(name: str) -> dict[str, Any]:

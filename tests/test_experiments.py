@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from memworth.cli import main
-from memworth_experiments import exp1, exp2, exp3, exp4
+from memworth_experiments import exp1, exp2, exp3, exp4, exp5
 from memworth_experiments.common import EXPERIMENTS, load_config
 
-MODULES = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "exp4": exp4}
+MODULES = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "exp4": exp4, "exp5": exp5}
 SRC = Path(__file__).resolve().parents[1] / "src" / "memworth"
 
 

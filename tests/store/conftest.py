@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memworth import HashingEncoder, MemoryStore
+from memworth.store.postgres import PostgresBackend
 
 # sqlite-hnsw: the SQLite backend with candidates from the faiss HNSW index.
-BACKENDS = ["memory", "sqlite", "sqlite-hnsw"]
+# postgres: the PostgreSQL on 127.0.0.1:5432 (database "test"), one fresh schema per test.
+# It must be reachable: a store test fails, never skips, when it is not.
+BACKENDS = ["memory", "sqlite", "sqlite-hnsw", "postgres"]
+POSTGRES = os.environ.get("MEMWORTH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def url_for(kind: str, tmp_path: Path) -> str:
-    return "memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'store.db'}"
+    if kind == "memory":
+        return "memory://"
+    if kind == "postgres":
+        return f"{POSTGRES}?schema=t_{uuid.uuid4().hex[:16]}&pool_size=2"
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def drop(store: MemoryStore) -> None:
+    """Close a test store; a PostgreSQL one also loses its schema."""
+    if isinstance(store.backend, PostgresBackend):
+        store.backend.drop()
+    store.close()
 
 
 def index_for(kind: str) -> str:
@@ -28,9 +46,28 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(backend_kind: str, tmp_path: Path) -> Iterator[MemoryStore]:
-    s = MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), seed=0, index=index_for(backend_kind))
+    s = MemoryStore.open(
+        url_for(backend_kind, tmp_path), encoder=HashingEncoder(), seed=0, index=index_for(backend_kind)
+    )
     yield s
-    s.close()
+    drop(s)
+
+
+@pytest.fixture
+def make_store(backend_kind: str, tmp_path: Path) -> Iterator[Callable[..., MemoryStore]]:
+    """Open stores of the current backend with custom settings; all dropped afterwards."""
+    opened: list[MemoryStore] = []
+
+    def make(**settings: Any) -> MemoryStore:
+        settings.setdefault("encoder", HashingEncoder())
+        settings.setdefault("index", index_for(backend_kind))
+        s = MemoryStore.open(url_for(backend_kind, tmp_path), **settings)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        drop(s)
 
 
 FACTS = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from tests.store.conftest import FACTS
@@ -261,15 +263,13 @@ def test_credit_propagates_back_along_provenance_and_replays(store: MemoryStore)
     assert store.replay().consistent
 
 
-def test_propagation_can_be_turned_off(backend_kind: str, tmp_path: object) -> None:
-    from tests.store.conftest import url_for
-
-    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), propagation=0.0) as s:  # type: ignore[arg-type]
-        s.exploration = 0.0
-        s.add("base fact", id="a")
-        s.add("derived decision from base fact", id="b", derived_from=["a"])
-        s.record(s.recall("derived decision", k=1).episode, success=False)
-        assert s.get("a").counts == Counts() and s.get("b").counts.failure == 1.0
+def test_propagation_can_be_turned_off(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(propagation=0.0)
+    s.exploration = 0.0
+    s.add("base fact", id="a")
+    s.add("derived decision from base fact", id="b", derived_from=["a"])
+    s.record(s.recall("derived decision", k=1).episode, success=False)
+    assert s.get("a").counts == Counts() and s.get("b").counts.failure == 1.0
 
 
 def test_a_duplicate_in_a_batch_is_named(filled: MemoryStore) -> None:

@@ -253,7 +253,7 @@ class MemoryStore:
 
     @classmethod
     def open(cls, url: str = "sqlite:///memworth.db", **settings: Any) -> MemoryStore:
-        """Open (creating if needed) the store at ``url``: ``sqlite:///path.db`` or ``memory://``."""
+        """Open (creating if needed) the store at ``url``: ``sqlite:///path.db``, ``postgresql://...`` or ``memory://``."""
         if not isinstance(url, str):
             raise ValidationError("url", f"must be a string, got {type(url).__name__}")
         backend: Backend
@@ -261,12 +261,18 @@ class MemoryStore:
             from memworth.store.sqlite import SQLiteBackend
 
             backend = SQLiteBackend(url)
+        elif url.startswith(("postgresql:", "postgres:")):
+            from memworth.store.postgres import PostgresBackend
+
+            backend = PostgresBackend(url)
         elif url == "memory://":
             from memworth.store.memory import MemoryBackend
 
             backend = MemoryBackend(url)
         else:
-            raise ValidationError("url", f"unsupported store URL {url!r}: use sqlite:///path.db or memory://")
+            raise ValidationError(
+                "url", f"unsupported store URL {url!r}: use sqlite:///path.db, postgresql://... or memory://"
+            )
         try:
             return cls(backend, **settings)
         except BaseException:

@@ -52,6 +52,7 @@ def register(commands: Any) -> None:
         ("replay", "rebuild every counter from the outcome log and compare", _replay_args, _replay),
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
         ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
+        ("hot", "rebuild or check the Redis hot tier from the database", _hot_args, _hot),
     ]
     for name, help_text, add_args, handler in spec:
         p = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
@@ -69,7 +70,10 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
             from memworth.minilm import MiniLMEncoder
 
             encoder = MiniLMEncoder()
-        with MemoryStore.open(args.store, encoder=encoder) as store:
+        settings: dict[str, Any] = {"encoder": encoder}
+        if getattr(args, "redis", None):
+            settings["hot_tier"] = args.redis
+        with MemoryStore.open(args.store, **settings) as store:
             return handler(store, args)
 
     return run
@@ -333,3 +337,36 @@ def _export(store: MemoryStore, args: argparse.Namespace) -> int:
         args.out.write_text(body)
         print(f"wrote {len(lines)} lines to {args.out}", file=sys.stderr)
     return 0
+
+
+def _hot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action", choices=["rebuild", "check"], help="rebuild: rewrite Redis from the database; check: compare"
+    )
+    p.add_argument(
+        "--redis",
+        default=os.environ.get("MEMWORTH_REDIS", "redis://127.0.0.1:6379/0"),
+        help="Redis URL (default: $MEMWORTH_REDIS or redis://127.0.0.1:6379/0)",
+    )
+
+
+def _hot(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.action == "rebuild":
+        count = store.rebuild_hot_tier(namespace=args.namespace)
+        diff = store.check_hot_tier(namespace=args.namespace)
+        data = {"rebuilt": count, **diff}
+        _emit(
+            args,
+            data,
+            f"rebuilt the hot tier from the database: {count} memories; "
+            + ("Redis now matches" if not any(diff.values()) else f"still differs: {diff}"),
+        )
+        return 0 if not any(diff.values()) else 1
+    diff = store.check_hot_tier(namespace=args.namespace)
+    text = (
+        "Redis matches the database"
+        if not any(diff.values())
+        else "; ".join(f"{k}: {', '.join(v)}" for k, v in diff.items() if v)
+    )
+    _emit(args, diff, text)
+    return 0 if not any(diff.values()) else 1

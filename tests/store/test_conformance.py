@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from tests.store.conftest import FACTS
 
 from memworth import (
     Counts,
@@ -19,6 +18,7 @@ from memworth import (
     ValidationError,
 )
 from memworth.store import MAX_TEXT
+from tests.store.conftest import FACTS
 
 
 def snapshot(store: MemoryStore, namespace: str = "default") -> list[tuple[str, str, Counts]]:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.store.conftest import drop, url_for
 
 from memworth import Counts, DuplicateError, HashingEncoder, MemoryStore
 from memworth.store import OutcomeRow
+from tests.store.conftest import drop, url_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL and select() on pipes")
 

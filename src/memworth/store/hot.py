@@ -106,7 +106,8 @@ class HotTier:
         """The raw mirrored entries of ``namespace``: id to payload."""
         raw = self._call(lambda: self._client.hgetall(self._key(namespace)))
         return {
-            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in raw.items()
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in raw.items()
         }
 
     def load(self, namespace: str) -> list[HotMemory]:

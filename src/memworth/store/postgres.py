@@ -15,6 +15,15 @@ Every write is one transaction. The rules that keep concurrent writers exact:
   "everything after number n" never skips one still being committed;
 * ``synchronous_commit`` stays on: an acknowledged outcome is durable.
 
+Vector search runs inside PostgreSQL when the server has pgvector: embeddings are also
+kept in a ``vector(d)`` column with an HNSW index (inner product: cosine on unit
+vectors), and ``search`` returns the most similar active memories of a namespace in one
+query (pgvector's iterative index scan keeps the namespace and status filter from
+starving the result). The blended worth score is then computed in Python on that small
+candidate set (50, or 10 x k). Without pgvector (Debian 12's PostgreSQL 15, say),
+``search`` returns None and the store searches its own index, kept in step with
+``vectors(after=...)``.
+
 ``?schema=name`` keeps a store in its own schema (created if missing); tests use it.
 """
 
@@ -162,7 +171,14 @@ class PostgresBackend:
                     (str(version),),
                 )
             conn.execute("INSERT INTO meta VALUES ('generation', '0') ON CONFLICT (key) DO NOTHING")
+            try:
+                with conn.transaction():  # a savepoint: a server without pgvector just says no
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                self.pgvector = True
+            except self._psycopg.Error:
+                self.pgvector = False
 
+        self.pgvector = False
         self._run(work)
 
     def get_meta(self, key: str) -> str | None:
@@ -181,9 +197,15 @@ class PostgresBackend:
 
     # -- memories ---------------------------------------------------------------------
 
+    def _ensure_vector_column(self, conn: Any, dimension: int) -> None:
+        conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
+        conn.execute("CREATE INDEX IF NOT EXISTS memories_vec_hnsw ON memories USING hnsw (vec vector_ip_ops)")
+
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
         def work(conn: Any) -> None:
             _bump(conn)  # first: serialises inserts, so seq order is commit order
+            if self.pgvector and rows:
+                self._ensure_vector_column(conn, int(np.asarray(rows[0].embedding).size))
             with conn.cursor() as cur:
                 records = []
                 for row in rows:
@@ -224,6 +246,11 @@ class PostgresBackend:
                 edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
                 if edges:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
+                if self.pgvector:
+                    cur.executemany(
+                        "UPDATE memories SET vec = %s::vector WHERE namespace = %s AND id = %s",
+                        [(_vector_text(r.embedding), r.memory.namespace, r.memory.id) for r in rows],
+                    )
 
         self._run(work)
 
@@ -288,6 +315,30 @@ class PostgresBackend:
             return [], [], np.zeros((0, 0), dtype=np.float32)
         dim = len(rows[0][2]) // 4
         return [r[0] for r in rows], [int(r[1]) for r in rows], as_matrix([bytes(r[2]) for r in rows], dim)
+
+    def search(self, namespace: str, query: np.ndarray, n: int) -> tuple[list[str], np.ndarray] | None:
+        """The ``n`` most similar active memories, searched in PostgreSQL; None without pgvector."""
+        if not self.pgvector:
+            return None
+
+        def work(conn: Any) -> list[tuple[Any, ...]]:
+            has_column = conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = 'memories' AND column_name = 'vec'"
+                " AND table_schema = current_schema()"
+            ).fetchone()
+            if has_column is None:
+                return []
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(n))}")
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            q = _vector_text(query)
+            return conn.execute(
+                "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"
+                " ORDER BY vec <#> %s::vector LIMIT %s",
+                (q, namespace, q, int(n)),
+            ).fetchall()
+
+        rows = self._run(work)
+        return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
 
     def inactive(self, namespace: str) -> list[str]:
         rows = self._run(
@@ -432,6 +483,11 @@ class PostgresBackend:
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _vector_text(vector: np.ndarray) -> str:
+    """pgvector's text form of a vector: '[x1,x2,...]' (float32 values, repr-exact)."""
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
 
 
 def _bump(conn: Any) -> None:

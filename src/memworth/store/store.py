@@ -176,8 +176,9 @@ class MemoryStore:
         Governance settings (:class:`memworth.governance.GovernancePolicy`).
     index
         Candidate search: ``"exact"`` (matrix-vector product), ``"hnsw"`` (faiss, extra
-        ``index``) or ``"auto"``: exact until a namespace holds ``index_threshold``
-        memories, then HNSW when faiss is installed (exact otherwise).
+        ``index``), ``"database"`` (inside the database: PostgreSQL with pgvector) or
+        ``"auto"``: in the database when it can, else exact until a namespace holds
+        ``index_threshold`` memories, then HNSW when faiss is installed.
     index_threshold
         Size at which ``"auto"`` switches to HNSW.
     hot_tier
@@ -247,8 +248,8 @@ class MemoryStore:
         self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
         self._rng = np.random.default_rng(seed)
         self.clock = clock
-        if index not in ("auto", "exact", "hnsw"):
-            raise ValidationError("index", f"must be 'auto', 'exact' or 'hnsw', got {index!r}")
+        if index not in ("auto", "exact", "hnsw", "database"):
+            raise ValidationError("index", f"must be 'auto', 'exact', 'hnsw' or 'database', got {index!r}")
         if index == "hnsw" and not faiss_available():
             raise ValidationError("index", "'hnsw' needs faiss: pip install 'memworth[index]'")
         if isinstance(index_threshold, bool) or not isinstance(index_threshold, int) or index_threshold < 1:
@@ -472,9 +473,20 @@ class MemoryStore:
                     diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
                 except StoreError as exc:
                     diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
-        space = self._space(namespace) if hot is None else None
         mems: builtins.list[Memory] = []
         sims = np.zeros(0)
+        in_database = None
+        if hot is None and self.index in ("auto", "database"):
+            search = getattr(self.backend, "search", None)
+            in_database = None if search is None else search(namespace, q, max(50, 10 * k))
+        if in_database is not None:
+            diagnostics["search"] = "database"
+            found_ids, found_sims = in_database
+            by_id = {m.id: m for m in self.backend.memories(namespace, found_ids)}
+            keep = [i for i, mid in enumerate(found_ids) if mid in by_id and by_id[mid].status == "active"]
+            mems = [by_id[found_ids[i]] for i in keep]
+            sims = found_sims[keep]
+        space = self._space(namespace) if hot is None and in_database is None else None
         if hot is not None and hot:
             sims_all = np.stack([h.vector for h in hot]) @ q
             order = np.argsort(-sims_all)[: max(50, 10 * k)]

@@ -29,3 +29,4 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_embed.py
 	$(BIN)/python benchmarks/bench_index.py
+	$(BIN)/python benchmarks/bench_postgres.py

@@ -179,6 +179,7 @@ class PostgresBackend:
                 self.pgvector = False
 
         self.pgvector = False
+        self._vec_column = False
         self._run(work)
 
     def get_meta(self, key: str) -> str | None:
@@ -322,12 +323,16 @@ class PostgresBackend:
             return None
 
         def work(conn: Any) -> list[tuple[Any, ...]]:
-            has_column = conn.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_name = 'memories' AND column_name = 'vec'"
-                " AND table_schema = current_schema()"
-            ).fetchone()
-            if has_column is None:
-                return []
+            if not self._vec_column:  # asked once it exists; it is never dropped
+                self._vec_column = (
+                    conn.execute(
+                        "SELECT 1 FROM information_schema.columns WHERE table_name = 'memories' AND column_name = 'vec'"
+                        " AND table_schema = current_schema()"
+                    ).fetchone()
+                    is not None
+                )
+                if not self._vec_column:
+                    return []
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(n))}")
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             q = _vector_text(query)

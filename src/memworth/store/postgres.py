@@ -208,7 +208,7 @@ class PostgresBackend:
             if self.pgvector and rows:
                 self._ensure_vector_column(conn, int(np.asarray(rows[0].embedding).size))
             with conn.cursor() as cur:
-                records = []
+                records: list[tuple[Any, ...]] = []
                 for row in rows:
                     m = row.memory
                     records.append(
@@ -224,12 +224,18 @@ class PostgresBackend:
                             np.ascontiguousarray(row.embedding, dtype=np.float32).tobytes(),
                         )
                     )
-                cur.executemany(
-                    "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated, embedding)"
-                    " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (namespace, id) DO NOTHING RETURNING id",
-                    records,
-                    returning=True,
-                )
+                if self.pgvector:  # the vector column too, in the same statement
+                    records = [(*rec, _vector_text(r.embedding)) for rec, r in zip(records, rows, strict=True)]
+                    sql = (
+                        "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated,"
+                        " embedding, vec) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::vector)"
+                    )
+                else:
+                    sql = (
+                        "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated,"
+                        " embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                    )
+                cur.executemany(sql + " ON CONFLICT (namespace, id) DO NOTHING RETURNING id", records, returning=True)
                 inserted = set()
                 while True:
                     got = cur.fetchone()
@@ -247,11 +253,6 @@ class PostgresBackend:
                 edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
                 if edges:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
-                if self.pgvector:
-                    cur.executemany(
-                        "UPDATE memories SET vec = %s::vector WHERE namespace = %s AND id = %s",
-                        [(_vector_text(r.embedding), r.memory.namespace, r.memory.id) for r in rows],
-                    )
 
         self._run(work)
 

@@ -53,6 +53,8 @@ def register(commands: Any) -> None:
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
         ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
         ("hot", "rebuild or check the Redis hot tier from the database", _hot_args, _hot),
+        ("keys", "create or revoke an API key bound to a namespace", _keys_args, _keys),
+        ("serve", "serve the HTTP API (FastAPI + uvicorn) over the store", _serve_args, _serve),
     ]
     for name, help_text, add_args, handler in spec:
         p = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
@@ -370,3 +372,47 @@ def _hot(store: MemoryStore, args: argparse.Namespace) -> int:
     )
     _emit(args, diff, text)
     return 0 if not any(diff.values()) else 1
+
+
+def _keys_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["create", "revoke"])
+    p.add_argument("--name", default="default", help="a label for the key (create)")
+    p.add_argument("--key", help="the key to revoke")
+
+
+def _keys(store: MemoryStore, args: argparse.Namespace) -> int:
+    from memworth.server.keys import create_key, revoke_key
+
+    if args.action == "create":
+        key = create_key(store, args.namespace, args.name)
+        _emit(
+            args,
+            {"key": key, "namespace": args.namespace, "name": args.name},
+            f"{key}\n(shown once; stored only as a hash; bound to namespace {args.namespace!r})",
+        )
+        return 0
+    if not args.key:
+        raise ValidationError("--key", "give the key to revoke")
+    found = revoke_key(store, args.key)
+    _emit(args, {"revoked": found}, "revoked" if found else "no such key")
+    return 0 if found else 1
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--redis", default=os.environ.get("MEMWORTH_REDIS"), help="Redis URL of the hot tier (optional)")
+
+
+def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from memworth.server import create_app
+    except ImportError as exc:
+        raise ValidationError("serve", f"needs the server extra: pip install 'memworth[server]' ({exc})") from None
+    print(
+        f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs)", flush=True
+    )
+    uvicorn.run(create_app(store), host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,298 @@
+"""The FastAPI app: store verbs as routes, one namespace per API key, one error shape.
+
+Every error, whatever raised it, is answered as::
+
+    {"ok": false, "error": {"type": "ValidationError", "field": "text", "reason": "...", "status": 422}}
+
+Memworth errors map by class (validation 422, unknown id 404, duplicate 409, store
+unavailable 503); a missing or unknown key is 401; a body over ``max_body`` bytes is 413.
+Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
+reads or writes its own namespace: the namespace comes from the key, never from the
+request.
+"""
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memworth import __version__
+from memworth.errors import (
+    DuplicateError,
+    MemworthError,
+    StoreError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
+from memworth.server.keys import lookup_key
+from memworth.store import Memory, MemoryStore
+from memworth.store.store import MAX_K, MAX_TEXT
+
+__all__ = ["create_app"]
+
+MAX_BODY = 1 << 20  # bytes
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NewMemory(_Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT)
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, Any] | None = None
+    contexts: list[str] | None = None
+    derived_from: list[str] | None = None
+    part_of: list[str] | None = None
+
+
+class RecallRequest(_Strict):
+    query: str = Field(min_length=1, max_length=MAX_TEXT)
+    k: int = Field(default=4, ge=1, le=MAX_K)
+    context: str | None = Field(default=None, min_length=1, max_length=200)
+    tier: Literal["all", "hot"] = "all"
+
+
+class OutcomeRequest(_Strict):
+    success: bool
+    source: str = Field(default="explicit", min_length=1, max_length=64)
+    confidence: float | None = Field(default=None, gt=0, le=1)
+
+
+class GovernRequest(_Strict):
+    apply: bool = False
+
+
+class RestoreRequest(_Strict):
+    reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
+
+
+STATUS = [
+    (ValidationError, 422),
+    (UnknownMemoryError, 404),
+    (UnknownEpisodeError, 404),
+    (DuplicateError, 409),
+    (StoreError, 503),
+    (MemworthError, 400),
+]
+
+
+def _error(status: int, kind: str, reason: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"ok": False, "error": {"type": kind, "field": field, "reason": reason, "status": status}}, status_code=status
+    )
+
+
+def _memory(store: MemoryStore, m: Memory) -> dict[str, Any]:
+    klass = store.taxonomy.classify(m.counts)
+    c = m.counts
+    return {
+        "id": m.id,
+        "text": m.text,
+        "metadata": m.metadata,
+        "contexts": list(m.contexts),
+        "derived_from": list(m.derived_from),
+        "part_of": list(m.part_of),
+        "status": m.status,
+        "standing": m.standing,
+        "created": m.created,
+        "updated": m.updated,
+        "counts": {"success": c.success, "failure": c.failure, "retrievals": c.n},
+        "worth": klass.worth,
+        "class": klass.value_class.value,
+    }
+
+
+class _BodyLimit:
+    """Refuse request bodies over ``limit`` bytes (declared or streamed) with 413."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes")(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
+    """The HTTP app over ``store`` (which it does not close)."""
+    app = FastAPI(title="memworth", version=__version__, description="Memory Worth: governed agent memory.")
+    lock = threading.Lock()  # the store is not thread-safe; the threadpool is
+
+    def call(fn: Callable[[], Any]) -> Any:
+        with lock:
+            return fn()
+
+    def tenant(
+        authorization: Annotated[str | None, Header()] = None, x_api_key: Annotated[str | None, Header()] = None
+    ) -> str:
+        key = x_api_key
+        if key is None and authorization is not None and authorization.startswith("Bearer "):
+            key = authorization[7:].strip()
+        namespace = None if key is None else call(lambda: lookup_key(store, key))
+        if namespace is None:
+            raise StarletteHTTPException(401, "a valid API key is required (Authorization: Bearer <key>)")
+        return str(namespace)
+
+    Tenant = Annotated[str, Depends(tenant)]
+
+    @app.exception_handler(MemworthError)
+    async def memworth_error(request: Request, exc: MemworthError) -> JSONResponse:
+        status = next(code for cls, code in STATUS if isinstance(exc, cls))
+        field = getattr(exc, "field", None)
+        reason = getattr(exc, "reason", None) or str(exc)
+        return _error(status, type(exc).__name__, reason, field)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path", "header")]
+        return _error(422, "ValidationError", str(first.get("msg")), ".".join(loc) or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        return _error(exc.status_code, kind, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: still the one shape
+        return _error(500, "InternalError", f"{type(exc).__name__}: {exc}")
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        ok = True
+        detail = "ok"
+        try:
+            call(lambda: store.backend.generation())
+        except MemworthError as exc:
+            ok, detail = False, str(exc)
+        return {"ok": ok, "version": __version__, "backend": store.backend.url.split("@")[-1], "detail": detail}
+
+    @app.post("/v1/memories", status_code=201)
+    def add_memory(body: NewMemory, namespace: Tenant) -> dict[str, Any]:
+        m = call(lambda: store.add_many([body.model_dump(exclude_none=True)], namespace=namespace)[0])
+        return _memory(store, m)
+
+    @app.get("/v1/memories")
+    def list_memories(namespace: Tenant, status: str | None = None, context: str | None = None) -> list[dict[str, Any]]:
+        return [
+            _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
+        ]
+
+    @app.get("/v1/memories/{memory_id}")
+    def get_memory(memory_id: str, namespace: Tenant) -> dict[str, Any]:
+        return _memory(store, call(lambda: store.get(memory_id, namespace=namespace)))
+
+    @app.get("/v1/memories/{memory_id}/worth")
+    def worth(memory_id: str, namespace: Tenant) -> dict[str, Any]:
+        from memworth.estimators import BetaMean, WilsonBound
+
+        m = call(lambda: store.get(memory_id, namespace=namespace))
+        lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
+        d = _memory(store, m)
+        decision = store.policy.propose(m.id, m.counts, m.status, m.standing)
+        return {
+            "id": m.id,
+            "worth": d["worth"],
+            "class": d["class"],
+            "counts": d["counts"],
+            "interval": {"lower": float(lo), "upper": float(hi), "method": "wilson-95"},
+            "posterior_mean": float(BetaMean().value(m.counts)),
+            "status": m.status,
+            "standing": m.standing,
+            "hot": store.policy.hot(m.counts, m.status),
+            "proposal": None if decision is None else {"action": decision.action, "reason": decision.reason},
+        }
+
+    @app.post("/v1/recall")
+    def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:
+        r = call(lambda: store.recall(body.query, body.k, context=body.context, namespace=namespace, tier=body.tier))
+        return {
+            "episode": r.episode.id,
+            "results": [
+                {
+                    "id": x.memory.id,
+                    "text": x.memory.text,
+                    "similarity": x.similarity,
+                    "worth": x.worth,
+                    "lower": x.lower,
+                    "upper": x.upper,
+                    "class": x.value_class,
+                    "score": x.score,
+                    "propensity": x.propensity,
+                    "explored": x.explored,
+                }
+                for x in r
+            ],
+            "diagnostics": r.diagnostics,
+        }
+
+    @app.post("/v1/episodes/{episode_id}/outcome")
+    def record(episode_id: str, body: OutcomeRequest, namespace: Tenant) -> dict[str, Any]:
+        call(
+            lambda: store.record(
+                episode_id, body.success, source=body.source, confidence=body.confidence, namespace=namespace
+            )
+        )
+        return {"ok": True, "episode": episode_id, "success": body.success}
+
+    @app.post("/v1/govern")
+    def govern(body: GovernRequest, namespace: Tenant) -> dict[str, Any]:
+        report = call(lambda: store.govern(apply=body.apply, namespace=namespace))
+        return {
+            "proposals": [p.__dict__ for p in report.proposals],
+            "applied": [e.__dict__ for e in report.applied],
+            "skipped": [{"proposal": p.__dict__, "why": why} for p, why in report.skipped],
+        }
+
+    @app.post("/v1/audit/{seq}/restore")
+    def restore(seq: int, body: RestoreRequest, namespace: Tenant) -> dict[str, Any]:
+        return dict(call(lambda: store.restore(seq, reason=body.reason, namespace=namespace)).__dict__)
+
+    @app.get("/v1/audit")
+    def audit(namespace: Tenant, memory_id: str | None = None) -> list[dict[str, Any]]:
+        return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+
+    @app.get("/v1/replay")
+    def replay(namespace: Tenant) -> dict[str, Any]:
+        r = call(lambda: store.replay())
+        mine = [(mid, live, want) for ns, mid, live, want in r.mismatches if ns == namespace]
+        return {
+            "consistent": not mine,
+            "mismatches": [{"id": mid, "live": live.__dict__, "log": want.__dict__} for mid, live, want in mine],
+        }
+
+    app.add_middleware(_BodyLimit, limit=max_body)
+    return app

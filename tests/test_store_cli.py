@@ -29,10 +29,15 @@ def test_a_whole_session_through_the_cli(capsys: pytest.CaptureFixture[str], url
     assert run(capsys, "add", "Prague was the capital of Czechoslovakia.", "--id", "cz", "--context", "geo", *s)[0] == 0
     code, out, _ = run(capsys, "add", "A derived note.", "--derived-from", "cz", "--metadata", '{"a": 1}', *s, "--json")
     assert code == 0 and json.loads(out)["derived_from"] == ["cz"]
-    for _ in range(12):
+    # Recall explores a low-evidence memory now and then (10% of slots), so keep going
+    # until the Czechoslovakia memory itself has 12 failed retrievals.
+    recorded = 0
+    while json.loads(run(capsys, "show", "cz", *s, "--json")[1])["retrievals"] < 12:
         code, out, _ = run(capsys, "recall", "capital of czechoslovakia", "-k", "1", *s, "--json")
         episode = json.loads(out)["episode"]
         assert run(capsys, "record", episode, "failure", *s)[0] == 0
+        recorded += 1
+        assert recorded < 100
     code, out, _ = run(capsys, "show", "cz", *s, "--json")
     shown = json.loads(out)
     assert shown["failure"] > 0 and shown["class"] == "low"
@@ -44,13 +49,13 @@ def test_a_whole_session_through_the_cli(capsys: pytest.CaptureFixture[str], url
     assert run(capsys, "restore", str(seq), *s)[0] == 0
     assert json.loads(run(capsys, "show", "cz", *s, "--json")[1])["status"] == "active"
     code, out, _ = run(capsys, "replay", *s, "--json")
-    assert code == 0 and json.loads(out)["consistent"] and json.loads(out)["outcomes"] == 12
+    assert code == 0 and json.loads(out)["consistent"] and json.loads(out)["outcomes"] == recorded
     stats = json.loads(run(capsys, "stats", *s, "--json")[1])
-    assert stats["memories"] == 3 and stats["outcomes"] == 12 and stats["successes"] == 0
+    assert stats["memories"] == 3 and stats["outcomes"] == recorded and stats["successes"] == 0
     target = tmp_path / "export.jsonl"
     assert run(capsys, "export", "--out", str(target), *s)[0] == 0
     kinds = [json.loads(line)["type"] for line in target.read_text().splitlines()]
-    assert kinds.count("memory") == 3 and kinds.count("outcome") == 12 and kinds.count("audit") == 2
+    assert kinds.count("memory") == 3 and kinds.count("outcome") == recorded and kinds.count("audit") == 2
 
 
 @pytest.mark.parametrize(

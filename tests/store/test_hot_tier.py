@@ -79,7 +79,8 @@ def test_govern_apply_refreshes_the_mirror(hot_store: MemoryStore) -> None:
 
 
 def test_with_redis_down_recall_falls_back_and_says_so(tmp_path: Path) -> None:
-    with MemoryStore.open(f"sqlite:///{tmp_path / 'd.db'}", encoder=HashingEncoder(), hot_tier=DOWN) as s:
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'd.db'}", encoder=HashingEncoder(), hot_tier=DOWN, seed=0) as s:
+        s.exploration = 0.0  # the top result must be the most similar memory
         s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
         recall = s.recall("reverse a python list", k=2, tier="hot")
         assert recall.diagnostics["tier"] == "all" and "unavailable" in recall.diagnostics["hot_tier"]

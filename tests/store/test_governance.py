@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from memworth import MemoryStore, StoreError, ValidationError
@@ -76,24 +78,20 @@ class Clock:
         return self.now
 
 
-def test_rate_limit_caps_promote_and_demote_per_memory_per_day(backend_kind: str, tmp_path: object) -> None:
-    from memworth import HashingEncoder
-    from tests.store.conftest import url_for
-
+def test_rate_limit_caps_promote_and_demote_per_memory_per_day(make_store: Callable[..., MemoryStore]) -> None:
     clock = Clock()
-    policy = GovernancePolicy(max_changes_per_day=1)
-    with MemoryStore.open(url_for(backend_kind, tmp_path), encoder=HashingEncoder(), policy=policy, clock=clock) as s:  # type: ignore[arg-type]
-        s.add("Use list.reverse() to reverse a Python list.", id="rev")
-        s.add("Water boils at 100 degrees.", id="water")
-        target = drive(s, "reverse a python list", [True] * 12)
-        first = s.govern(apply=True)
-        assert [(e.memory_id, e.action) for e in first.applied] == [(target, "promote")]
-        s.restore(first.applied[0].seq)  # back to normal: govern proposes promote again ...
-        again = s.govern(apply=True)  # ... but one promote/demote per day is the limit
-        assert again.applied == [] and [(p.memory_id, p.action) for p, _why in again.skipped] == [(target, "promote")]
-        assert "rate limit" in again.skipped[0][1] and s.get(target).standing == "normal"
-        clock.now += 86_401  # a day later the limit has passed
-        assert [e.action for e in s.govern(apply=True).applied] == ["promote"]
+    s = make_store(policy=GovernancePolicy(max_changes_per_day=1), clock=clock)
+    s.add("Use list.reverse() to reverse a Python list.", id="rev")
+    s.add("Water boils at 100 degrees.", id="water")
+    target = drive(s, "reverse a python list", [True] * 12)
+    first = s.govern(apply=True)
+    assert [(e.memory_id, e.action) for e in first.applied] == [(target, "promote")]
+    s.restore(first.applied[0].seq)  # back to normal: govern proposes promote again ...
+    again = s.govern(apply=True)  # ... but one promote/demote per day is the limit
+    assert again.applied == [] and [(p.memory_id, p.action) for p, _why in again.skipped] == [(target, "promote")]
+    assert "rate limit" in again.skipped[0][1] and s.get(target).standing == "normal"
+    clock.now += 86_401  # a day later the limit has passed
+    assert [e.action for e in s.govern(apply=True).applied] == ["promote"]
 
 
 def test_protective_actions_are_never_rate_limited(filled: MemoryStore) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from memworth import MemoryStore, ValidationError
 from memworth.encoders import Encoder
 from memworth_experiments.common import load_config
-from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, succeeded
+from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 
 
 def register(commands: Any) -> None:
@@ -67,15 +67,9 @@ def run_agent(
     clock = _SimulatedClock(start=1_700_000_000.0, step=minutes_per_episode * 60.0)
     store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock)
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
-    phases = {name: (list(w), np.array(list(w.values())) / sum(w.values())) for name, w in cfg["phases"].items()}
     outcomes, families, events, trajectory = [], [], [], []
     for t in range(1, episodes + 1):
-        names, weights = phases["one" if t <= r["phase_shift"] else "two"]
-        family = names[task_rng.choice(len(names), p=weights)]
-        tasks = [x for x in cfg["tasks"][family] if t > r["phase_shift"] or not x.get("after_shift", False)]
-        w = np.array([float(x.get("weight", 1.0)) for x in tasks])
-        task = tasks[task_rng.choice(len(tasks), p=w / w.sum())]
-        query = task["queries"][task_rng.integers(len(task["queries"]))]
+        family, task, query = draw_task(cfg, t, task_rng)
         clock.tick()
         recall = store.recall(query, k=r["k"])
         ok = succeeded(task, recall.texts)

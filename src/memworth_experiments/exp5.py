@@ -53,20 +53,27 @@ def succeeded(task: dict[str, Any], texts: list[str]) -> bool:
     return any(all(word in t for word in task["answer"]) for t in lowered)
 
 
+def draw_task(cfg: dict[str, Any], t: int, rng: np.random.Generator) -> tuple[str, dict[str, Any], str]:
+    """Episode ``t``'s task: a family by phase weight, a task by its weight, a paraphrase uniformly."""
+    shift = cfg["run"]["phase_shift"]
+    weights = cfg["phases"]["one" if t <= shift else "two"]
+    families = list(weights)
+    p = np.array(list(weights.values()), dtype=float)
+    family = families[rng.choice(len(families), p=p / p.sum())]
+    tasks = [x for x in cfg["tasks"][family] if t > shift or not x.get("after_shift", False)]
+    w = np.array([float(x.get("weight", 1.0)) for x in tasks])
+    task = tasks[rng.choice(len(tasks), p=w / w.sum())]
+    return family, task, task["queries"][rng.integers(len(task["queries"]))]
+
+
 def run_seed(cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     r = cfg["run"]
     store = MemoryStore.open("memory://", encoder=encoder, exploration=0.0, seed=seed)
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
-    phases = {name: (list(w), np.array(list(w.values())) / sum(w.values())) for name, w in cfg["phases"].items()}
     rows: list[dict[str, Any]] = []
     for t in range(1, episodes + 1):
-        families, weights = phases["one" if t <= r["phase_shift"] else "two"]
-        family = families[rng.choice(len(families), p=weights)]
-        tasks = [x for x in cfg["tasks"][family] if t > r["phase_shift"] or not x.get("after_shift", False)]
-        task_w = np.array([float(x.get("weight", 1.0)) for x in tasks])
-        task = tasks[rng.choice(len(tasks), p=task_w / task_w.sum())]
-        query = task["queries"][rng.integers(len(task["queries"]))]
+        _family, task, query = draw_task(cfg, t, rng)
         recall = store.recall(query, k=r["k"])
         ok = succeeded(task, recall.texts)
         store.record(recall.episode, ok)

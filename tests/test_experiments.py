@@ -10,13 +10,13 @@ import pytest
 
 from memworth.cli import main
 from memworth_experiments import exp1, exp2, exp3, exp4, exp5
-from memworth_experiments.common import EXPERIMENTS, load_config
+from memworth_experiments.common import PAPER_EXPERIMENTS, load_config
 
 MODULES = {"exp1": exp1, "exp2": exp2, "exp3": exp3, "exp4": exp4, "exp5": exp5}
 SRC = Path(__file__).resolve().parents[1] / "src" / "memworth"
 
 
-@pytest.mark.parametrize("name", EXPERIMENTS)
+@pytest.mark.parametrize("name", PAPER_EXPERIMENTS)
 def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / name
     code = main(["reproduce", name, "--quick", "--no-progress", "--check", "--out", str(out)])
@@ -35,7 +35,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         assert row["name"] in printed
 
 
-@pytest.mark.parametrize("name", EXPERIMENTS)
+@pytest.mark.parametrize("name", PAPER_EXPERIMENTS)
 def test_full_size_meets_the_paper_within_tolerance(name: str) -> None:
     """20 seeds x 10,000 episodes, as in the paper, against the issue's tolerances."""
     cfg = load_config(name)

@@ -22,7 +22,7 @@ def register(commands: Any) -> None:
     """Add the ``reproduce`` command to the ``memworth`` CLI (entry point ``memworth.commands``)."""
     p = commands.add_parser(
         "reproduce",
-        help="rebuild one of the paper's experiments (exp1-exp5)",
+        help="rebuild one of the paper's experiments (exp1-exp5) or one that goes past it",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

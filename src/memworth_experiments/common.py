@@ -16,7 +16,19 @@ import numpy as np
 
 from memworth import ValidationError
 
-EXPERIMENTS = ("exp1", "exp2", "exp3", "exp4", "exp5")
+PAPER_EXPERIMENTS = ("exp1", "exp2", "exp3", "exp4", "exp5")
+"""The paper's five experiments, in its order."""
+
+
+def _beyond_the_paper() -> tuple[str, ...]:
+    """Experiments that go past the paper: every other ``configs/<name>.toml``, sorted."""
+    configs = resources.files("memworth_experiments").joinpath("configs")
+    names = (entry.name.removesuffix(".toml") for entry in configs.iterdir() if entry.name.endswith(".toml"))
+    return tuple(sorted(n for n in names if n not in PAPER_EXPERIMENTS))
+
+
+BEYOND_EXPERIMENTS = _beyond_the_paper()
+EXPERIMENTS = PAPER_EXPERIMENTS + BEYOND_EXPERIMENTS
 
 
 def load_config(name: str) -> dict[str, Any]:

@@ -470,3 +470,76 @@ def test_counts_add_up_to_episodes(stream: list[tuple[list[int], bool]]) -> None
     assert table.evidence.sum() == pytest.approx(len(stream))
     assert table.success.sum() == pytest.approx(sum(ok for _, ok in stream))
     assert table.n.sum() == sum(len(ids) for ids, _ in stream)
+
+
+# -- merging shards ----------------------------------------------------------------------
+
+
+def _shard_episodes(seed: int, n: int) -> list[tuple[list[object], bool, str | None]]:
+    rng = np.random.default_rng(seed)
+    pool: list[object] = [*range(40), *(f"m{i}" for i in range(20)), 10**12, ("t", 1)]
+    out: list[tuple[list[object], bool, str | None]] = []
+    for _ in range(n):
+        picks = rng.choice(len(pool), size=int(rng.integers(1, 6)), replace=False)
+        context = [None, "easy", "hard"][int(rng.integers(3))]
+        out.append(([pool[i] for i in picks], bool(rng.random() < 0.6), context))
+    return out
+
+
+def test_merged_shards_equal_one_tracker_that_saw_every_episode() -> None:
+    episodes = _shard_episodes(0, 600)
+    whole, left, right = Tracker(), Tracker(), Tracker()
+    for i, (ids, ok, ctx) in enumerate(episodes):
+        whole.record(ids, success=ok, context=ctx)
+        (left if i % 3 else right).record(ids, success=ok, context=ctx)
+    right_before = right.table()
+    left.merge(right)
+    assert left.episodes == whole.episodes == 600
+    assert sorted(map(repr, left.ids())) == sorted(map(repr, whole.ids()))
+    for memory_id in whole.ids():
+        for ctx in (None, "easy", "hard"):
+            got, want = left.counts(memory_id, context=ctx), whole.counts(memory_id, context=ctx)
+            assert (got.success, got.failure, got.n) == pytest.approx((want.success, want.failure, want.n))
+    after = right.table()  # the merged-in shard is unchanged
+    assert all(np.array_equal(a, b) for a, b in zip(right_before, after, strict=True))
+
+
+def test_merging_integer_array_shards_matches_one_batch() -> None:
+    rng = np.random.default_rng(1)
+    ids = np.argsort(rng.random((2_000, 5_000)), axis=1)[:, :8]
+    ids[:, 0] += 10**9  # some ids beyond the dense table
+    ok = rng.random(2_000) < 0.5
+    whole, a, b = Tracker(), Tracker(), Tracker()
+    whole.record_batch(ids, success=ok)
+    a.record_batch(ids[:700], success=ok[:700])
+    b.record_batch(ids[700:], success=ok[700:])
+    a.merge(b)
+    probe = np.unique(ids)
+    assert np.allclose(a.values(probe.tolist()), whole.values(probe.tolist()))
+    assert a.episodes == 2_000 and len(a) == len(whole)
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "field"),
+    [
+        (Tracker(half_life=100), Tracker(half_life=100), "half_life"),
+        (Tracker(), Tracker(half_life=50), "half_life"),
+        (Tracker(w_min=0.01), Tracker(), "w_min"),
+    ],
+)
+def test_merge_refuses_shards_that_do_not_add_up(left: Tracker, right: Tracker, field: str) -> None:
+    right.register(["x"])
+    with pytest.raises(ValidationError) as info:
+        left.merge(right)
+    assert info.value.field == field
+    assert len(left) == 0  # nothing merged
+
+
+def test_merge_refuses_itself_and_non_trackers() -> None:
+    t = Tracker()
+    t.record(["a"], success=True)
+    with pytest.raises(ValidationError, match="itself"):
+        t.merge(t)
+    with pytest.raises(ValidationError, match="must be a Tracker"):
+        t.merge({"a": 1})  # type: ignore[arg-type]
+    assert t.counts("a").success == 1.0

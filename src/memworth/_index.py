@@ -24,7 +24,7 @@ def check_key(key: object, field: str) -> Hashable:
     return key
 
 
-def _is_int(key: object) -> bool:
+def is_int(key: object) -> bool:
     return isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_))
 
 
@@ -41,7 +41,7 @@ class Index:
         return len(self.keys)
 
     def row(self, key: Hashable) -> int | None:
-        if _is_int(key):
+        if is_int(key):
             k = int(key)  # type: ignore[call-overload]
             if 0 <= k < len(self._table):
                 r = int(self._table[k])
@@ -108,7 +108,7 @@ class Index:
 
     def _add(self, key: Hashable) -> int:
         r = len(self.keys)
-        if _is_int(key):
+        if is_int(key):
             k = int(key)  # type: ignore[call-overload]
             if 0 <= k < DENSE_LIMIT:
                 self._dense_rows(np.array([k], dtype=np.int64), create=True)

@@ -6,7 +6,7 @@ from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
-from memworth._index import Index, check_key
+from memworth._index import Index, check_key, is_int
 from memworth.counts import Counts, CountsTable
 from memworth.credit import as_float_array, check_w_min, normalise, normalise_rows
 from memworth.decay import decay_factor
@@ -271,6 +271,51 @@ class Tracker:
             for c, eps in groups.items():
                 sel = np.asarray(eps)
                 self._context_bank(c).add(rows[sel], None if w is None else w[sel], outcome[sel], len(self._index))
+
+    def merge(self, other: Tracker) -> None:
+        """Add the counts of ``other`` (another shard) into this tracker, exactly.
+
+        Shards that saw disjoint episodes add up to one tracker that saw them all: overall
+        and per-context counts and the episode count are sums, ids new to this tracker
+        are appended in ``other``'s order. Decayed counts do not merge exactly (each
+        shard's clock counts only its own episodes, and how they interleave is lost), so
+        trackers with a ``half_life`` are refused, as are shards with different ``w_min``.
+        ``other`` is left unchanged.
+
+        Examples
+        --------
+        >>> a, b = Tracker(), Tracker()
+        >>> a.record(["x", "y"], success=True)
+        >>> b.record(["y", "z"], success=False)
+        >>> a.merge(b)
+        >>> a.counts("y"), a.episodes, a.ids()
+        (Counts(success=0.5, failure=0.5, n=2.0), 2, ['x', 'y', 'z'])
+        """
+        if not isinstance(other, Tracker):
+            raise ValidationError("other", f"must be a Tracker, got {type(other).__name__}")
+        if other is self:
+            raise ValidationError("other", "a tracker cannot be merged into itself (its counts would double)")
+        if self.half_life is not None or other.half_life is not None:
+            raise ValidationError(
+                "half_life", "trackers with decayed counts do not merge exactly: their episode clocks interleave"
+            )
+        if self.w_min != other.w_min:
+            raise ValidationError("w_min", f"shards must share w_min, got {self.w_min} and {other.w_min}")
+        keys = other._index.keys
+        if keys and all(is_int(k) for k in keys):
+            rows = self._index.int_rows(np.asarray(keys, dtype=np.int64), create=True)
+        else:
+            rows = self._index.rows(keys, create=True)
+        size = len(self._index)
+        pairs = [(self._totals, other._totals)]
+        pairs += [(self._context_bank(c), bank) for c, bank in other._contexts.items()]
+        for mine, theirs in pairs:
+            mine.reserve(size)
+            used = min(len(theirs.n), len(keys))
+            # rows are distinct, so fancy-index addition adds each exactly once
+            mine.hits[rows[:used]] += theirs.hits[:used]
+            mine.n[rows[:used]] += theirs.n[:used]
+        self._episodes += other._episodes
 
     def _apply(
         self, rows: np.ndarray, weights: np.ndarray | None, success: np.ndarray, context: Hashable | None

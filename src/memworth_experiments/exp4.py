@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,16 @@ from memworth_experiments.common import Result, Row, mean_std, progress, read_ra
 ANCHOR, HITCHHIKER = 0, 1
 
 
-def world(seed: int, independence: float, episodes: int, w: dict[str, Any]) -> dict[str, np.ndarray]:
+def world(
+    seed: int,
+    independence: float,
+    episodes: int,
+    w: dict[str, Any],
+    edit: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """One seed's episodes. ``edit(retrieved, spare)`` may change the retrieved sets before
+    outcomes are drawn (``spare[t, j]`` is a random other memory for slot ``j``; the
+    hitchhiker experiment's ablations use it); without it the draws are unchanged."""
     rng = np.random.default_rng([seed, round(independence * 1000)])
     n, k = w["memories"], w["k"]
     utility = np.concatenate([[w["anchor_utility"], w["hitchhiker_utility"]], rng.uniform(0, 1, n - 2)])
@@ -23,6 +33,8 @@ def world(seed: int, independence: float, episodes: int, w: dict[str, Any]) -> d
     retrieved = others.copy()
     retrieved[paired, 0] = ANCHOR
     retrieved[paired & ~alone, 1] = HITCHHIKER
+    if edit is not None:
+        retrieved = edit(retrieved, others)
     p = np.clip(utility[retrieved].mean(axis=1) + rng.normal(0, w["noise_sd"], episodes), 0, 1)
     return {"utility": utility, "retrieved": retrieved, "success": rng.random(episodes) < p}
 

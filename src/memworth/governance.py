@@ -3,13 +3,24 @@
 Pure: the store gathers counts and history, this module decides, the store applies and
 audits. Rules, first match wins, for an ``active`` memory:
 
-1. ``re-verify`` (standing): its last ``staleness_window`` retrievals succeeded at a rate
-   more than ``staleness_drop`` below its lifetime worth and below ``theta_low``: it
-   used to work and has stopped (the paper's staleness signal, section 6).
-2. ``deprecate`` (status): evidence >= ``min_evidence`` retrievals and worth below
-   ``deprecate_below`` (note 004's 0.3).
-3. ``suppress`` (status): evidence >= ``min_evidence`` and worth below ``theta_low``
-   (the paper's low-value class).
+1. ``re-verify`` (standing): it used to work and has stopped (the paper's staleness
+   signal, section 6), by either of two tests:
+
+   * window: its last ``staleness_window`` retrievals succeeded at a rate more than
+     ``staleness_drop`` below its lifetime worth and below ``theta_low``;
+   * change detection (``change_detection``, given the memory's outcome stream): a
+     :class:`memworth.change.BernoulliCusum` on its retrievals, against the success
+     rate of all episodes, is at or above its threshold now: its success rate broke.
+     The proposal carries the statistic, the threshold and the estimated change point.
+
+2. ``deprecate`` (status): with ``deprecation="fixed"`` (default), evidence >=
+   ``min_evidence`` retrievals and worth below ``deprecate_below`` (note 004's 0.3);
+   with ``"sequential"``, the ``1 - deprecation_alpha`` confidence sequence of
+   :class:`memworth.sequences.SequentialDeprecation` lies wholly below
+   ``deprecate_below``, so the chance of ever deprecating a memory whose rate is at
+   least that stays below ``deprecation_alpha`` (no V_min).
+3. ``suppress`` (status): likewise below ``theta_low`` (fixed: the paper's low-value
+   class; sequential: the confidence sequence below ``theta_low``).
 4. ``promote`` / ``demote`` (standing): note 003's decision rule, unless the memory is
    flagged for re-verification (a flag only a person clears).
 
@@ -19,12 +30,16 @@ Every proposal carries the numbers behind it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memworth.counts import Counts
+from memworth.change import BernoulliCusum, OutcomeStream
+from memworth.counts import Counts, check_counts
+from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
 from memworth.policy import DecisionRule, Taxonomy, ValueClass
+from memworth.sequences import SequentialDeprecation
 
 __all__ = ["GovernancePolicy", "Proposal"]
 
@@ -54,6 +69,17 @@ class Proposal:
 class GovernancePolicy:
     """Settings of the governance rules (defaults: the paper's and the notes' numbers).
 
+    The change-detection test of re-verify (``change_detection``) runs
+    :class:`memworth.change.BernoulliCusum` with ``change_odds_ratio`` (the alternative:
+    odds of success that many times lower), ``change_threshold`` (about
+    ``exp(threshold)`` retrievals between false alarms) and ``change_min_history``
+    (retrievals before a memory is watched), against the success rate of all episodes
+    with half-life ``change_reference_half_life`` episodes. ``deprecation`` is
+    ``"fixed"`` (V_min and worth thresholds) or ``"sequential"`` (a
+    ``1 - deprecation_alpha`` confidence sequence over ``deprecation_evidence``:
+    ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
+    retrieval, valid when credit is uniform).
+
     Examples
     --------
     >>> policy = GovernancePolicy()
@@ -64,6 +90,22 @@ class GovernancePolicy:
     worth 0.200 < 0.3 with 20 retrievals >= 10
     >>> policy.propose("new-fact", Counts(success=1.0, failure=0.0, n=2), "active", "normal") is None
     True
+
+    A success rate that broke, seen in the outcome stream (40 successes, then 10 failures):
+
+    >>> import numpy as np
+    >>> from memworth.change import OutcomeStream
+    >>> y = np.array([True] * 40 + [False] * 10)
+    >>> stream = OutcomeStream(y, np.ones(50), None, np.arange(1, 51))
+    >>> p = policy.propose("old-fact", Counts(success=10.0, failure=2.5, n=50), "active", "normal", stream=stream)
+    >>> p.action, p.numbers["change_point"], p.numbers["change_threshold"]
+    ('re-verify', 41, 12.0)
+
+    Deprecation by a confidence sequence instead of a fixed V_min:
+
+    >>> sequential = GovernancePolicy(deprecation="sequential")
+    >>> print(sequential.propose("m", Counts(success=5.0, failure=45.0, n=50), "active", "normal").reason)
+    95% confidence sequence [0.016, 0.288] lies below 0.3 (evidence 50)
     """
 
     theta_high: float = 0.60
@@ -77,18 +119,53 @@ class GovernancePolicy:
     staleness_drop: float = 0.25
     max_changes_per_day: int = 3
     hot_worth: float = 0.50
+    change_detection: bool = True
+    change_odds_ratio: float = 0.05
+    change_threshold: float = 12.0
+    change_min_history: float = 10.0
+    change_reference_half_life: float = 50.0
+    deprecation: str = "fixed"
+    deprecation_alpha: float = 0.05
+    deprecation_evidence: str = "weighted"
 
     def settings(self) -> dict[str, Any]:
         """The settings as a plain dict, for the audit log."""
         return asdict(self)
 
+    def detector(self) -> BernoulliCusum:
+        """The change detector behind the change-detection test of re-verify."""
+        return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
+
+    def sequential(self, threshold: float) -> SequentialDeprecation:
+        """The confidence-sequence rule at ``threshold`` (for ``deprecation="sequential"``)."""
+        return SequentialDeprecation(threshold, self.deprecation_alpha, evidence=self.deprecation_evidence)
+
     def taxonomy(self) -> Taxonomy:
         return Taxonomy(self.theta_high, self.theta_low, self.min_evidence, evidence="retrievals")
 
     def propose(
-        self, memory_id: str, counts: Counts, status: str, standing: str, recent: Counts | None = None
+        self,
+        memory_id: str,
+        counts: Counts,
+        status: str,
+        standing: str,
+        recent: Counts | None = None,
+        *,
+        stream: OutcomeStream | None = None,
     ) -> Proposal | None:
-        """The change to propose for one memory, or ``None``. ``recent``: counts of its last retrievals."""
+        """The change to propose for one memory, or ``None``.
+
+        ``recent``: counts of its last retrievals (the window test); ``stream``: its
+        outcome stream (the change-detection test; :meth:`memworth.MemoryStore.outcome_streams`).
+        """
+        if self.deprecation not in ("fixed", "sequential"):
+            raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {self.deprecation!r}")
+        check_counts(counts, Counts)
+        if recent is not None:
+            check_counts(recent, Counts, "recent")
+        for name, value in (("status", status), ("standing", standing)):
+            if not isinstance(value, str):
+                raise ValidationError(name, f"must be a string, got {type(value).__name__}")
         if status != "active":
             return None
         worth = float(RawWorth().value(counts))
@@ -99,18 +176,33 @@ class GovernancePolicy:
             old = status if fld == "status" else standing
             return None if old == new else Proposal(memory_id, action, fld, old, new, reason, numbers)
 
+        stale: list[str] = []
         if recent is not None and recent.n >= self.staleness_window:
             now = float(RawWorth().value(recent))
             numbers["recent_worth"] = round(now, 6)
             numbers["recent_retrievals"] = recent.n
             if now < worth - self.staleness_drop and now < self.theta_low:
-                found = make(
-                    "re-verify",
+                stale.append(
                     f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "
-                    f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})",
+                    f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
                 )
-                if found:
-                    return found
+        if stream is not None and self.change_detection and len(stream):
+            reading = self.detector().scan(stream.success, stream.weight, stream.reference, stream.episode)
+            numbers["change_statistic"] = round(reading.statistic, 6)
+            numbers["change_threshold"] = reading.threshold
+            numbers["change_point"] = reading.change_point
+            numbers["change_baseline"] = round(reading.baseline, 6)
+            if reading.alarm:
+                stale.append(
+                    f"success rate broke: CUSUM {reading.statistic:.1f} >= {reading.threshold:g} "
+                    f"since episode {reading.change_point}"
+                )
+        if stale:
+            found = make("re-verify", "; ".join(stale))
+            if found:
+                return found
+        if self.deprecation == "sequential":
+            return self._sequential(counts, numbers, make, standing)
         if counts.n >= self.min_evidence:
             if worth < self.deprecate_below:
                 return make(
@@ -122,6 +214,24 @@ class GovernancePolicy:
                     "suppress",
                     f"low value: worth {worth:.3f} < theta_low {self.theta_low:g} with {counts.n:g} retrievals",
                 )
+        return self._standing(counts, numbers, make, standing)
+
+    def _sequential(
+        self, counts: Counts, numbers: dict[str, Any], make: Callable[[str, str], Proposal | None], standing: str
+    ) -> Proposal | None:
+        """Deprecate / suppress when the confidence sequence lies below the threshold, else standing."""
+        for action, threshold in (("deprecate", self.deprecate_below), ("suppress", self.theta_low)):
+            decision = self.sequential(threshold).check(counts)
+            numbers["cs_lower"] = round(decision.numbers["lower"], 6)
+            numbers["cs_upper"] = round(decision.numbers["upper"], 6)
+            if decision.action == "deprecate":
+                numbers["alpha"] = self.deprecation_alpha
+                return make(action, decision.reason)
+        return self._standing(counts, numbers, make, standing)
+
+    def _standing(
+        self, counts: Counts, numbers: dict[str, Any], make: Callable[[str, str], Proposal | None], standing: str
+    ) -> Proposal | None:
         if standing == "re-verify":  # only a person (set_standing / restore) clears a re-verify flag
             return None
         rule = DecisionRule(self.promote_above, self.demote_below, self.min_confidence, evidence="retrievals")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memworth import MemoryStore
+from memworth import MemoryStore, Recall
 from memworth.encoders import Encoder
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 
@@ -66,17 +66,31 @@ def draw_task(cfg: dict[str, Any], t: int, rng: np.random.Generator) -> tuple[st
     return family, task, task["queries"][rng.integers(len(task["queries"]))]
 
 
-def run_seed(cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder) -> list[dict[str, Any]]:
+def play(
+    cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder
+) -> Iterator[tuple[int, MemoryStore, Recall, bool]]:
+    """Run one seed's agent, yielding ``(episode, store, recall, success)`` after each outcome.
+
+    The store is closed when the generator finishes or is closed.
+    """
     rng = np.random.default_rng(seed)
-    r = cfg["run"]
     store = MemoryStore.open("memory://", encoder=encoder, exploration=0.0, seed=seed)
-    store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
+    try:
+        store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
+        for t in range(1, episodes + 1):
+            _family, task, query = draw_task(cfg, t, rng)
+            recall = store.recall(query, k=cfg["run"]["k"])
+            ok = succeeded(task, recall.texts)
+            store.record(recall.episode, ok)
+            yield t, store, recall, ok
+    finally:
+        store.close()
+
+
+def run_seed(cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder) -> list[dict[str, Any]]:
+    r = cfg["run"]
     rows: list[dict[str, Any]] = []
-    for t in range(1, episodes + 1):
-        _family, task, query = draw_task(cfg, t, rng)
-        recall = store.recall(query, k=r["k"])
-        ok = succeeded(task, recall.texts)
-        store.record(recall.episode, ok)
+    for t, store, _recall, ok in play(cfg, seed, episodes, encoder):
         if t % r["checkpoint_every"] == 0 or t == r["phase_shift"]:
             for m in store.backend.memories("default", list(ROLES)):
                 c = m.counts
@@ -90,7 +104,6 @@ def run_seed(cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder) ->
                         "success": ok,
                     }
                 )
-    store.close()
     return rows
 
 

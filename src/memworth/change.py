@@ -1,0 +1,341 @@
+"""Change detection on a memory's outcome stream: has its success rate broken?
+
+A memory that used to work and has stopped (the paper's staleness, section 6) shows as a
+fall in the success rate of the episodes that retrieve it. Its worth shows the fall
+slowly, since every old success still counts; :class:`BernoulliCusum` (Page's CUSUM for
+Bernoulli observations) raises an alarm after a few failures that its own history makes
+unlikely.
+
+The stream. Each retrieval of a memory is one observation ``y`` (1: the episode
+succeeded) with a weight ``w`` in [0, 1] (the outcome's confidence; 1 in the
+experiments), and optionally a ``reference``: the success rate of all episodes at that
+time (:func:`reference_rates`).
+
+The test. Before a change, the log-odds of success are ``logit(reference) + lift``,
+where ``lift`` is the memory's own log-odds lift over the reference, estimated from its
+whole history so far (successes and the reference rate summed over its observations,
+each with ``prior`` pseudo-counts; without a reference the baseline is simply its own
+smoothed success rate). The alternative: the odds of success are ``odds_ratio`` times
+that (0.05: twenty times lower, the memory stopped working). After the memory has
+``min_history`` observations, each one adds ``w`` times its log-likelihood ratio to the
+statistic, floored at 0; the alarm sounds when it reaches ``threshold``. The change
+point estimate is the first observation of the current excursion (the last time the
+statistic left 0).
+
+Why a reference: a shift in the task mix moves every memory's success rate (in
+Experiment 5 every memory's rate falls when harder tasks arrive); measured against the
+rate of all episodes, a memory that merely shares the harder tasks keeps its lift and
+only one that fails where others succeed raises the alarm.
+
+Validity. With the pre-change probabilities known, Wald's inequality gives an average
+run length of at least ``exp(threshold)`` observations between false alarms; a weight
+``w <= 1`` keeps that, since ``E[L ** w] <= E[L] ** w = 1`` for a likelihood ratio
+``L`` (Jensen). With the baseline estimated from the memory's history (as here), the
+bound is approximate: the experiment ``memworth reproduce staleness`` measures the
+false alarms.
+
+:class:`CusumState` holds the learned state of many memories as arrays (one row each);
+:meth:`BernoulliCusum.update` advances the rows one episode retrieved, vectorised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from memworth.errors import ValidationError
+
+__all__ = ["BernoulliCusum", "CusumReading", "CusumState", "OutcomeStream", "reference_rates"]
+
+
+def _number(value: object, name: str, *, low: float, high: float = math.inf, open_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(name, f"must be a number, got {type(value).__name__}")
+    v = float(value)
+    ok = math.isfinite(v) and (v > low if open_low else v >= low) and v <= high
+    if not ok:
+        bound = f"> {low:g}" if open_low else f">= {low:g}"
+        raise ValidationError(name, f"must be finite, {bound} and <= {high:g}, got {value!r}")
+    return v
+
+
+def _log_sigmoid(z: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -z)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    return np.log(p) - np.log1p(-p)
+
+
+@dataclass
+class CusumState:
+    """The learned state of a CUSUM for many memories, one row each (arrays, updated in place).
+
+    ``statistic`` is the CUSUM now; ``observations`` and ``successes`` the memory's
+    weighted history; ``expected`` the reference rate summed over it; ``since`` the index
+    (``time``) of the first observation of the current excursion (-1 when the statistic
+    is 0); ``first_alarm`` the time of the first alarm (-1: none yet).
+    """
+
+    statistic: np.ndarray
+    observations: np.ndarray
+    successes: np.ndarray
+    expected: np.ndarray
+    since: np.ndarray
+    first_alarm: np.ndarray
+
+    @classmethod
+    def empty(cls, size: int) -> CusumState:
+        """State for ``size`` memories with no history."""
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise ValidationError("size", f"must be an integer >= 0, got {size!r}")
+        z = np.zeros(int(size))
+        minus = np.full(int(size), -1, dtype=np.int64)
+        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy())
+
+    def __len__(self) -> int:
+        return int(self.statistic.size)
+
+    def reset(self, rows: np.ndarray | list[int], *, forget_history: bool = False) -> None:
+        """Restart the statistic of ``rows`` (after a person re-verified them).
+
+        With ``forget_history`` the baseline is learned afresh too (the memory was edited).
+        """
+        r = np.asarray(rows, dtype=np.int64)
+        self.statistic[r] = 0.0
+        self.since[r] = -1
+        self.first_alarm[r] = -1
+        if forget_history:
+            self.observations[r] = 0.0
+            self.successes[r] = 0.0
+            self.expected[r] = 0.0
+
+
+@dataclass(frozen=True)
+class OutcomeStream:
+    """One memory's retrievals that have an outcome, oldest first (what :meth:`BernoulliCusum.scan` reads).
+
+    ``success`` (booleans), ``weight`` (in [0, 1]: the outcome's confidence), ``reference``
+    (the success rate of all episodes just before each, or ``None``) and ``episode`` (the
+    position of each outcome in its namespace's log, counted from 1) are aligned arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = OutcomeStream(np.array([True, False]), np.ones(2), None, np.array([3, 7]))
+    >>> len(s)
+    2
+    """
+
+    success: np.ndarray
+    weight: np.ndarray
+    reference: np.ndarray | None
+    episode: np.ndarray
+
+    def __len__(self) -> int:
+        return int(np.asarray(self.success).size)
+
+
+@dataclass(frozen=True)
+class CusumReading:
+    """Where one memory's CUSUM stands after its stream: the numbers behind an alarm."""
+
+    statistic: float
+    threshold: float
+    alarm: bool
+    first_alarm: int | None
+    change_point: int | None
+    baseline: float
+    observations: float
+
+
+@dataclass(frozen=True)
+class BernoulliCusum:
+    """One-sided Bernoulli CUSUM for a fall in a memory's success rate (settings only).
+
+    Parameters
+    ----------
+    odds_ratio
+        The alternative: the odds of success fall by this factor (in (0, 1)).
+    threshold
+        The alarm level ``h`` of the statistic (about ``exp(h)`` observations between
+        false alarms with a known baseline).
+    min_history
+        Weighted observations of the memory's own history before it is watched.
+    prior
+        Pseudo-counts of success and of failure (and of the reference) that smooth the
+        baseline (0.5: Jeffreys).
+
+    Examples
+    --------
+    A memory that worked 40 times and then failed ten times:
+
+    >>> import numpy as np
+    >>> y = np.array([True] * 40 + [False] * 10)
+    >>> r = BernoulliCusum().scan(y)
+    >>> r.alarm, r.first_alarm, r.change_point, round(r.statistic, 2)
+    (True, 45, 40, 19.66)
+    >>> BernoulliCusum().scan(np.array([True, False] * 40)).alarm
+    False
+    """
+
+    odds_ratio: float = 0.05
+    threshold: float = 12.0
+    min_history: float = 10.0
+    prior: float = 0.5
+
+    def _check(self) -> tuple[float, float, float, float]:
+        ratio = _number(self.odds_ratio, "odds_ratio", low=0.0, high=1.0, open_low=True)
+        if ratio >= 1.0:
+            raise ValidationError("odds_ratio", f"must be below 1 (a fall), got {self.odds_ratio!r}")
+        h = _number(self.threshold, "threshold", low=0.0, open_low=True)
+        n0 = _number(self.min_history, "min_history", low=0.0)
+        a = _number(self.prior, "prior", low=0.0, open_low=True)
+        return ratio, h, n0, a
+
+    def start(self, size: int) -> CusumState:
+        """A fresh state for ``size`` memories."""
+        self._check()
+        return CusumState.empty(size)
+
+    def baseline(self, state: CusumState, rows: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+        """The pre-change success probability of ``rows`` now (given the reference rate)."""
+        _ratio, _h, _n0, a = self._check()
+        r = np.asarray(rows, dtype=np.int64)
+        n = state.observations[r]
+        own = _logit((state.successes[r] + a) / (n + 2 * a))
+        if reference is None:
+            return np.asarray(1.0 / (1.0 + np.exp(-own)))
+        ref = _check_rates(reference, r.size, "reference")
+        lift = own - _logit((state.expected[r] + a) / (n + 2 * a))
+        return np.asarray(1.0 / (1.0 + np.exp(-(_logit(ref) + lift))))
+
+    def update(
+        self,
+        state: CusumState,
+        rows: np.ndarray | list[int],
+        success: np.ndarray | list[bool] | bool,
+        *,
+        weight: np.ndarray | float = 1.0,
+        reference: np.ndarray | float | None = None,
+        time: int = 0,
+    ) -> np.ndarray:
+        """Add one observation to each of ``rows`` (distinct memories); return which are in alarm.
+
+        ``success``, ``weight`` and ``reference`` are one per row or a scalar for all;
+        ``time`` labels the observation (an episode number) for the change point and the
+        first alarm. Nothing changes if an argument is refused.
+        """
+        ratio, h, n0, _a = self._check()
+        r = np.asarray(rows, dtype=np.int64).ravel()
+        if r.size and (r.min() < 0 or r.max() >= len(state)):
+            raise ValidationError("rows", f"must index the state's {len(state)} memories")
+        if np.unique(r).size != r.size:
+            raise ValidationError("rows", "a memory appears twice in one update")
+        y = np.broadcast_to(np.asarray(success), r.shape)
+        if y.dtype != bool:
+            raise ValidationError("success", f"must be booleans, got dtype {y.dtype}")
+        w = np.broadcast_to(np.asarray(weight, dtype=float), r.shape)
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
+            raise ValidationError("weight", "must be within [0, 1]")
+        ref = None if reference is None else np.broadcast_to(_check_rates(reference, None, "reference"), r.shape)
+        if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
+            raise ValidationError("time", f"must be an integer, got {time!r}")
+        p0 = self.baseline(state, r, ref)
+        z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
+        shift = math.log(ratio)
+        llr = np.where(y, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
+        watched = state.observations[r] >= n0
+        before = state.statistic[r]
+        after = np.where(watched, np.maximum(0.0, before + w * llr), before)
+        state.statistic[r] = after
+        started = (before <= 0) & (after > 0)
+        state.since[r[started]] = time
+        state.since[r[after <= 0]] = -1
+        alarm = after >= h
+        fresh = alarm & (state.first_alarm[r] < 0)
+        state.first_alarm[r[fresh]] = time
+        state.observations[r] += w
+        state.successes[r] += w * y
+        state.expected[r] += w * (0.5 if ref is None else ref)
+        return np.asarray(alarm)
+
+    def scan(
+        self,
+        success: np.ndarray,
+        weight: np.ndarray | None = None,
+        reference: np.ndarray | None = None,
+        times: np.ndarray | None = None,
+    ) -> CusumReading:
+        """Run one memory's whole stream (oldest first) and read where the CUSUM stands.
+
+        ``times`` labels each observation (default 0, 1, 2, ...).
+        """
+        y = np.asarray(success)
+        if y.ndim != 1 or y.dtype != bool:
+            raise ValidationError("success", "must be a 1-D array of booleans")
+        n = y.size
+        w = np.ones(n) if weight is None else np.asarray(weight, dtype=float)
+        ref = None if reference is None else _check_rates(reference, n, "reference")
+        t = np.arange(n) if times is None else np.asarray(times)
+        if w.shape != (n,):
+            raise ValidationError("weight", f"must have one value per observation ({n}), got shape {w.shape}")
+        if t.shape != (n,) or not np.issubdtype(t.dtype, np.integer):
+            raise ValidationError("times", f"must be {n} integers, one per observation")
+        state = self.start(1)
+        row = np.zeros(1, dtype=np.int64)
+        for i in range(n):
+            self.update(
+                state, row, y[i : i + 1], weight=w[i : i + 1], reference=None if ref is None else ref[i], time=int(t[i])
+            )
+        _ratio, h, _n0, _a = self._check()
+        last_ref = None if ref is None or n == 0 else np.asarray(ref[-1:])
+        stat = float(state.statistic[0])
+        return CusumReading(
+            statistic=stat,
+            threshold=h,
+            alarm=stat >= h,
+            first_alarm=int(state.first_alarm[0]) if state.first_alarm[0] >= 0 else None,
+            change_point=int(state.since[0]) if state.since[0] >= 0 else None,
+            baseline=float(self.baseline(state, row, last_ref)[0]),
+            observations=float(state.observations[0]),
+        )
+
+
+def _check_rates(values: object, size: int | None, name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if size is not None and arr.ndim > 0 and arr.shape != (size,):
+        raise ValidationError(name, f"must have {size} values, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr >= 1):
+        raise ValidationError(name, "must be rates strictly between 0 and 1")
+    return arr
+
+
+def reference_rates(success: np.ndarray, half_life: float = 50.0, prior: float = 0.5) -> np.ndarray:
+    """The success rate of all episodes just before each one: an exponentially weighted mean.
+
+    Episode ``t`` gets the rate of episodes ``0 .. t-1``, each weighted ``0.5 ** (age /
+    half_life)``, with ``prior`` pseudo-counts of success and failure (so the first is 0.5
+    and none is 0 or 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> reference_rates(np.array([True, True, False]), half_life=1e9).round(3)
+    array([0.5  , 0.75 , 0.833])
+    """
+    y = np.asarray(success)
+    if y.ndim != 1 or y.dtype != bool:
+        raise ValidationError("success", "must be a 1-D array of booleans")
+    hl = _number(half_life, "half_life", low=0.0, open_low=True)
+    a = _number(prior, "prior", low=0.0, open_low=True)
+    keep = 0.5 ** (1.0 / hl)
+    out = np.empty(y.size)
+    num, den = a, 2 * a
+    for i, ok in enumerate(y.tolist()):
+        out[i] = num / den
+        num = keep * num + ok
+        den = keep * den + 1.0
+    return out

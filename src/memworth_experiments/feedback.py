@@ -1,0 +1,208 @@
+"""Feedback loops: sharpen Experiment 3's MW-softmax until retrieval collapses, then repair it.
+
+Experiment 3's world (``exp3``: N = 100, U* ~ U(0,1), k = 8, success with probability
+clip(mean U* + N(0, 0.1^2), 0, 1), uniform credit). Policies, each on the same worlds:
+
+* ``sweep``: Experiment 3's own policy (Plackett-Luce draws from softmax(MW / tau),
+  ``exp3.run_policy``) at eps = 0 for falling tau: where does it collapse?
+* ``collapse``: that policy at the sharp tau, eps = 0;
+* ``floor``: the same softmax for the greedy slots plus the store's exploration floor
+  (``memworth.ranking.select``: each of the k slots explores with chance eps, drawing
+  uniformly from the memories the other slots did not take); MW as the paper computes it;
+* ``floor+ipw``: the same episodes as ``floor``, worth from inverse-propensity weighted
+  counts (:class:`memworth.propensity.PropensityCounts`) with the logged propensities
+  (and ``floor+clipped``: the same with ``1 / propensity`` clipped);
+* ``mixture``: Experiment 3's own floor ((1 - eps) softmax + eps / N per slot), for reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memworth import RawWorth, Tracker
+from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank
+from memworth_experiments.common import Result, Row, mean_std, read_raw, spearman
+from memworth_experiments.exp3 import run_policy
+from memworth_experiments.targets import Bound
+
+
+def world(cfg: dict[str, Any], seeds: int) -> np.ndarray:
+    """True utilities, one row per seed, drawn exactly as Experiment 3 draws them."""
+    n = cfg["world"]["memories"]
+    return np.stack([np.random.default_rng(seed).uniform(0, 1, n) for seed in range(seeds)])
+
+
+def exp3_settings(cfg: dict[str, Any], temperature: float) -> dict[str, Any]:
+    """The settings ``exp3.run_policy`` reads, at ``temperature``."""
+    return {"world": cfg["world"], "policy": {"temperature": temperature}, "run": cfg["run"]}
+
+
+def run_floor(
+    utility: np.ndarray,
+    cfg: dict[str, Any],
+    temperature: float,
+    exploration: float,
+    episodes: int,
+    rng: np.random.Generator,
+) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Softmax greedy slots plus ``select``'s exploration floor, all seeds side by side.
+
+    Returns ``(episode, MW, IPW worth, clipped IPW worth)`` checkpoints (the clip:
+    ``policy.ipw_max_weight``). Each episode: rank the memories by
+    MW / tau plus Gumbel noise (a Plackett-Luce draw from the softmax), draw
+    j ~ Binomial(k, eps) exploration slots, take the best k - j ranks and j uniformly
+    from the rest; the propensity logged for a pick is ``select``'s exact inclusion
+    probability given that ranking.
+    """
+    seeds, n = utility.shape
+    k, noise, every = cfg["world"]["k"], cfg["world"]["noise_sd"], cfg["run"]["checkpoint_every"]
+    offset = (np.arange(seeds) * n)[:, None]
+    all_ids = (offset + np.arange(n)).ravel()
+    tracker = Tracker()
+    tracker.register(all_ids)
+    ipw = PropensityCounts.empty(seeds * n)
+    clipped = PropensityCounts.empty(seeds * n, InversePropensity(cfg["policy"]["ipw_max_weight"]))
+    by_rank = inclusion_by_rank(n, k, exploration)
+    rows = np.arange(seeds)[:, None]
+    credit = np.full((seeds, k), 1.0 / k)
+    worth = np.full((seeds, n), 0.5)
+    out = []
+    for t in range(1, episodes + 1):
+        keys = worth / temperature + rng.gumbel(size=(seeds, n))
+        rank = np.empty((seeds, n), dtype=np.int64)
+        np.put_along_axis(rank, np.argsort(-keys, axis=1), np.broadcast_to(np.arange(n), (seeds, n)), axis=1)
+        greedy = k - rng.binomial(k, exploration, size=seeds)
+        order = np.where(rank < greedy[:, None], -1.0, rng.random((seeds, n)))
+        chosen = np.argpartition(order, k - 1, axis=1)[:, :k]
+        p = np.clip(utility[rows, chosen].mean(axis=1) + rng.normal(0, noise, seeds), 0, 1)
+        success = rng.random(seeds) < p
+        tracker.record_batch(chosen + offset, success)
+        ipw.add(chosen + offset, success, credit, by_rank[rank[rows, chosen]])
+        clipped.add(chosen + offset, success, credit, by_rank[rank[rows, chosen]])
+        flat = (chosen + offset).ravel()
+        worth.ravel()[flat] = tracker.values(flat)
+        if t % every == 0:
+            mw = tracker.values(all_ids).reshape(seeds, n)
+            out.append((t, mw, _worth(ipw).reshape(seeds, n), _worth(clipped).reshape(seeds, n)))
+    return out
+
+
+def _worth(counts: PropensityCounts) -> np.ndarray:
+    return np.asarray(RawWorth().value(counts.table()), dtype=float)
+
+
+def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
+    from tqdm import tqdm
+
+    utility = world(cfg, seeds)
+    pol = cfg["policy"]
+    tau, eps = pol["temperature"], pol["exploration"]
+    raw: list[dict[str, Any]] = []
+
+    def keep(name: str, episode: int, worth: np.ndarray) -> None:
+        for seed in range(seeds):
+            raw.append({"seed": seed, "policy": name, "episode": episode, "rho": spearman(worth[seed], utility[seed])})
+
+    jobs: list[tuple[str, float, float | None]] = [(f"sweep tau={t:g}", t, 0.0) for t in pol["sweep"] if t != tau]
+    jobs += [("collapse", tau, 0.0), ("mixture", tau, eps), ("floor", tau, None)]
+    for i, (name, temperature, floor) in enumerate(tqdm(jobs, desc="feedback", disable=not show_progress, leave=False)):
+        rng = np.random.default_rng([seeds, i, 6])
+        if floor is None:
+            for episode, mw, ipw, clipped in run_floor(utility, cfg, temperature, eps, episodes, rng):
+                keep("floor", episode, mw)
+                keep("floor+ipw", episode, ipw)
+                keep("floor+clipped", episode, clipped)
+        else:
+            for episode, mw in run_policy(utility, floor, exp3_settings(cfg, temperature), episodes, rng):
+                keep(name, episode, mw)
+    return Result("feedback", _rows(cfg, raw, episodes), raw, {"seeds": seeds, "episodes": episodes})
+
+
+def _final(raw: list[dict[str, Any]], name: str, episode: int) -> tuple[float, float]:
+    return mean_std([r["rho"] for r in raw if r["policy"] == name and r["episode"] == episode])
+
+
+def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list[Row]:
+    pol, target = cfg["policy"], cfg["target"]
+    tau, eps = pol["temperature"], pol["exploration"]
+    final = max(r["episode"] for r in raw)
+    metric = f"rho@{final}"
+    rows: list[Row] = []
+    for t in sorted(pol["sweep"], reverse=True):
+        if t == tau:
+            continue  # the collapse row below
+        m, s = _final(raw, f"sweep tau={t:g}", final)
+        paper = cfg["paper"]["exp3_eps0"] if t == 3.0 else None
+        rows.append(
+            Row(f"MW-softmax tau={t:g}, no floor", metric, paper, m, s, None, "Exp 3's paper value" if paper else "")
+        )
+    m, s = _final(raw, "collapse", final)
+    rows.append(
+        Bound(
+            f"collapse: tau={tau:g}, no floor",
+            metric,
+            None,
+            m,
+            s,
+            note=f"target < {target['collapse_below']:g}",
+            at_most=target["collapse_below"],
+        )
+    )
+    m, s = _final(raw, "mixture", final)
+    rows.append(Row(f"Exp 3's floor: tau={tau:g}, eps={eps:g} per slot (MW)", metric, None, m, s))
+    m, s = _final(raw, "floor", final)
+    rows.append(Row(f"floor alone: tau={tau:g}, select floor eps={eps:g} (MW)", metric, None, m, s))
+    m, s = _final(raw, "floor+ipw", final)
+    rows.append(
+        Bound(
+            "floor + IPW: same episodes (Hajek IPW worth)",
+            metric,
+            None,
+            m,
+            s,
+            note=f"target >= {target['repaired_at_least']:g}",
+            at_least=target["repaired_at_least"],
+        )
+    )
+    m, s = _final(raw, "floor+clipped", final)
+    clip = pol["ipw_max_weight"]
+    rows.append(Row(f"floor + IPW, 1/propensity clipped at {clip:g}", metric, None, m, s))
+    return rows
+
+
+def figure(raw_csv: Path, out_png: Path) -> None:
+    """Spearman rho over episodes: collapse, floor alone, floor plus IPW (and Exp 3's floor)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_raw(raw_csv)
+    style = {
+        "collapse": ("tab:red", "-", "collapse (no floor)"),
+        "mixture": ("tab:grey", ":", "Exp 3's floor, MW"),
+        "floor": ("tab:blue", "-", "floor alone, MW"),
+        "floor+ipw": ("tab:green", "--", "floor + IPW"),
+        "floor+clipped": ("tab:olive", ":", "floor + clipped IPW"),
+    }
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, (colour, ls, label) in style.items():
+        sel = [r for r in rows if r["policy"] == name]
+        eps = sorted({int(r["episode"]) for r in sel})
+        vals = [[float(r["rho"]) for r in sel if int(r["episode"]) == e] for e in eps]
+        m = np.array([np.mean(v) for v in vals])
+        s = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in vals])
+        ax.plot(eps, m, color=colour, ls=ls, label=label)
+        ax.fill_between(eps, m - s, m + s, color=colour, alpha=0.12)
+    ax.axhline(0.85, color="black", lw=0.6, ls=":")
+    ax.axhline(0.30, color="black", lw=0.6, ls=":")
+    ax.set(xlabel="episode", ylabel="Spearman rho (worth vs U*)", ylim=(-0.1, 1.0))
+    ax.set_title("Feedback loop at a sharp MW-softmax")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=130)
+    plt.close(fig)

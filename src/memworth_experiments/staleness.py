@@ -1,0 +1,268 @@
+"""Early staleness detection on Experiment 5: a CUSUM on each memory's outcome stream.
+
+Experiment 5's agent runs unchanged (its episodes, through ``exp5.play``); three rules
+watch the same episodes, each checked after every episode:
+
+* ``paper``: worth below theta_L = 0.40 after the shift, with at least V_min = 10
+  retrievals (section 5.4's crossing; the taxonomy's low class);
+* ``window``: the store's rule before this change (``GovernancePolicy``'s windowed test:
+  the last 20 retrievals' worth more than 0.25 below the lifetime worth and below 0.40);
+* ``cusum`` (ours): :class:`memworth.change.BernoulliCusum` on every memory's retrievals,
+  measured against the success rate of all episodes (:func:`memworth.change.reference_rates`).
+
+A memory is flagged at the first episode its rule fires (re-verify is a standing a
+person clears, so later alarms change nothing). For a flag on another memory, the
+failures among its last 20 retrievals up to the flag are looked at: if at least half of
+them came in episodes that also retrieved the stale memory, the flag is "collateral"
+(the co-retrieval confound of the paper's Experiment 4), otherwise a "false alarm".
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memworth.change import BernoulliCusum, reference_rates
+from memworth.encoders import Encoder
+from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
+from memworth_experiments.exp5 import CachedEncoder, default_encoder, play
+from memworth_experiments.targets import Bound
+
+RULES = ("paper", "window", "cusum")
+LABELS = {
+    "paper": "paper: MW < 0.40",
+    "window": "store's window rule",
+    "cusum": "CUSUM (ours)",
+}
+
+
+def record_episodes(
+    world: dict[str, Any], seed: int, episodes: int, encoder: Encoder
+) -> tuple[list[str], list[list[int]], list[list[float]], np.ndarray]:
+    """One seed of Experiment 5: memory ids, and per episode the retrieved rows, their credit, the outcome."""
+    ids = list(world["memories"])
+    row = {mid: i for i, mid in enumerate(ids)}
+    sets: list[list[int]] = []
+    credit: list[list[float]] = []
+    outcomes: list[bool] = []
+    for _t, _store, recall, ok in play(world, seed, episodes, encoder):
+        sets.append([row[item.memory_id] for item in recall.episode.items])
+        credit.append([item.weight for item in recall.episode.items])
+        outcomes.append(bool(ok))
+    return ids, sets, credit, np.array(outcomes)
+
+
+def paper_flags(
+    n: int, sets: list[list[int]], credit: list[list[float]], y: np.ndarray, shift: int, theta: float, v_min: float
+) -> np.ndarray:
+    """First episode after the shift at which each memory's worth is below ``theta`` with at
+    least ``v_min`` retrievals (the taxonomy's low class; 0: never)."""
+    hits = np.zeros((n, 2))
+    count = np.zeros(n)
+    flag = np.zeros(n, dtype=np.int64)
+    for t, (rows, w) in enumerate(zip(sets, credit, strict=True), start=1):
+        hits[rows, 0 if y[t - 1] else 1] += w
+        count[rows] += 1
+        if t > shift:
+            v = hits[rows].sum(axis=1)
+            worth = np.where(v > 0, hits[rows, 0] / np.where(v > 0, v, 1.0), 0.5)
+            for r, mw in zip(rows, worth, strict=True):
+                if flag[r] == 0 and mw < theta and count[r] >= v_min:
+                    flag[r] = t
+    return flag
+
+
+def window_flags(
+    n: int, sets: list[list[int]], credit: list[list[float]], y: np.ndarray, window: int, drop: float, theta: float
+) -> np.ndarray:
+    """First episode at which each memory meets the store's windowed staleness test (0: never)."""
+    hits = np.zeros((n, 2))
+    recent: list[deque[tuple[float, bool]]] = [deque(maxlen=window) for _ in range(n)]
+    flag = np.zeros(n, dtype=np.int64)
+    for t, (rows, w) in enumerate(zip(sets, credit, strict=True), start=1):
+        ok = bool(y[t - 1])
+        for r, c in zip(rows, w, strict=True):
+            hits[r, 0 if ok else 1] += c
+            recent[r].append((c, ok))
+            if flag[r] or len(recent[r]) < window:
+                continue
+            worth = hits[r, 0] / hits[r].sum()
+            good = sum(c2 for c2, ok2 in recent[r] if ok2)
+            now = good / sum(c2 for c2, _ in recent[r])
+            if now < worth - drop and now < theta:
+                flag[r] = t
+    return flag
+
+
+def cusum_flags(n: int, sets: list[list[int]], y: np.ndarray, detector: BernoulliCusum, half_life: float) -> np.ndarray:
+    """First episode at which each memory's CUSUM alarms (0: never); one observation per retrieval."""
+    state = detector.start(n)
+    ref = reference_rates(y, half_life=half_life)
+    for t, rows in enumerate(sets, start=1):
+        detector.update(state, np.asarray(rows), bool(y[t - 1]), reference=float(ref[t - 1]), time=t)
+    return np.where(state.first_alarm >= 0, state.first_alarm, 0)
+
+
+def collateral(memory: int, flag: int, sets: list[list[int]], y: np.ndarray, stale: int, window: int) -> bool:
+    """Whether at least half the failures among ``memory``'s last ``window`` retrievals up to
+    ``flag`` came in episodes that also retrieved the stale memory."""
+    seen, failures, shared = 0, 0, 0
+    for t in range(flag, 0, -1):
+        rows = sets[t - 1]
+        if memory not in rows:
+            continue
+        seen += 1
+        if not y[t - 1]:
+            failures += 1
+            shared += stale in rows
+        if seen >= window:
+            break
+    return failures > 0 and 2 * shared >= failures
+
+
+def run(
+    cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True, encoder: Encoder | None = None
+) -> Result:
+    world = load_config("exp5")
+    shift = world["run"]["phase_shift"]
+    gov, det = cfg["governance"], cfg["cusum"]
+    detector = BernoulliCusum(det["odds_ratio"], det["threshold"], det["min_history"], det["prior"])
+    enc = CachedEncoder(encoder if encoder is not None else default_encoder())
+    raw: list[dict[str, Any]] = []
+    for seed in progress(range(seeds), seeds, "staleness", show_progress):
+        ids, sets, credit, y = record_episodes(world, seed, episodes, enc)
+        n, stale = len(ids), ids.index("stale")
+        flags = {
+            "paper": paper_flags(n, sets, credit, y, shift, gov["theta_low"], gov["min_evidence"]),
+            "window": window_flags(
+                n, sets, credit, y, gov["staleness_window"], gov["staleness_drop"], gov["theta_low"]
+            ),
+            "cusum": cusum_flags(n, sets, y, detector, det["reference_half_life"]),
+        }
+        for rule in RULES:
+            for r, mid in enumerate(ids):
+                at = int(flags[rule][r])
+                if mid != "stale" and at == 0:
+                    continue
+                raw.append(
+                    {
+                        "seed": seed,
+                        "rule": rule,
+                        "memory": mid,
+                        "flag_episode": at,
+                        "delay": at - shift if at else "",
+                        "collateral": "" if mid == "stale" or not at else collateral(r, at, sets, y, stale, 20),
+                    }
+                )
+    return Result("staleness", _rows(cfg, raw, seeds, episodes, shift), raw, {"seeds": seeds, "episodes": episodes})
+
+
+def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], seeds: int, episodes: int, shift: int) -> list[Row]:
+    target = cfg["target"]
+    within = target["within_episodes"]
+    rows: list[Row] = []
+    for rule in RULES:
+        stale = [r for r in raw if r["rule"] == rule and r["memory"] == "stale"]
+        delays = [float(r["delay"]) for r in stale if r["delay"] != ""]
+        share = sum(1 for d in delays if d <= within) / seeds
+        m, s = mean_std(delays) if delays else (float("nan"), 0.0)
+        paper = float(cfg["paper"]["crossing_delay"]) if rule == "paper" else None
+        note = f"{len(delays)} of {seeds} seeds flag it within {episodes} episodes"
+        if rule == "paper":
+            note += "; paper: crossing 'near episode 300', i.e. about 200 after the shift"
+        rows.append(Row(f"stale flagged: {LABELS[rule]}", "delay (episodes)", paper, m, s, None, note))
+        if rule == "cusum":
+            rows.append(
+                Bound(
+                    f"stale flagged within {within}: {LABELS[rule]}",
+                    "share of seeds",
+                    None,
+                    share,
+                    0.0,
+                    note=f"target >= {target['share_of_seeds']:g} (issue: 19 of 20 seeds)",
+                    at_least=target["share_of_seeds"],
+                )
+            )
+        else:
+            rows.append(Row(f"stale flagged within {within}: {LABELS[rule]}", "share of seeds", None, share, 0.0))
+    for rule in RULES:
+        others = [r for r in raw if r["rule"] == rule and r["memory"] != "stale"]
+        false = [sum(1 for r in others if r["seed"] == s and r["collateral"] is False) for s in range(seeds)]
+        every = [sum(1 for r in others if r["seed"] == s) for s in range(seeds)]
+        m, s = mean_std(false)
+        if rule == "cusum":
+            rows.append(
+                Bound(
+                    f"false alarms per seed: {LABELS[rule]}",
+                    "max over seeds",
+                    None,
+                    float(max(false)),
+                    s,
+                    note=f"target <= {target['false_alarms_per_seed']:g}; mean {m:.2f}; flags on other memories "
+                    "not explained by co-retrieval with the stale memory",
+                    at_most=target["false_alarms_per_seed"],
+                )
+            )
+        else:
+            rows.append(Row(f"false alarms per seed: {LABELS[rule]}", "max over seeds", None, float(max(false)), s))
+        m, s = mean_std(every)
+        names = sorted({r["memory"] for r in others})
+        rows.append(
+            Row(
+                f"flags on other memories: {LABELS[rule]}",
+                "max over seeds",
+                None,
+                float(max(every)),
+                s,
+                None,
+                f"mean {m:.2f}; {', '.join(names) or 'none'}"
+                + (
+                    "; issue's strict reading (<= 1): not met, see README.md"
+                    if rule == "cusum" and max(every) > 1
+                    else ""
+                ),
+            )
+        )
+    return rows
+
+
+def figure(raw_csv: Path, out_png: Path) -> None:
+    """Detection delay of the stale memory per rule, and flags on other memories per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_raw(raw_csv)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colours = {"paper": "tab:orange", "window": "tab:grey", "cusum": "tab:blue"}
+    delays = {
+        rule: [int(r["delay"]) for r in rows if r["rule"] == rule and r["memory"] == "stale" and r["delay"]]
+        for rule in RULES
+    }
+    top = max([max(d) for d in delays.values() if d] + [100])
+    bins = np.arange(0, top + 20, 10)
+    for rule in RULES:
+        left.hist(delays[rule], bins=bins, alpha=0.6, color=colours[rule], label=LABELS[rule])
+    left.axvline(60, color="red", ls=":", lw=1, label="60 episodes")
+    left.set(xlabel="episodes after the shift until the stale memory is flagged", ylabel="seeds")
+    left.set_title("Experiment 5: how soon the stale memory is flagged")
+    left.legend(fontsize=8)
+    seeds = sorted({int(r["seed"]) for r in rows})
+    x = np.arange(len(seeds))
+    for i, rule in enumerate(RULES):
+        others = [r for r in rows if r["rule"] == rule and r["memory"] != "stale"]
+        coll = [sum(1 for r in others if int(r["seed"]) == s and r["collateral"] == "True") for s in seeds]
+        false = [sum(1 for r in others if int(r["seed"]) == s and r["collateral"] == "False") for s in seeds]
+        right.bar(x + (i - 1) * 0.27, coll, 0.27, color=colours[rule], alpha=0.45)
+        right.bar(x + (i - 1) * 0.27, false, 0.27, bottom=coll, color=colours[rule], label=LABELS[rule], hatch="//")
+    right.set(xlabel="seed", ylabel="other memories flagged")
+    right.set_title("Other memories flagged (hatched: false alarms)")
+    right.set_xticks(x, [str(s) for s in seeds], fontsize=7)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=130)
+    plt.close(fig)

@@ -1,0 +1,203 @@
+"""Change detection on outcome streams: the Bernoulli CUSUM against hand-computed steps and simulations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from memworth import ValidationError
+from memworth.change import BernoulliCusum, CusumState, OutcomeStream, reference_rates
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def _oracle(y: list[bool], ref: list[float] | None, odds_ratio: float, min_history: float, prior: float) -> list[float]:
+    """The statistic after each observation, computed step by step with math (no numpy)."""
+    s = n = e = stat = 0.0
+    out = []
+    for i, ok in enumerate(y):
+        own = math.log((s + prior) / (n + 2 * prior)) - math.log1p(-(s + prior) / (n + 2 * prior))
+        if ref is None:
+            z0 = own
+        else:
+            ref_rate = (e + prior) / (n + 2 * prior)
+            z0 = math.log(ref[i] / (1 - ref[i])) + own - math.log(ref_rate / (1 - ref_rate))
+        p0, p1 = _sigmoid(z0), _sigmoid(z0 + math.log(odds_ratio))
+        llr = math.log(p1 / p0) if ok else math.log((1 - p1) / (1 - p0))
+        if n >= min_history:
+            stat = max(0.0, stat + llr)
+        out.append(stat)
+        s += ok
+        n += 1
+        e += 0.5 if ref is None else ref[i]
+    return out
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_statistic_matches_a_step_by_step_oracle(with_reference: bool) -> None:
+    rng = np.random.default_rng(3)
+    y = (rng.random(120) < np.where(np.arange(120) < 70, 0.85, 0.2)).tolist()
+    ref = rng.uniform(0.3, 0.9, 120).tolist() if with_reference else None
+    det = BernoulliCusum(odds_ratio=0.1, threshold=1e9, min_history=5, prior=0.5)
+    state = det.start(1)
+    got = []
+    for i, ok in enumerate(y):
+        det.update(state, [0], ok, reference=None if ref is None else ref[i], time=i)
+        got.append(float(state.statistic[0]))
+    np.testing.assert_allclose(got, _oracle(y, ref, 0.1, 5, 0.5), rtol=1e-10, atol=1e-12)
+
+
+def test_a_known_change_is_detected_soon_with_its_change_point() -> None:
+    rng = np.random.default_rng(0)
+    y = np.concatenate([rng.random(200) < 0.9, rng.random(100) < 0.05])
+    r = BernoulliCusum().scan(y)
+    assert r.alarm and r.first_alarm is not None
+    assert 200 <= r.first_alarm <= 215  # a handful of failures after the break
+    assert r.change_point is not None and 195 <= r.change_point <= 205
+    assert r.statistic >= r.threshold == 12.0
+
+
+def test_a_stationary_stream_raises_no_alarm() -> None:
+    """20 memories at fixed rates, 3,000 retrievals each (seeded): no alarm."""
+    rng = np.random.default_rng(1)
+    rates = rng.uniform(0.2, 0.95, 20)
+    det = BernoulliCusum()
+    state = det.start(20)
+    for t in range(3000):
+        det.update(state, np.arange(20), rng.random(20) < rates, time=t)
+    assert not (state.first_alarm >= 0).any()
+    assert state.statistic.max() < det.threshold
+
+
+@pytest.mark.parametrize(("threshold", "low", "high"), [(12.0, 0, 5), (6.0, 60, 10_000)])
+def test_false_alarms_are_as_rare_as_the_threshold_says(threshold: float, low: int, high: int) -> None:
+    """400,000 stationary observations (200 memories x 2,000): about exp(h) observations per false
+    alarm, so a handful at h = 12 (exp(12) = 163,000) and hundreds at h = 6 (exp(6) = 403)."""
+    rng = np.random.default_rng(0)
+    rates = rng.uniform(0.2, 0.95, 200)
+    det = BernoulliCusum(threshold=threshold)
+    state = det.start(200)
+    alarms = 0
+    for t in range(2000):
+        hit = det.update(state, np.arange(200), rng.random(200) < rates, time=t)
+        alarms += int(hit.sum())
+        state.reset(np.flatnonzero(hit))  # count every alarm, as a person clearing each flag would
+    assert low <= alarms <= high
+
+
+def test_vectorised_update_equals_one_scan_per_memory() -> None:
+    rng = np.random.default_rng(2)
+    episodes, n = 400, 12
+    sets = [rng.choice(n, size=4, replace=False) for _ in range(episodes)]
+    y = rng.random(episodes) < 0.7
+    y[250:] &= rng.random(episodes - 250) < 0.2
+    ref = reference_rates(y, half_life=30)
+    det = BernoulliCusum(threshold=6)
+    state = det.start(n)
+    for t, rows in enumerate(sets):
+        det.update(state, rows, bool(y[t]), reference=float(ref[t]), time=t)
+    for m in range(n):
+        mine = [t for t, rows in enumerate(sets) if m in rows]
+        r = det.scan(y[mine], reference=ref[mine], times=np.array(mine))
+        assert r.statistic == pytest.approx(state.statistic[m], rel=1e-12, abs=1e-12)
+        assert (r.first_alarm if r.first_alarm is not None else -1) == state.first_alarm[m]
+        assert (r.change_point if r.change_point is not None else -1) == state.since[m]
+
+
+def test_a_shift_every_memory_shares_is_not_a_break_against_the_reference() -> None:
+    """When all episodes get harder, a memory that merely shares them keeps its lift: no alarm
+    measured against the reference rate, an alarm without it."""
+    rng = np.random.default_rng(4)
+    p = np.concatenate([np.full(300, 0.9), np.full(300, 0.35)])
+    y = rng.random(600) < p
+    everyone = rng.random(600) < p  # the other episodes, same difficulty
+    ref = reference_rates(everyone, half_life=20)
+    assert not BernoulliCusum().scan(y, reference=ref).alarm
+    assert BernoulliCusum().scan(y).alarm
+
+
+def test_weights_temper_the_evidence() -> None:
+    det = BernoulliCusum(min_history=0)
+    full, half, none = det.start(1), det.start(1), det.start(1)
+    for state, w in ((full, 1.0), (half, 0.5), (none, 0.0)):
+        for ok in (True, True, False):
+            det.update(state, [0], ok, weight=w)
+    assert none.statistic[0] == 0.0
+    assert 0 < half.statistic[0] < full.statistic[0]
+
+
+def test_reset_restarts_the_statistic_and_optionally_the_baseline() -> None:
+    det = BernoulliCusum(threshold=5)
+    state = det.start(2)
+    for ok in [True] * 30 + [False] * 8:
+        det.update(state, [0, 1], ok)
+    assert (state.first_alarm >= 0).all() and (state.statistic >= 5).all()
+    state.reset([0])
+    assert state.statistic[0] == 0 and state.first_alarm[0] == -1 and state.since[0] == -1
+    assert state.observations[0] == 38  # the baseline is kept: the memory still has its history
+    state.reset([1], forget_history=True)
+    assert state.observations[1] == 0 and state.successes[1] == 0
+    assert state.statistic[0] == 0 and not det.update(state, [0], False)[0]  # one failure is not an alarm
+
+
+def test_reference_rates_match_an_explicit_weighted_mean() -> None:
+    rng = np.random.default_rng(5)
+    y = rng.random(50) < 0.6
+    got = reference_rates(y, half_life=7.0, prior=0.5)
+    keep = 0.5 ** (1 / 7.0)
+    for t in range(50):
+        w = keep ** np.arange(t - 1, -1, -1)
+        expected = (0.5 * keep**t + (w * y[:t]).sum()) / (keep**t + w.sum())
+        assert got[t] == pytest.approx(expected, rel=1e-12)
+
+
+def test_outcome_stream_has_a_length() -> None:
+    s = OutcomeStream(np.array([True, False, True]), np.ones(3), None, np.arange(1, 4))
+    assert len(s) == 3
+    assert BernoulliCusum().scan(s.success, s.weight, s.reference, s.episode).observations == 3
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"odds_ratio": 1.0}, "odds_ratio"),
+        ({"odds_ratio": 0.0}, "odds_ratio"),
+        ({"threshold": 0}, "threshold"),
+        ({"min_history": -1}, "min_history"),
+        ({"prior": 0}, "prior"),
+        ({"threshold": True}, "threshold"),
+    ],
+)
+def test_bad_settings_are_refused(settings: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        BernoulliCusum(**settings).start(1)  # type: ignore[arg-type]
+    assert err.value.field == field
+
+
+def test_bad_updates_are_refused_and_change_nothing() -> None:
+    det = BernoulliCusum(min_history=0)
+    state = det.start(3)
+    det.update(state, [0], True)
+    before = [a.copy() for a in (state.statistic, state.observations, state.successes)]
+    for kwargs, field in (
+        ({"rows": [0, 0], "success": True}, "rows"),
+        ({"rows": [5], "success": True}, "rows"),
+        ({"rows": [1], "success": 1}, "success"),
+        ({"rows": [1], "success": True, "weight": 1.5}, "weight"),
+        ({"rows": [1], "success": True, "reference": 1.0}, "reference"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            det.update(state, **kwargs)  # type: ignore[arg-type]
+        assert err.value.field == field
+    for a, b in zip(before, (state.statistic, state.observations, state.successes), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValidationError):
+        CusumState.empty(-1)
+    with pytest.raises(ValidationError):
+        det.scan(np.array([1, 0]))
+    with pytest.raises(ValidationError):
+        reference_rates(np.array([True]), half_life=0)

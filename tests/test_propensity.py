@@ -1,0 +1,90 @@
+"""Inverse-propensity weighted worth and select's exact inclusion probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memworth import RawWorth, Tracker, ValidationError
+from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank
+from memworth.ranking import inclusion_probabilities, select
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "exploration"), [(10, 3, 0.2), (100, 8, 0.1), (5, 5, 0.5), (7, 2, 1.0), (9, 4, 0.0)]
+)
+def test_inclusion_by_rank_is_selects_exact_probability(n: int, k: int, exploration: float) -> None:
+    order = np.random.default_rng(n).permutation(n)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    expected = inclusion_probabilities(order, np.ones(n, dtype=bool), k, exploration)
+    np.testing.assert_allclose(inclusion_by_rank(n, k, exploration)[rank], expected, atol=1e-12)
+    assert inclusion_by_rank(n, k, exploration).sum() == pytest.approx(k)
+
+
+def test_inclusion_by_rank_matches_selects_draws() -> None:
+    rng = np.random.default_rng(0)
+    scores = np.linspace(1.0, 0.0, 12)
+    picked = np.zeros(12)
+    for _ in range(20_000):
+        picked[select(scores, np.ones(12, dtype=bool), 3, 0.3, rng).picked] += 1
+    np.testing.assert_allclose(picked / 20_000, inclusion_by_rank(12, 3, 0.3), atol=0.012)
+
+
+def test_constant_propensity_gives_the_papers_worth() -> None:
+    rng = np.random.default_rng(1)
+    ids = np.argsort(rng.random((500, 20)), axis=1)[:, :4]
+    y = rng.random(500) < 0.6
+    tracker = Tracker()
+    tracker.register(np.arange(20))
+    tracker.record_batch(ids, y)
+    ipw = PropensityCounts.empty(20)
+    ipw.add(ids, y, np.full(ids.shape, 0.25), np.full(ids.shape, 0.2))
+    np.testing.assert_allclose(RawWorth().value(ipw.table()), tracker.values(np.arange(20)), rtol=1e-12)
+    np.testing.assert_array_equal(ipw.table().n, tracker.table(np.arange(20)).n)
+
+
+def test_ipw_recovers_the_time_averaged_rate_where_mw_follows_the_policy() -> None:
+    """Easy first half (success 0.9), hard second half (0.3); the policy retrieves the memory with
+    chance 0.9, then 0.1. MW mostly sees the easy half (about 0.84); IPW weighs both halves
+    equally and finds their average, 0.6."""
+    rng = np.random.default_rng(2)
+    t = 40_000
+    easy = np.arange(t) < t // 2
+    chance = np.where(easy, 0.9, 0.1)
+    retrieved = rng.random(t) < chance
+    y = rng.random(t) < np.where(easy, 0.9, 0.3)
+    ipw = PropensityCounts.empty(1)
+    idx = np.flatnonzero(retrieved)
+    ipw.add(np.zeros((idx.size, 1), dtype=np.int64), y[idx], np.ones((idx.size, 1)), chance[idx][:, None])
+    mw = y[idx].mean()
+    assert mw > 0.8
+    assert float(RawWorth().value(ipw.table())[0]) == pytest.approx(0.6, abs=0.02)
+
+
+def test_clipping_caps_inverse_propensities() -> None:
+    w = InversePropensity(max_weight=10).weights(np.array([0.5, 0.5, 0.5]), np.array([1.0, 0.2, 0.001]))
+    np.testing.assert_allclose(w, [0.5, 2.5, 5.0])
+
+
+def test_bad_input_is_refused_and_changes_nothing() -> None:
+    ipw = PropensityCounts.empty(3)
+    ipw.add(np.array([[0, 1]]), np.array([True]), np.full((1, 2), 0.5), np.ones((1, 2)))
+    before = ipw.table()
+    for args, field in (
+        ((np.array([[0, 1]]), np.array([True]), np.full((1, 2), 0.5), np.array([[1.0, 0.0]])), "propensity"),
+        ((np.array([[0, 3]]), np.array([True]), np.full((1, 2), 0.5), np.ones((1, 2))), "rows"),
+        ((np.array([[0, 1]]), np.array([1]), np.full((1, 2), 0.5), np.ones((1, 2))), "success"),
+        ((np.array([[0, 1]]), np.array([True]), np.full((1, 3), 0.5), np.ones((1, 2))), "credit"),
+        ((np.array([0, 1]), np.array([True]), np.full((1, 2), 0.5), np.ones((1, 2))), "rows"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            ipw.add(*args)
+        assert err.value.field == field
+    after = ipw.table()
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValidationError):
+        InversePropensity(max_weight=0.5).weights(np.ones(1), np.ones(1))
+    with pytest.raises(ValidationError):
+        inclusion_by_rank(10, 3, 1.5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -47,7 +48,24 @@ def register(commands: Any) -> None:
         ("record", "record the outcome of a recalled episode", _record_args, _record),
         ("show", "one memory: text, counts, worth, audit trail", _show_args, _show),
         ("list", "memories with worth, evidence and status", _list_args, _list),
-        ("govern", "propose (or --apply) governance changes", _govern_args, _govern),
+        (
+            "govern",
+            "propose (or --apply) governance changes, or --replay the log under other settings",
+            _govern_args,
+            _govern,
+        ),
+        (
+            "sources",
+            "outcome sources: fixed and learned confidence, verified agreement, limits",
+            lambda p: None,
+            _sources,
+        ),
+        (
+            "holdout",
+            "success of governed against holdout episodes: the lift, with its interval",
+            _holdout_args,
+            _holdout,
+        ),
         ("restore", "undo one audited change", _restore_args, _restore),
         ("replay", "rebuild every counter from the outcome log and compare", _replay_args, _replay),
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
@@ -196,7 +214,11 @@ def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
 def _record_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("episode", help="the episode id recall printed")
     p.add_argument("outcome", choices=["success", "failure"])
-    p.add_argument("--source", default="explicit", help="outcome source (explicit, implicit, heuristic)")
+    p.add_argument(
+        "--source",
+        default="explicit",
+        help="outcome source (explicit, implicit, heuristic; verified: the reference sources are checked against)",
+    )
     p.add_argument("--confidence", type=float, help="override the source's confidence, in (0, 1]")
 
 
@@ -249,11 +271,21 @@ def _list(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _govern_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", action="store_true", help="make the proposed changes (audited)")
+    r = p.add_argument_group("policy replay (--replay: re-run governance over the log; changes nothing)")
+    r.add_argument("--replay", action="store_true", help="compare the current settings with the ones given here")
+    for flag in ("theta-low", "theta-high", "min-evidence", "deprecate-below", "promote-above", "demote-below"):
+        r.add_argument(f"--{flag}", type=float, help=f"the alternative's {flag.replace('-', '_')}")
+    r.add_argument("--half-life", type=float, help="evidence half-life, in outcomes of the log")
+    r.add_argument("--estimator", default="raw", help="raw, beta, wilson-lower or wilson-upper (default raw)")
+    r.add_argument("--every", type=int, default=100, help="outcomes between replayed rounds (default 100)")
 
 
 def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.replay:
+        return _policy_replay(store, args)
     report = store.govern(apply=args.apply, namespace=args.namespace)
     lines = [f"{p.action:<9} {p.memory_id}: {p.field} {p.old} -> {p.new}; {p.reason}" for p in report.proposals]
+    lines += [f"alert     {a.memory_id}: {a.reason}" for a in report.alerts]
     if args.apply:
         lines.append(f"applied {len(report.applied)}, skipped {len(report.skipped)}")
         lines += [f"  skipped {p.memory_id}: {why}" for p, why in report.skipped]
@@ -261,8 +293,92 @@ def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
         "proposals": report.proposals,
         "applied": report.applied,
         "skipped": [{"proposal": p, "why": why} for p, why in report.skipped],
+        "alerts": [{"memory_id": a.memory_id, "reason": a.reason, **a.numbers()} for a in report.alerts],
     }
     _emit(args, data, "\n".join(lines) or "nothing to propose")
+    return 0
+
+
+def _policy_replay(store: MemoryStore, args: argparse.Namespace) -> int:
+    from memworth.policy_replay import ReplaySettings
+
+    if args.apply:
+        raise ValidationError("--apply", "a replay changes nothing; drop --apply or --replay")
+    changed = {
+        name: getattr(args, name)
+        for name in ("theta_low", "theta_high", "min_evidence", "deprecate_below", "promote_above", "demote_below")
+        if getattr(args, name) is not None
+    }
+    policy = dataclasses.replace(store.policy, **changed)
+    alternative = ReplaySettings("alternative", policy, args.half_life, args.estimator, args.every)
+    report = store.replay_policy(alternative, namespace=args.namespace, every=args.every)
+    diffs = report.differences["alternative"]
+    table = report.table()
+    lines = [f"{report.outcomes} outcomes replayed, a governance round every {args.every}"]
+    lines.append(f"{'settings':<12} {'suppress':>8} {'deprecate':>9} {'re-verify':>9} {'promote':>7} {'demote':>6}")
+    lines += [
+        f"{r['settings']!s:<12} {r['suppress']:>8} {r['deprecate']:>9} {r['re-verify']:>9} {r['promote']:>7} "
+        f"{r['demote']:>6}"
+        for r in table
+    ]
+    lines.append(f"{len(diffs)} memories end differently (current -> alternative):")
+    lines += [f"  {d.describe()}" for d in diffs]
+    data = {
+        "outcomes": report.outcomes,
+        "alternative": alternative.describe(),
+        "table": table,
+        "differences": diffs,
+    }
+    _emit(args, data, "\n".join(lines))
+    return 0
+
+
+def _sources(store: MemoryStore, args: argparse.Namespace) -> int:
+    reports = store.source_reliability(args.namespace)
+    rows: list[dict[str, Any]] = [
+        {
+            "source": r.source,
+            "fixed": r.fixed,
+            "agree": r.agreement.agree,
+            "disagree": r.agreement.disagree,
+            "agreement": r.agreement_rate,
+            "interval": list(r.interval),
+            "learned": r.learned,
+            "in_use": r.in_use,
+            "limit": None if r.limit is None else dataclasses.asdict(r.limit),
+        }
+        for r in reports.values()
+    ]
+    lines = [f"{'source':<12} {'fixed':>5} {'verified':>8} {'agreement':>9} {'learned':>7} {'in use':>6}"]
+    lines += [
+        f"{r.source:<12} {r.fixed:>5.2f} {r.agreement.total:>8g} {r.agreement_rate:>9.3f} {r.learned:>7.3f} {r.in_use:>6.3f}"
+        for r in reports.values()
+    ]
+    lines.append("learned = 2 x agreement - 1 (agreement: posterior mean against verified outcomes)")
+    _emit(args, rows, "\n".join(lines))
+    return 0
+
+
+def _holdout_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=float, default=0.95, help="confidence level of the interval (default 0.95)")
+    p.add_argument("--method", choices=["newcombe", "wald"], default="newcombe", help="interval (default newcombe)")
+
+
+def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
+    r = store.holdout_report(namespace=args.namespace, level=args.level, method=args.method)
+    data = {
+        k: (None if isinstance(v, float) and math.isnan(v) else v)
+        for k, v in (dataclasses.asdict(r) | {"governed_rate": r.governed_rate, "holdout_rate": r.holdout_rate}).items()
+    }
+    text = (
+        r.describe()
+        if r.holdout_n and r.governed_n
+        else (
+            f"no lift yet: {r.governed_n} governed and {r.holdout_n} holdout episodes with an outcome "
+            "(open the store with holdout=0.1 to hold out a share)"
+        )
+    )
+    _emit(args, data, text)
     return 0
 
 

@@ -1,0 +1,152 @@
+"""Reads of the outcome log behind sources, burst alerts, holdout and policy replay.
+
+Everything here is computed from what a backend logged (outcomes, episodes,
+verifications), never from counters, so it holds for any process that reads the same
+database. :class:`memworth.MemoryStore` calls these; they are not public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from memworth.counts import Counts
+from memworth.holdout import Lift, lift
+from memworth.policy_replay import (
+    Credit,
+    Difference,
+    LoggedOutcome,
+    PolicyRun,
+    ReplaySettings,
+    compare,
+    replay_governance,
+)
+from memworth.sources import Agreement, BurstAlert, BurstDetector, SourceLimit
+from memworth.store.backend import Backend, Increment
+from memworth.store.records import Episode, Memory, OutcomeRow
+
+__all__ = ["PolicyReplayReport", "SourceReport"]
+
+Increments = Callable[[Episode, bool, float], list[Increment]]
+"""How one outcome turns into counter increments (the store's credit and propagation)."""
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """One outcome source of a namespace: fixed and learned confidence, evidence, limit."""
+
+    source: str
+    fixed: float
+    agreement: Agreement
+    agreement_rate: float
+    interval: tuple[float, float]
+    learned: float
+    in_use: float
+    limit: SourceLimit | None
+
+
+@dataclass
+class PolicyReplayReport:
+    """Governance re-run over the log: the current settings and each alternative, and how they differ."""
+
+    outcomes: int
+    baseline: PolicyRun
+    runs: dict[str, PolicyRun]
+    differences: dict[str, list[Difference]]
+
+    def table(self) -> list[dict[str, object]]:
+        """One row per run: how many memories each action hit, and how many end differently."""
+        rows: list[dict[str, object]] = []
+        for name, run in [(self.baseline.settings.name, self.baseline), *self.runs.items()]:
+            tally = run.tally()
+            rows.append(
+                {
+                    "settings": name,
+                    **{a: tally.get(a, 0) for a in ("suppress", "deprecate", "re-verify", "promote", "demote")},
+                    "differ": len(self.differences.get(name, [])) if run is not self.baseline else 0,
+                }
+            )
+        return rows
+
+
+def logged(
+    backend: Backend, namespace: str | None = None, rows: Sequence[OutcomeRow] | None = None
+) -> Iterator[tuple[OutcomeRow, Episode]]:
+    """Outcomes (all, or ``rows``) with their episodes, in log order; only ``namespace`` when given."""
+    log = list(backend.outcome_log()) if rows is None else list(rows)
+    for start in range(0, len(log), 5000):
+        chunk = log[start : start + 5000]
+        episodes = backend.episodes([o.episode_id for o in chunk])
+        for o in chunk:
+            ep = episodes.get(o.episode_id)
+            if ep is not None and (namespace is None or ep.namespace == namespace):
+                yield o, ep
+
+
+def burst_alerts(
+    backend: Backend,
+    detector: BurstDetector,
+    namespace: str,
+    now: float,
+    memories: Sequence[Memory],
+    increments: Increments,
+) -> list[BurstAlert]:
+    """Alerts for the memories whose worth the last ``detector.window`` seconds moved too far."""
+    window: dict[str, list[float]] = {}
+    by_source: dict[str, dict[str, float]] = {}
+    for o, ep in logged(backend, namespace, backend.outcomes_since(now - detector.window)):
+        for inc in increments(ep, o.success, o.confidence):
+            acc = window.setdefault(inc.memory_id, [0.0, 0.0, 0.0])
+            acc[0] += inc.success
+            acc[1] += inc.failure
+            acc[2] += inc.n
+            per = by_source.setdefault(inc.memory_id, {})
+            per[o.source] = per.get(o.source, 0.0) + inc.success + inc.failure
+    alerts = []
+    for m in memories:
+        got = window.get(m.id)
+        if got is None:
+            continue
+        c = m.counts
+        before = Counts(max(0.0, c.success - got[0]), max(0.0, c.failure - got[1]), max(0.0, c.n - got[2]))
+        alert = detector.check(m.id, before, Counts(*got), by_source.get(m.id, {}))
+        if alert is not None:
+            alerts.append(alert)
+    return alerts
+
+
+def holdout_lift(backend: Backend, namespace: str, level: float, method: str) -> Lift:
+    """Success of governed against holdout episodes of ``namespace``, from the log."""
+    tally = {False: [0, 0], True: [0, 0]}
+    for o, ep in logged(backend, namespace):
+        tally[ep.holdout][0] += int(o.success)
+        tally[ep.holdout][1] += 1
+    return lift((tally[False][0], tally[False][1]), (tally[True][0], tally[True][1]), level=level, method=method)
+
+
+def replay_policy(
+    backend: Backend,
+    namespace: str,
+    baseline: ReplaySettings,
+    alternatives: Sequence[ReplaySettings],
+    increments: Increments,
+) -> PolicyReplayReport:
+    """Governance under ``baseline`` and each alternative over the namespace's log, compared."""
+    names = [baseline.name, *(a.name for a in alternatives)]
+    if len(set(names)) != len(names):
+        from memworth.errors import ValidationError
+
+        raise ValidationError("name", f"settings need distinct names, got {names}")
+    for s in (baseline, *alternatives):
+        s.validate()
+    steps = [
+        LoggedOutcome(
+            o.recorded,
+            tuple(Credit(i.memory_id, i.success, i.failure, i.n) for i in increments(ep, o.success, o.confidence)),
+        )
+        for o, ep in logged(backend, namespace)
+    ]
+    ids = [m.id for m in backend.memories(namespace)]
+    base = replay_governance(steps, baseline, ids)
+    runs = {a.name: replay_governance(steps, a, ids) for a in alternatives}
+    return PolicyReplayReport(len(steps), base, runs, {name: compare(base, run) for name, run in runs.items()})

@@ -1,0 +1,148 @@
+"""The sidecar over HTTP (``/v1/sidecar/...``): any store, in any language, governed by id.
+
+The routes mirror :class:`memworth.Sidecar`; the namespace comes from the API key, as
+everywhere in the API. Outcomes go to the existing ``POST /v1/episodes/{id}/outcome``,
+governance to ``POST /v1/govern`` and ``POST /v1/audit/{seq}/restore``: external
+memories are memories of the key's namespace like any other.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+
+from memworth.errors import ValidationError
+from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar, WorthReport
+from memworth.store import MemoryStore
+from memworth.store.store import MAX_K, MAX_TEXT
+
+__all__ = ["sidecar_router"]
+
+MemoryId = Annotated[str, Field(min_length=1, max_length=200)]
+Label = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RegisterRequest(_Strict):
+    ids: list[MemoryId] = Field(min_length=1, max_length=MAX_CANDIDATES)
+    contexts: list[Label] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Candidate(_Strict):
+    id: MemoryId
+    score: float | None = None
+
+
+class RerankRequest(_Strict):
+    candidates: list[Candidate] = Field(max_length=MAX_CANDIDATES)
+    k: int | None = Field(default=None, ge=1, le=MAX_K)
+
+
+class RetrieveRequest(_Strict):
+    candidates: list[Candidate] = Field(max_length=MAX_CANDIDATES)
+    k: int = Field(default=4, ge=1, le=MAX_K)
+    query: str = Field(default="", max_length=MAX_TEXT)
+    context: Label | None = None
+
+
+class RetrievedRequest(_Strict):
+    ids: list[MemoryId] = Field(max_length=MAX_RETRIEVED)
+    weights: list[float] | None = Field(default=None, max_length=MAX_RETRIEVED)
+    query: str = Field(default="", max_length=MAX_TEXT)
+    context: Label | None = None
+
+
+class IdsRequest(_Strict):
+    ids: list[MemoryId] = Field(max_length=MAX_CANDIDATES)
+
+
+def _candidates(items: list[Candidate]) -> list[str] | list[tuple[str, float]]:
+    scored = [c.score is not None for c in items]
+    if all(scored):
+        return [(c.id, float(c.score)) for c in items if c.score is not None]
+    if not any(scored):
+        return [c.id for c in items]
+    raise ValidationError("candidates", "give a score for every candidate or for none (then their order is used)")
+
+
+def _ranked(r: Ranked) -> dict[str, Any]:
+    out = dataclasses.asdict(r)
+    out["class"] = out.pop("value_class")
+    return out
+
+
+def _worth(w: WorthReport) -> dict[str, Any]:
+    c = w.counts
+    return {
+        "id": w.id,
+        "worth": w.worth,
+        "interval": {"lower": w.lower, "upper": w.upper, "method": "wilson-95"},
+        "counts": {"success": c.success, "failure": c.failure, "retrievals": c.n},
+        "class": w.value_class,
+        "status": w.status,
+        "standing": w.standing,
+        "hot": w.hot,
+        "proposal": None if w.proposal is None else {"action": w.proposal.action, "reason": w.proposal.reason},
+    }
+
+
+def sidecar_router(
+    store: MemoryStore, call: Callable[[Callable[[], Any]], Any], tenant: Callable[..., str]
+) -> APIRouter:
+    """Routes of a :class:`memworth.Sidecar` over ``store``; ``call`` runs store work under the
+    app's lock and ``tenant`` is the dependency that turns an API key into its namespace."""
+    sidecar = Sidecar(store)
+    router = APIRouter(prefix="/v1/sidecar", tags=["sidecar"])
+    Tenant = Annotated[str, Depends(tenant)]
+
+    @router.post("/register")
+    def register(body: RegisterRequest, namespace: Tenant) -> dict[str, Any]:
+        """Register external memory ids (idempotent); answers which were new."""
+        new = call(
+            lambda: sidecar.register(body.ids, namespace=namespace, contexts=body.contexts, metadata=body.metadata)
+        )
+        return {"registered": new, "already": len(body.ids) - len(new)}
+
+    @router.post("/rerank")
+    def rerank(body: RerankRequest, namespace: Tenant) -> dict[str, Any]:
+        """Re-rank candidates by similarity blended with worth, without the inactive ones; logs nothing."""
+        ranked = call(lambda: sidecar.rerank(_candidates(body.candidates), body.k, namespace=namespace))
+        return {"results": [_ranked(r) for r in ranked]}
+
+    @router.post("/retrieve")
+    def retrieve(body: RetrieveRequest, namespace: Tenant) -> dict[str, Any]:
+        """Pick k candidates (re-rank, exploration floor) and log the episode."""
+        got = call(
+            lambda: sidecar.retrieve(
+                _candidates(body.candidates), body.k, query=body.query, context=body.context, namespace=namespace
+            )
+        )
+        return {"episode": got.episode.id, "results": [_ranked(r) for r in got.results]}
+
+    @router.post("/retrieved")
+    def retrieved(body: RetrievedRequest, namespace: Tenant) -> dict[str, Any]:
+        """Log that the other store retrieved these ids in one episode."""
+        episode = call(
+            lambda: sidecar.retrieved(
+                body.ids, weights=body.weights, query=body.query, context=body.context, namespace=namespace
+            )
+        )
+        return {"episode": episode.id, "ids": [i.memory_id for i in episode.items]}
+
+    @router.post("/filter")
+    def filter_ids(body: IdsRequest, namespace: Tenant) -> dict[str, Any]:
+        """The ids without the suppressed, deprecated and archived ones, in the order given."""
+        return {"ids": call(lambda: sidecar.filter(body.ids, namespace=namespace))}
+
+    @router.post("/worth")
+    def worth(body: IdsRequest, namespace: Tenant) -> dict[str, Any]:
+        """Worth, interval, evidence, class, standing and suggested action of registered ids."""
+        return {"results": [_worth(w) for w in call(lambda: sidecar.worth_many(body.ids, namespace=namespace))]}
+
+    return router

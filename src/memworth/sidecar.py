@@ -1,0 +1,509 @@
+"""Sidecar: Memory Worth for memories that live in another store, governed by id.
+
+An existing memory store (a vector database, a LangChain retriever, a LangGraph store)
+keeps its texts and embeddings; the sidecar keeps, for each of its memory ids, the
+counts, status, standing, episodes, outcomes and audit trail, in a
+:class:`memworth.MemoryStore` backend (SQLite, PostgreSQL or in-process) as *external*
+memories: no text, no vector, never returned by the store's own recall. Everything the
+store does for its own memories works on them: the append-only episode and outcome
+log, replay, governance with its audit log, restore.
+
+The loop: the other store proposes candidates; :meth:`Sidecar.retrieve` re-ranks them
+with worth, drops suppressed or deprecated ones and logs the episode (or
+:meth:`Sidecar.rerank` and :meth:`Sidecar.retrieved` do the two halves separately);
+:meth:`Sidecar.record` reports the outcome; :meth:`Sidecar.worth` and
+:meth:`Sidecar.suggestions` read what the evidence says.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memworth.counts import Counts, CountsTable
+from memworth.credit import normalise
+from memworth.errors import DuplicateError, UnknownMemoryError, ValidationError
+from memworth.estimators import RawWorth, WilsonBound
+from memworth.governance import Proposal
+from memworth.ranking import ScoreRule, select
+from memworth.store.backend import NewMemory
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
+from memworth.store.store import (
+    MAX_K,
+    GovernanceReport,
+    MemoryStore,
+    ReplayReport,
+    _labels,
+    _memory_id,
+    _metadata,
+    _name,
+)
+
+__all__ = ["MAX_CANDIDATES", "MAX_RETRIEVED", "Ranked", "Retrieval", "Sidecar", "WorthReport", "rank_scores"]
+
+MAX_CANDIDATES = 10_000
+"""Most candidates one call may re-rank or filter."""
+MAX_RETRIEVED = 1_000
+"""Most ids one episode logged by :meth:`Sidecar.retrieved` may hold."""
+MAX_QUERY = 32_768
+_NO_VECTOR = np.zeros(0, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate after re-ranking: its final score and the evidence behind it.
+
+    ``similarity`` is the score the other store gave (or :func:`rank_scores` of its
+    position); ``registered`` is False for an id the sidecar has never seen (no evidence).
+    """
+
+    id: str
+    score: float
+    similarity: float
+    worth: float
+    lower: float
+    upper: float
+    retrievals: float
+    value_class: str
+    standing: str
+    registered: bool
+    propensity: float = 1.0
+    explored: bool = False
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What :meth:`Sidecar.retrieve` returns: the picks, best first, and the logged episode."""
+
+    episode: Episode
+    results: tuple[Ranked, ...]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.results]
+
+
+@dataclass(frozen=True)
+class WorthReport:
+    """A memory's worth, its 95% Wilson interval, evidence, class, standing and suggested action."""
+
+    id: str
+    worth: float
+    lower: float
+    upper: float
+    counts: Counts
+    value_class: str
+    status: str
+    standing: str
+    hot: bool
+    proposal: Proposal | None
+
+    @property
+    def retrievals(self) -> float:
+        return self.counts.n
+
+
+def rank_scores(n: int) -> np.ndarray:
+    """Similarity stand-ins for ``n`` candidates known only by their order: ``1 - i / n``.
+
+    Examples
+    --------
+    >>> rank_scores(4).tolist()
+    [1.0, 0.75, 0.5, 0.25]
+    """
+    return 1.0 - np.arange(n, dtype=float) / max(n, 1)
+
+
+def _ids(value: object, field_name: str = "ids", limit: int = MAX_CANDIDATES) -> list[str]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sequence):
+        raise ValidationError(field_name, f"must be a list of memory ids, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValidationError(field_name, f"holds {len(value)} ids; the limit is {limit}")
+    out = [_memory_id(v) for v in value]
+    if len(set(out)) != len(out):
+        raise ValidationError(field_name, "the same id appears twice")
+    return out
+
+
+def _candidates(value: object) -> tuple[list[str], np.ndarray]:
+    """``[(id, score), ...]`` or ``[id, ...]`` (scored by :func:`rank_scores`) to ids and scores."""
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sequence):
+        raise ValidationError("candidates", f"must be a list of ids or (id, score) pairs, got {type(value).__name__}")
+    if value and all(isinstance(c, str) for c in value):
+        ids = _ids(value, "candidates")
+        return ids, rank_scores(len(ids))
+    ids, scores = [], []
+    for i, c in enumerate(value):
+        if not isinstance(c, (tuple, list)) or len(c) != 2:
+            raise ValidationError(f"candidates[{i}]", "must be an (id, score) pair (or give only ids, in order)")
+        s = c[1]
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+            raise ValidationError(f"candidates[{i}]", f"score must be a finite number, got {s!r}")
+        ids.append(c[0])
+        scores.append(float(s))
+    return _ids(ids, "candidates"), np.array(scores, dtype=float)
+
+
+class Sidecar:
+    """Memory Worth for memories kept elsewhere: register ids, log retrievals, record outcomes.
+
+    Parameters
+    ----------
+    store
+        Where the evidence lives; use :meth:`open` with a URL rather than building one.
+        The store needs no encoder: the sidecar never embeds anything.
+    auto_register
+        What to do with an id :meth:`retrieved` or :meth:`retrieve` logs that was never
+        registered: register it on the spot (True, the default: the other store is the
+        truth about which memories exist, so adopting the sidecar needs no migration
+        step) or refuse with :class:`memworth.UnknownMemoryError`, writing nothing
+        (False: for deployments that register every memory when it is written and want
+        a wrong id caught).
+
+    Examples
+    --------
+    >>> from memworth import Sidecar
+    >>> sidecar = Sidecar.open("memory://", exploration=0.0)
+    >>> sidecar.register(["doc-1", "doc-2"])
+    ['doc-1', 'doc-2']
+    >>> picked = sidecar.retrieve([("doc-1", 0.8), ("doc-2", 0.7)], k=1)
+    >>> picked.ids
+    ['doc-1']
+    >>> sidecar.record(picked.episode, success=False)
+    >>> sidecar.worth("doc-1").worth
+    0.0
+    >>> [r.id for r in sidecar.rerank([("doc-1", 0.8), ("doc-2", 0.7)])]
+    ['doc-2', 'doc-1']
+    """
+
+    def __init__(self, store: MemoryStore, *, auto_register: bool = True) -> None:
+        if not isinstance(store, MemoryStore):
+            raise ValidationError("store", f"must be a MemoryStore, got {type(store).__name__}")
+        if not isinstance(auto_register, bool):
+            raise ValidationError("auto_register", f"must be True or False, got {auto_register!r}")
+        self.store = store
+        self.auto_register = auto_register
+
+    @classmethod
+    def open(cls, url: str = "sqlite:///memworth.db", *, auto_register: bool = True, **settings: Any) -> Sidecar:
+        """Open (creating if needed) the sidecar at ``url``: ``sqlite:///path.db``, ``postgresql://...``
+        or ``memory://``; ``settings`` go to :class:`memworth.MemoryStore` (``exploration``,
+        ``seed``, ``scoring``, ``policy``, ``sources``, ``credit``, ...)."""
+        store = MemoryStore.open(url, **settings)
+        try:
+            return cls(store, auto_register=auto_register)
+        except BaseException:
+            store.close()
+            raise
+
+    def __enter__(self) -> Sidecar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- ids --------------------------------------------------------------------------
+
+    def _known(self, ids: list[str], namespace: str) -> dict[str, Memory]:
+        return {m.id: m for m in self.store.backend.memories(namespace, ids)} if ids else {}
+
+    def register(
+        self,
+        ids: Sequence[str],
+        *,
+        namespace: str = "default",
+        contexts: Sequence[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Register external memory ids (no text needed); returns the ids that were new.
+
+        Idempotent: an id already registered (or stored as an ordinary memory) is left
+        as it is, metadata and contexts included, so registering on every write, or
+        retrying a failed call, is safe. ``contexts`` and ``metadata`` apply to every
+        new id of the call. The new ids are inserted in one transaction.
+        """
+        _name(namespace, "namespace")
+        wanted = _ids(ids, "ids", limit=1_000_000)
+        labels = _labels(contexts, "contexts")
+        meta = _metadata(metadata)
+        for _attempt in range(3):
+            known = self._known(wanted, namespace)
+            new = [mid for mid in wanted if mid not in known]
+            if not new:
+                return []
+            now = self.store.clock()
+            rows = [
+                NewMemory(Memory(mid, "", namespace, dict(meta), labels, created=now, updated=now), _NO_VECTOR)
+                for mid in new
+            ]
+            try:
+                self.store.backend.insert_memories(rows)
+                return new
+            except DuplicateError:
+                continue  # registered by someone else meanwhile: read again, insert the rest
+        raise DuplicateError(f"ids kept being registered concurrently in namespace {namespace!r}; retry")
+
+    def filter(self, ids: Sequence[str], *, namespace: str = "default") -> list[str]:
+        """``ids`` without the suppressed, deprecated or archived ones, in the order given
+        (an unregistered id has no evidence against it and is kept)."""
+        _name(namespace, "namespace")
+        wanted = _ids(ids)
+        known = self._known(wanted, namespace)
+        return [mid for mid in wanted if mid not in known or known[mid].status == "active"]
+
+    # -- ranking and episodes -----------------------------------------------------------
+
+    def _rank(
+        self, candidates: object, namespace: str, scoring: ScoreRule | None
+    ) -> tuple[list[str], np.ndarray, np.ndarray, CountsTable, dict[str, Memory]]:
+        """Active-or-unknown candidates with their given similarity, final score, counts."""
+        _name(namespace, "namespace")
+        ids, sims = _candidates(candidates)
+        known = self._known(ids, namespace)
+        keep = [i for i, mid in enumerate(ids) if mid not in known or known[mid].status == "active"]
+        ids = [ids[i] for i in keep]
+        sims = sims[keep]
+        mems = [known.get(mid) for mid in ids]
+        zero = Counts()
+        table = CountsTable(
+            np.array([(m.counts if m else zero).success for m in mems], dtype=float),
+            np.array([(m.counts if m else zero).failure for m in mems], dtype=float),
+            np.array([(m.counts if m else zero).n for m in mems], dtype=float),
+        )
+        now = self.store.clock()
+        age = np.array([now - m.created if m else 0.0 for m in mems], dtype=float)
+        rule = self.store.scoring if scoring is None else scoring
+        scores = np.asarray(rule.score(sims, table, age), dtype=float) if ids else np.zeros(0)
+        if not np.isfinite(scores).all():
+            raise ValidationError("scoring", "produced a non-finite score")
+        return ids, sims, scores, table, known
+
+    def _ranked(
+        self,
+        ids: list[str],
+        sims: np.ndarray,
+        scores: np.ndarray,
+        table: CountsTable,
+        known: dict[str, Memory],
+        picked: np.ndarray,
+        propensity: np.ndarray | None = None,
+        explored: np.ndarray | None = None,
+    ) -> list[Ranked]:
+        if not ids:
+            return []
+        worth = np.asarray(RawWorth().value(table), dtype=float)
+        lo, hi = WilsonBound(evidence="retrievals").interval(table)
+        classes = self.store.taxonomy.classify_table(table)
+        out = []
+        for pos, i in enumerate(picked):
+            m = known.get(ids[i])
+            out.append(
+                Ranked(
+                    ids[i],
+                    float(scores[i]),
+                    float(sims[i]),
+                    float(worth[i]),
+                    float(np.asarray(lo)[i]),
+                    float(np.asarray(hi)[i]),
+                    float(table.n[i]),
+                    str(classes[i]),
+                    m.standing if m else "normal",
+                    m is not None,
+                    1.0 if propensity is None else float(propensity[pos]),
+                    False if explored is None else bool(explored[pos]),
+                )
+            )
+        return out
+
+    def rerank(
+        self,
+        candidates: Sequence[tuple[str, float]] | Sequence[str],
+        k: int | None = None,
+        *,
+        namespace: str = "default",
+        scoring: ScoreRule | None = None,
+    ) -> list[Ranked]:
+        """Re-rank another store's candidates by similarity blended with worth; logs nothing.
+
+        ``candidates`` are ``(id, similarity)`` pairs (higher is more similar; the default
+        :class:`memworth.ranking.Blend` expects cosine-like scores in [0, 1]) or ids alone,
+        best first (scored by :func:`rank_scores`). Suppressed, deprecated and archived
+        memories are dropped; unregistered ids count as no evidence (worth 0.5). The
+        ranking is the store's ``scoring`` rule unless ``scoring`` is given
+        (``Blend``, ``LowerBoundBlend``, ``CosineRecencyWorth``); ties keep the given
+        order. Returns the best ``k`` (default: all), deterministically: no exploration.
+        """
+        if k is not None:
+            _k(k)
+        ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
+        order = np.argsort(-scores, kind="stable")[: len(ids) if k is None else k]
+        return self._ranked(ids, sims, scores, table, known, order)
+
+    def retrieve(
+        self,
+        candidates: Sequence[tuple[str, float]] | Sequence[str],
+        k: int = 4,
+        *,
+        query: str = "",
+        context: str | None = None,
+        namespace: str = "default",
+        scoring: ScoreRule | None = None,
+    ) -> Retrieval:
+        """Pick ``k`` of another store's candidates and log the episode: :meth:`rerank`, then
+        the store's exploration floor and credit rule, as :meth:`MemoryStore.recall` does.
+
+        Each pick's inclusion probability is logged with it. Unregistered picks are
+        registered first (or refused: see ``auto_register``). Report the outcome with
+        :meth:`record`.
+        """
+        _k(k)
+        query = _query(query)
+        _context(context)
+        ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
+        sel = select(scores, table.n < self.store.min_evidence, k, self.store.exploration, self.store._rng)
+        picked = [ids[i] for i in sel.picked]
+        self._ensure(picked, known, namespace)
+        weights = self.store._credit(scores[sel.picked])
+        items = tuple(
+            EpisodeItem(mid, float(w), float(p), pos)
+            for pos, (mid, w, p) in enumerate(zip(picked, weights, sel.propensity, strict=True))
+        )
+        episode = self._log(items, query, context, namespace)
+        results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored)
+        return Retrieval(episode, tuple(results))
+
+    def retrieved(
+        self,
+        ids: Sequence[str],
+        *,
+        weights: Sequence[float] | None = None,
+        query: str = "",
+        context: str | None = None,
+        namespace: str = "default",
+    ) -> Episode:
+        """Log that the other store retrieved ``ids`` (best first) for one episode; returns
+        its handle for :meth:`record`.
+
+        ``weights``: each memory's share of the credit (normalised to sum to 1, with the
+        store's ``w_min`` floor); default uniform, 1/k each. The other store chose the
+        ids, so each is logged with inclusion probability 1. Unregistered ids are
+        registered first (or refused: see ``auto_register``).
+        """
+        _name(namespace, "namespace")
+        picked = _ids(ids, "ids", limit=MAX_RETRIEVED)
+        query = _query(query)
+        _context(context)
+        if weights is None:
+            w = np.full(len(picked), 1.0 / max(len(picked), 1))
+        else:
+            if len(weights) != len(picked):
+                raise ValidationError("weights", f"has {len(weights)} entries for {len(picked)} ids")
+            w = normalise(weights, w_min=self.store.w_min) if picked else np.zeros(0)
+        self._ensure(picked, self._known(picked, namespace), namespace)
+        items = tuple(EpisodeItem(mid, float(x), 1.0, pos) for pos, (mid, x) in enumerate(zip(picked, w, strict=True)))
+        return self._log(items, query, context, namespace)
+
+    def _ensure(self, ids: list[str], known: dict[str, Memory], namespace: str) -> None:
+        missing = [mid for mid in ids if mid not in known]
+        if missing and not self.auto_register:
+            raise UnknownMemoryError(missing[0])
+        if missing:
+            self.register(missing, namespace=namespace)
+
+    def _log(self, items: tuple[EpisodeItem, ...], query: str, context: str | None, namespace: str) -> Episode:
+        episode = Episode(uuid.uuid4().hex, namespace, query, context, self.store.clock(), items)
+        self.store.backend.insert_episode(episode)
+        return episode
+
+    # -- outcomes and evidence ----------------------------------------------------------
+
+    def record(
+        self, episode: Episode | str, success: object, *, source: str = "explicit", confidence: float | None = None
+    ) -> None:
+        """Record an episode's outcome (see :meth:`MemoryStore.record`): credit its memories, log it."""
+        self.store.record(episode, success, source=source, confidence=confidence)
+
+    def worth(self, memory_id: str, *, namespace: str = "default") -> WorthReport:
+        """One registered memory's worth, interval, evidence, class, status and suggested action."""
+        return self.worth_many([memory_id], namespace=namespace)[0]
+
+    def worth_many(self, ids: Sequence[str], *, namespace: str = "default") -> list[WorthReport]:
+        """:meth:`worth` for many ids, in the order given; an unregistered id raises UnknownMemoryError."""
+        _name(namespace, "namespace")
+        wanted = _ids(ids)
+        known = self._known(wanted, namespace)
+        out = []
+        for mid in wanted:
+            m = known.get(mid)
+            if m is None:
+                raise UnknownMemoryError(mid)
+            lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
+            klass = self.store.taxonomy.classify(m.counts)
+            out.append(
+                WorthReport(
+                    mid,
+                    klass.worth,
+                    float(lo),
+                    float(hi),
+                    m.counts,
+                    klass.value_class.value,
+                    m.status,
+                    m.standing,
+                    self.store.policy.hot(m.counts, m.status),
+                    self.store.policy.propose(m.id, m.counts, m.status, m.standing),
+                )
+            )
+        return out
+
+    # -- governance (the store's, on the same memories) ---------------------------------
+
+    def suggestions(self, *, namespace: str = "default") -> list[Proposal]:
+        """What governance proposes now (suppress, deprecate, re-verify, promote, demote), with reasons."""
+        return self.store.govern(apply=False, namespace=namespace).proposals
+
+    def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
+        """Propose and, with ``apply``, make the changes, audited (see :meth:`MemoryStore.govern`)."""
+        return self.store.govern(apply=apply, namespace=namespace)
+
+    def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Suppress, deprecate, archive or reactivate a memory by hand, audited."""
+        return self.store.set_status(memory_id, status, reason=reason, namespace=namespace)
+
+    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
+        """Undo one audited change."""
+        return self.store.restore(audit_seq, reason=reason, namespace=namespace)
+
+    def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> list[AuditEntry]:
+        """The audit log of a namespace (or one memory), oldest first."""
+        return self.store.audit(memory_id, namespace=namespace)
+
+    def replay(self, *, apply: bool = False) -> ReplayReport:
+        """Rebuild every counter from the outcome log (see :meth:`MemoryStore.replay`)."""
+        return self.store.replay(apply=apply)
+
+
+def _k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
+    return k
+
+
+def _context(context: object) -> None:
+    if context is not None:
+        _labels([context], "context")
+
+
+def _query(query: object) -> str:
+    if not isinstance(query, str):
+        raise ValidationError("query", f"must be a string, got {type(query).__name__}")
+    if len(query) > MAX_QUERY:
+        raise ValidationError("query", f"is {len(query)} characters; the limit is {MAX_QUERY}")
+    return query

@@ -1,0 +1,132 @@
+"""The LangGraph adapter: a governed InMemoryStore, searched semantically and by filter."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchItem, SearchOp
+from langgraph.store.memory import InMemoryStore
+
+from memworth import HashingEncoder, Sidecar, ValidationError
+from memworth.adapters.langgraph import GovernedItem, GovernedStore, item_id
+
+pytestmark = pytest.mark.anyio
+
+NOTES = {
+    "reverse": "Use list.reverse() or slicing [::-1] to reverse a Python list.",
+    "reversed": "reversed(list) returns an iterator over a Python list in reverse order.",
+    "sort": "Python lists have a sort method; sorted() returns a new sorted list.",
+    "prague": "Prague is the capital of the Czech Republic.",
+    "water": "Water boils at 100 degrees Celsius at sea level.",
+}
+NS = ("memories", "alice")
+ENCODER = HashingEncoder(256)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    return [list(map(float, v)) for v in ENCODER.encode(texts)]
+
+
+@pytest.fixture
+def store() -> GovernedStore:
+    inner = InMemoryStore(index={"dims": 256, "embed": embed, "fields": ["text"]})
+    governed = GovernedStore(inner, Sidecar.open("memory://", exploration=0.0), namespace="alice")
+    for key, text in NOTES.items():
+        governed.put(NS, key, {"text": text})
+    return governed
+
+
+def test_a_semantic_search_is_governed_and_logged(store: GovernedStore) -> None:
+    found = store.search(NS, query="how to reverse a python list", limit=2)
+    assert [i.key for i in found] == ["reverse", "reversed"]
+    assert all(isinstance(i, GovernedItem) and isinstance(i, SearchItem) for i in found)
+    first = found[0]
+    assert isinstance(first, GovernedItem)
+    assert first.memory_id == item_id(NS, "reverse") == '["memories","alice","reverse"]'
+    assert first.worth == 0.5 and first.value_class == "uncertain" and first.score is not None
+    assert first.rank_score == pytest.approx(0.6 * first.score + 0.4 * 0.5)
+    assert first.value == {"text": NOTES["reverse"]}  # the stored value is untouched
+    assert first.dict()["memworth"]["episode"] == store.last_episode.id  # type: ignore[union-attr]
+    episode = store.sidecar.store.backend.episodes([first.episode_id])[first.episode_id]
+    assert [i.memory_id for i in episode.items] == [item_id(NS, "reverse"), item_id(NS, "reversed")]
+    assert episode.query == "how to reverse a python list" and episode.namespace == "alice"
+    store.report(True, first)
+    assert store.sidecar.worth(first.memory_id, namespace="alice").counts.success == 0.5
+
+
+def test_outcomes_reorder_a_listing_and_governance_hides_an_item(store: GovernedStore) -> None:
+    assert [i.key for i in store.search(NS, limit=3)] == ["reverse", "reversed", "sort"]  # no query: store order
+    assert [i.key for i in store.search(NS, limit=1)] == ["reverse"]
+    store.report(False)
+    assert [i.key for i in store.search(NS, limit=5)] == ["reversed", "sort", "prague", "water", "reverse"]
+    for _ in range(10):
+        store.sidecar.record(store.sidecar.retrieved([item_id(NS, "water")], namespace="alice"), True)
+    assert store.search(NS, limit=1)[0].key == "reversed"  # 4 candidates asked for: water is not among them
+    assert store.search(NS, limit=2)[0].key == "water"  # 8 asked for: the proven one comes first
+    for _ in range(10):
+        store.sidecar.record(store.sidecar.retrieved([item_id(NS, "prague")], namespace="alice"), False)
+    report = store.sidecar.govern(apply=True, namespace="alice")
+    deprecated = [e for e in report.applied if e.memory_id == item_id(NS, "prague")]
+    assert [e.new for e in deprecated] == ["deprecated"]
+    assert "prague" not in [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
+    item = store.get(NS, "prague")  # a get by key is not a retrieval: still there
+    assert item is not None and item.value["text"] == NOTES["prague"]
+    store.sidecar.restore(deprecated[0].seq, namespace="alice")
+    assert store.search(NS, query="capital of the czech republic", limit=1)[0].key == "prague"
+
+
+def test_pages_after_the_first_are_cut_from_the_ranking(store: GovernedStore) -> None:
+    whole = [i.key for i in store.search(NS, query="python list", limit=5)]
+    page = store.search(NS, query="python list", limit=2, offset=2)
+    assert [i.key for i in page] == whole[2:4]
+    episode = store.sidecar.store.backend.episodes([page[0].episode_id])[page[0].episode_id]  # type: ignore[attr-defined]
+    assert [i.memory_id for i in episode.items] == [item_id(NS, k) for k in whole[2:4]]
+    assert [i.propensity for i in episode.items] == [1.0, 1.0]
+    assert len(store.search(NS, limit=500)) == 5
+
+
+def test_batches_pass_everything_but_searches_through(store: GovernedStore) -> None:
+    results = store.batch(
+        [
+            GetOp(NS, "water"),
+            SearchOp(NS, None, 1, 0, "boiling water"),
+            PutOp(NS, "tea", {"text": "Green tea brews at 80 degrees."}),
+            ListNamespacesOp(match_conditions=None, max_depth=None, limit=10, offset=0),
+        ]
+    )
+    assert results[0] is not None and results[0].key == "water"  # type: ignore[union-attr]
+    assert [i.key for i in results[1]] == ["water"]  # type: ignore[union-attr]
+    assert results[2] is None and results[3] == [NS]
+    assert store.get(NS, "tea") is not None
+    store.delete(NS, "tea")
+    assert store.get(NS, "tea") is None
+    assert store.sidecar.store.list(namespace="alice")[0].id == item_id(NS, "water")
+
+
+async def test_async_search_and_report(store: GovernedStore) -> None:
+    found = await store.asearch(NS, query="how to reverse a python list", limit=1)
+    assert [i.key for i in found] == ["reverse"]
+    await store.areport(False)
+    assert store.sidecar.worth(item_id(NS, "reverse"), namespace="alice").worth == 0.0
+    assert (await store.aget(NS, "reverse")) is not None
+
+
+def test_long_ids_are_hashed_and_bad_settings_refused() -> None:
+    long_id = item_id(NS, "k" * 300)
+    assert long_id.startswith("sha256:") and len(long_id) == 71
+    assert item_id(("a.b",), "c") != item_id(("a",), "b.c")
+    sidecar = Sidecar.open("memory://")
+    with pytest.raises(ValidationError):
+        GovernedStore(object(), sidecar)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        GovernedStore(InMemoryStore(), object())  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        GovernedStore(InMemoryStore(), sidecar, fetch_factor=0)
+    with pytest.raises(ValidationError):
+        GovernedStore(InMemoryStore(), sidecar, namespace="not a name")
+    with pytest.raises(ValidationError):
+        GovernedStore(InMemoryStore(), sidecar).report(True)  # no search yet

@@ -1,0 +1,371 @@
+"""The web dashboard: in process (escaping, filters, tenants, sign-in, CSRF) and in a real headless Chromium.
+
+The browser test drives Debian's ``chromium`` through ``chromedriver`` (apt: chromium
+chromium-driver) with selenium, against the app served by uvicorn over a SQLite store:
+it signs in, filters and sorts the memories, opens a memory's page, approves a
+governance proposal and undoes it, and saves a screenshot (also to the path in
+``$MEMWORTH_SCREENSHOT`` when set, e.g. ``docs/dashboard.png`` for the README).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from memworth import HashingEncoder, MemoryStore
+from memworth.server import create_app, create_key, revoke_key
+from memworth.server.dashboard import trajectory
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def drive(store: MemoryStore, query: str, outcomes: list[bool], expect: str, namespace: str = "team") -> None:
+    for ok in outcomes:
+        recall = store.recall(query, k=1, namespace=namespace)
+        assert [r.memory.id for r in recall] == [expect]
+        store.record(recall.episode, success=ok)
+
+
+def seed(store: MemoryStore) -> None:
+    """Memories whose evidence makes governance propose deprecate, promote and re-verify."""
+    store.add("Prague was the capital of Czechoslovakia.", id="cz", namespace="team", contexts=["geography"])
+    store.add("Use list.reverse() to reverse a Python list.", id="rev", namespace="team", contexts=["python"])
+    store.add("Water boils at 100 degrees Celsius at sea level.", id="boil", namespace="team", contexts=["physics"])
+    store.add("The billing API charges through POST /v1/charge.", id="billing", namespace="team", contexts=["api"])
+    store.add("The office wifi password rotates every Monday.", id="wifi", namespace="team")
+    store.add("Tenant B's deploy token lives in the vault.", id="secret", namespace="other")
+    drive(store, "capital of czechoslovakia", [False] * 12, "cz")
+    drive(store, "reverse a python list", [True] * 12, "rev")
+    drive(store, "water boils degrees celsius", [True, False] * 6, "boil")
+    drive(store, "billing api charge endpoint", [True] * 12 + [False] * 20, "billing")
+
+
+def rows(page: str) -> list[str]:
+    table = re.search(r'<table id="memories">.*?</table>', page, re.S)
+    assert table is not None, page
+    return re.findall(r'<tr data-id="([^"]*)"', table.group(0))
+
+
+# -- in process -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store() -> Iterator[MemoryStore]:
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(store: MemoryStore) -> TestClient:
+    return TestClient(create_app(store))
+
+
+def sign_in(client: TestClient, key: str) -> str:
+    """Sign in through the form; returns the session's CSRF token."""
+    r = client.post("/dashboard/login", data={"key": key, "next": "/dashboard"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/dashboard"
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/dashboard" in cookie
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get("/dashboard").text)
+    assert found is not None
+    return found.group(1)
+
+
+def test_memory_text_and_ids_are_escaped(client: TestClient, store: MemoryStore) -> None:
+    h = {"X-API-Key": create_key(store, "team", "t")}
+    evil = "<script>alert('x')</script> & <img src=x onerror=alert(1)>"
+    store.add(evil, id='a/"<b>', namespace="team", contexts=["<ctx>"], metadata={"note": "<i>meta</i>"})
+    for path in ("/dashboard", "/dashboard/memories/a%2F%22%3Cb%3E", "/dashboard/governance"):
+        r = client.get(path, headers=h)
+        assert r.status_code == 200, path
+        assert "<script>" not in r.text and "<img" not in r.text and "<b>" not in r.text and "<ctx>" not in r.text
+        assert "script-src" not in r.headers["content-security-policy"]  # no script may run at all
+    page = client.get("/dashboard/memories/a%2F%22%3Cb%3E", headers=h).text
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;img" in page
+    assert "&lt;i&gt;meta&lt;/i&gt;" in page and "a/&quot;&lt;b&gt;" in page
+    assert 'href="/dashboard/memories/a%2F%22%3Cb%3E"' in client.get("/dashboard", headers=h).text
+
+
+def test_filters_and_sorting(client: TestClient, store: MemoryStore) -> None:
+    seed(store)
+    h = {"X-API-Key": create_key(store, "team", "t")}
+
+    def ids(query: str) -> list[str]:
+        r = client.get(f"/dashboard?{query}", headers=h)
+        assert r.status_code == 200, r.text
+        return rows(r.text)
+
+    assert sorted(ids("")) == ["billing", "boil", "cz", "rev", "wifi"]
+    assert ids("class=low") == ["billing", "cz"]  # worth desc: 0.375 then 0
+    assert ids("class=high") == ["rev"] and ids("class=uncertain") == ["wifi"] and ids("class=mixed") == ["boil"]
+    assert ids("context=python") == ["rev"] and ids("context=nowhere") == []
+    assert ids("status=deprecated") == []
+    store.set_status("cz", "deprecated", reason="outdated", namespace="team")
+    assert ids("status=deprecated") == ["cz"] and "cz" not in ids("status=active")
+    assert ids("status=deprecated&class=high") == []
+    assert ids("sort=worth&order=asc") == ["cz", "billing", "boil", "wifi", "rev"]
+    assert ids("sort=worth&order=desc") == ["rev", "boil", "wifi", "billing", "cz"]  # ties keep id order
+    assert ids("sort=retrievals&order=desc")[0] == "billing" and ids("sort=id&order=asc")[0] == "billing"
+    page = client.get("/dashboard?class=low", headers=h).text
+    assert (
+        '<option value="low" selected>' in page and "0.375" in page and "[0.000, 0.243]" in page
+    )  # Wilson, n = 12, no success: z^2 / (12 + z^2)
+    for bad in ("class=best", "status=gone", "sort=colour", "order=up", "page=0", "page=x"):
+        r = client.get(f"/dashboard?{bad}", headers=h)
+        assert r.status_code == 422 and r.headers["content-type"].startswith("text/html"), bad
+        assert 'id="problem"' in r.text
+
+
+def test_unknown_pages_and_memories_are_404_pages(client: TestClient, store: MemoryStore) -> None:
+    h = {"X-API-Key": create_key(store, "team", "t")}
+    for path in ("/dashboard/memories/nope", "/dashboard/memories/%20edge", "/dashboard/no/such/page"):
+        r = client.get(path, headers=h)
+        assert r.status_code == 404 and r.headers["content-type"].startswith("text/html"), path
+    assert "unknown memory id: &#x27;nope&#x27;" in client.get("/dashboard/memories/nope", headers=h).text
+    assert client.get("/dashboard/", headers=h, follow_redirects=False).headers["location"] == "/dashboard"
+    assert "/dashboard" not in str(client.get("/openapi.json").json()["paths"])  # pages are not API
+
+
+def test_a_key_sees_only_its_own_namespace(client: TestClient, store: MemoryStore) -> None:
+    seed(store)
+    b = {"X-API-Key": create_key(store, "other", "b")}
+    entry = store.set_status("cz", "suppressed", reason="checking", namespace="team")
+    page = client.get("/dashboard", headers=b).text
+    assert rows(page) == ["secret"] and "Prague" not in page and 'id="namespace">other<' in page
+    assert client.get("/dashboard/memories/cz", headers=b).status_code == 404
+    assert "Prague" not in client.get("/dashboard/governance", headers=b).text
+    approve = {"memory_id": "cz", "action": "deprecate"}
+    assert client.post("/dashboard/governance/approve", data=approve, headers=b).status_code == 404
+    assert client.post(f"/dashboard/audit/{entry.seq}/undo", data={}, headers=b).status_code == 422
+    assert store.get("cz", namespace="team").status == "suppressed"
+
+
+def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> None:
+    seed(store)
+    key = create_key(store, "team", "t")
+    r = client.get("/dashboard/governance?x=1")
+    assert r.status_code == 401 and 'name="next" value="/dashboard/governance?x=1"' in r.text
+    page = client.get("/dashboard/memories/caf%C3%A9?x=%3Cb%3E")
+    assert page.status_code == 401 and 'name="next" value="/dashboard/memories/caf%C3%A9?x=%3Cb%3E"' in page.text
+    bad = client.post("/dashboard/login", data={"key": "mw_nope", "next": "/dashboard"})
+    assert bad.status_code == 401 and "unknown or revoked API key" in bad.text
+    elsewhere = client.post(
+        "/dashboard/login", data={"key": key, "next": "https://evil.example/"}, follow_redirects=False
+    )
+    assert elsewhere.headers["location"] == "/dashboard"  # never redirects off the dashboard
+    for target in ("//evil.example/dashboard", "/dashboard\r\nSet-Cookie: x=1", "/dashboardx", "/dashboard/\u00e9"):
+        r = client.post("/dashboard/login", data={"key": key, "next": target}, follow_redirects=False)
+        assert r.headers["location"] == "/dashboard", target
+    client.cookies.clear()
+    csrf = sign_in(client, key)
+    approve = {"memory_id": "cz", "action": "deprecate"}
+    for forged in ("forged", "", "\u00e9t\u00e9"):
+        assert client.post("/dashboard/governance/approve", data={**approve, "csrf": forged}).status_code == 403
+    assert client.post("/dashboard/governance/approve", data=approve).status_code == 403
+    cross = client.post(
+        "/dashboard/governance/approve", data={**approve, "csrf": csrf}, headers={"Origin": "https://evil.example"}
+    )
+    assert cross.status_code == 403 and store.get("cz", namespace="team").status == "active"
+    stale = client.post("/dashboard/governance/approve", data={"memory_id": "cz", "action": "promote", "csrf": csrf})
+    assert stale.status_code == 422 and "governance proposes &#x27;deprecate&#x27;" in stale.text
+    done = client.post("/dashboard/governance/approve", data={**approve, "csrf": csrf}, follow_redirects=False)
+    assert done.status_code == 303 and store.get("cz", namespace="team").status == "deprecated"
+    (entry,) = store.audit("cz", namespace="team")
+    assert entry.action == "deprecate" and entry.settings["numbers"]["retrievals"] == 12
+    assert "Audit entry 1: deprecate" in client.get(done.headers["location"]).text
+    undo = client.post(f"/dashboard/audit/{entry.seq}/undo", data={"csrf": csrf}, follow_redirects=False)
+    assert undo.status_code == 303 and store.get("cz", namespace="team").status == "active"
+    again = client.post(f"/dashboard/audit/{entry.seq}/undo", data={"csrf": csrf})
+    assert again.status_code == 409 and "Not undone" in again.text  # the memory moved on since entry 1
+    revoke_key(store, key)
+    assert client.get("/dashboard").status_code == 401  # a revoked key's session ends with it
+
+
+def test_the_trajectory_rebuilds_the_live_counts(store: MemoryStore) -> None:
+    store.add("Deploys go through the staging cluster first.", id="rule", namespace="team")
+    store.add("Staging deploys need the release tag.", id="detail", namespace="team", derived_from=["rule"])
+    drive(store, "staging deploys release tag", [True, True, False, True], "detail")
+    drive(store, "deploys staging cluster first", [False, True], "rule")
+    points = trajectory(store, "rule", "team")
+    assert [p.direct for p in points] == [False, False, False, False, True, True]  # 4 via provenance, 2 retrieved
+    live = store.get("rule", namespace="team").counts
+    assert points[-1].counts == live and live.n == 2
+    assert points[0].worth == 1.0 and points[2].worth == pytest.approx(2 / 3)
+    assert all(p.lower <= p.worth <= p.upper for p in points)
+    assert store.replay().consistent
+
+
+def test_a_memory_page_shows_plot_proposal_and_audit(client: TestClient, store: MemoryStore) -> None:
+    seed(store)
+    h = {"X-API-Key": create_key(store, "team", "t")}
+    page = client.get("/dashboard/memories/billing", headers=h).text
+    svg = re.search(r'<svg id="trajectory".*?</svg>', page, re.S)
+    assert svg is not None and svg.group(0).count("<circle") == 32 and "<polygon" in svg.group(0)
+    assert "Governance proposes" in page and "re-verify" in page and "No changes yet." in page
+    store.govern(apply=True, namespace="team")
+    page = client.get("/dashboard/memories/billing", headers=h).text
+    assert 'id="standing">re-verify<' in page and 'class="undo"' in page
+
+
+# -- in a real browser ---------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """(base URL, API key of namespace "team", store URL) of a seeded store served by uvicorn."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('dash') / 'store.db'}"
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0)
+    seed(store)
+    key = create_key(store, "team", "dashboard")
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", key, url
+    server.should_exit = True
+    thread.join(timeout=10)
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not (os.path.exists(p) and os.access(p, os.X_OK))]
+    if missing:
+        pytest.fail(
+            f"the dashboard test needs Debian's chromium and chromedriver, missing: {', '.join(missing)} "
+            "(apt-get install chromium chromium-driver)"
+        )
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as exc:
+        pytest.fail(f"the dashboard test needs selenium (pip install -e '.[dev]'): {exc}")
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        options.add_argument(arg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SE_OFFLINE", "true")  # selenium-manager must never download anything
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    base, key, url = served
+    d = browser
+
+    def submit(button: Any) -> None:
+        page = d.find_element(By.TAG_NAME, "html")
+        button.click()
+        WebDriverWait(d, 20).until(expected_conditions.staleness_of(page))
+
+    def table_ids() -> list[str]:
+        return [tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#memories tbody tr")]
+
+    def cell(memory_id: str, column: str) -> str:
+        return str(d.find_element(By.CSS_SELECTOR, f'#memories tr[data-id="{memory_id}"] td.{column}').text)
+
+    def filter_by(**chosen: str) -> None:
+        for name, value in chosen.items():
+            Select(d.find_element(By.ID, f"filter-{name}")).select_by_value(value)
+        submit(d.find_element(By.ID, "apply-filters"))
+
+    def status_of(memory_id: str) -> tuple[str, str]:
+        with MemoryStore.open(url) as outside:  # a second connection: what the server wrote is in the database
+            m = outside.get(memory_id, namespace="team")
+            return m.status, m.standing
+
+    d.get(f"{base}/dashboard")
+    d.find_element(By.ID, "key").send_keys(key)
+    submit(d.find_element(By.ID, "sign-in"))
+    assert d.find_element(By.ID, "namespace").text == "team"
+    assert sorted(table_ids()) == ["billing", "boil", "cz", "rev", "wifi"]
+    assert cell("cz", "worth") == "0.000" and cell("cz", "class") == "low"
+    assert cell("rev", "worth") == "1.000" and cell("rev", "class") == "high"
+    assert cell("boil", "class") == "mixed" and cell("wifi", "class") == "uncertain"
+
+    filter_by(**{"class": "low"})
+    assert table_ids() == ["billing", "cz"]
+    filter_by(**{"class": "", "context": "python"})
+    assert table_ids() == ["rev"]
+    filter_by(context="", status="deprecated")
+    assert table_ids() == [] and d.find_element(By.ID, "empty").text == "No memory matches."
+    filter_by(status="active")
+    assert len(table_ids()) == 5
+    submit(d.find_element(By.ID, "sort-worth"))  # sorted by worth, descending, by default: this flips it
+    assert table_ids() == ["cz", "billing", "boil", "wifi", "rev"]
+    submit(d.find_element(By.ID, "sort-worth"))
+    assert table_ids() == ["rev", "boil", "wifi", "billing", "cz"]
+
+    submit(d.find_element(By.LINK_TEXT, "rev"))
+    plot = d.find_element(By.ID, "trajectory")
+    assert len(plot.find_elements(By.TAG_NAME, "circle")) == 12 and plot.find_elements(By.CSS_SELECTOR, ".band")
+    assert d.find_element(By.CSS_SELECTOR, ".empty-audit").text == "No changes yet."
+
+    submit(d.find_element(By.LINK_TEXT, "Governance"))
+    proposed = {tr.get_attribute("data-id"): tr for tr in d.find_elements(By.CSS_SELECTOR, "#proposals tbody tr")}
+    assert set(proposed) == {"cz", "rev", "billing"}
+    assert "deprecate" in proposed["cz"].text and "worth 0" in proposed["cz"].text
+    submit(d.find_element(By.CSS_SELECTOR, 'button.approve[data-id="cz"]'))
+    assert "deprecate" in d.find_element(By.ID, "notice").text
+    assert status_of("cz") == ("deprecated", "normal")
+    assert "cz" not in {tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#proposals tbody tr")}
+    submit(d.find_element(By.CSS_SELECTOR, "table.audit button.undo"))
+    assert "restore" in d.find_element(By.ID, "notice").text
+    assert status_of("cz") == ("active", "normal")
+
+    d.get(f"{base}/dashboard/memories/billing")  # approve from a memory's own page, then look at its history
+    submit(d.find_element(By.CSS_SELECTOR, 'button.approve[data-id="billing"]'))
+    assert d.find_element(By.ID, "standing").text == "re-verify" and status_of("billing")[1] == "re-verify"
+    assert len(d.find_elements(By.CSS_SELECTOR, "table.audit tbody tr")) == 1
+
+    height = d.execute_script("return document.documentElement.scrollHeight")
+    d.set_window_size(1280, min(max(int(height) + 140, 700), 2400))
+    png = d.get_screenshot_as_png()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    (tmp_path / "dashboard.png").write_bytes(png)
+    target = os.environ.get("MEMWORTH_SCREENSHOT")
+    if target:
+        Path(target).write_bytes(png)

@@ -15,8 +15,9 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from memworth.errors import ValidationError
+from memworth.outcome import as_outcome
 
-__all__ = ["Counts", "CountsTable", "EvidenceUnit", "evidence_of"]
+__all__ = ["Counts", "CountsTable", "EvidenceUnit", "check_counts", "evidence_of"]
 
 EvidenceUnit = Literal["retrievals", "weighted"]
 """How evidence is measured: retrievals (``n``) or weighted hits (``success + failure``)."""
@@ -64,12 +65,14 @@ class Counts:
 
     def add(self, weight: float, success: bool) -> Counts:
         """Return these counts after one retrieval credited ``weight``."""
-        if success:
+        weight = _amount(weight, "weight")
+        if as_outcome(success):
             return Counts(self.success + weight, self.failure, self.n + 1)
         return Counts(self.success, self.failure + weight, self.n + 1)
 
     def scaled(self, factor: float) -> Counts:
         """Return these counts multiplied by ``factor`` (how decay discounts old evidence)."""
+        factor = _amount(factor, "factor")
         return Counts(self.success * factor, self.failure * factor, self.n * factor)
 
     def __add__(self, other: object) -> Counts:
@@ -109,10 +112,27 @@ def evidence_of(counts: Counts | CountsTable, unit: str) -> float | np.ndarray:
     (12.0, 3.0)
     """
     check_unit(unit)
+    check_counts(counts)
     return counts.n if unit == "retrievals" else counts.success + counts.failure
 
 
 def check_unit(unit: object, field: str = "evidence") -> None:
     """Refuse an evidence unit that is not one of ``"retrievals"`` or ``"weighted"``."""
-    if unit not in _UNITS:
+    if not isinstance(unit, str) or unit not in _UNITS:
         raise ValidationError(field, f"must be 'retrievals' or 'weighted', got {unit!r}")
+
+
+def check_counts(counts: object, kind: type | tuple[type, ...] = (), field: str = "counts") -> None:
+    """Refuse anything but :class:`Counts` or :class:`CountsTable` (or only ``kind``, when given)."""
+    allowed = kind or (Counts, CountsTable)
+    if not isinstance(counts, allowed):
+        names = " or ".join(k.__name__ for k in (allowed if isinstance(allowed, tuple) else (allowed,)))
+        raise ValidationError(field, f"must be {names}, got {type(counts).__name__}")
+
+
+def _amount(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValidationError(name, f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(name, f"must be finite and >= 0, got {value!r}")
+    return float(value)

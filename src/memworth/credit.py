@@ -92,7 +92,7 @@ def check_w_min(w_min: object, k: int) -> None:
     """Refuse a floor that is negative, not finite, or too large for ``k`` weights to sum to 1."""
     if isinstance(w_min, bool) or not isinstance(w_min, (int, float, np.floating, np.integer)):
         raise ValidationError("w_min", f"must be a number, got {type(w_min).__name__}")
-    if not np.isfinite(w_min) or w_min < 0:
+    if not np.isfinite(float(w_min)) or w_min < 0:
         raise ValidationError("w_min", f"must be finite and >= 0, got {w_min!r}")
     if w_min * k > 1 + 1e-12:
         raise ValidationError("w_min", f"{w_min} x {k} retrieved memories exceeds 1; weights could not sum to 1")

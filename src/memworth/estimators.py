@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from memworth.counts import Counts, CountsTable, check_unit
+from memworth.counts import Counts, CountsTable, check_counts, check_unit
 from memworth.errors import ValidationError
 
 __all__ = [
@@ -42,6 +42,7 @@ Side = Literal["lower", "upper"]
 
 
 def _ratio(counts: CountsLike, default: float) -> float | np.ndarray:
+    check_counts(counts)
     s = np.asarray(counts.success, dtype=float)
     v = s + np.asarray(counts.failure, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -82,6 +83,7 @@ def _check_side(side: object) -> None:
 
 def _pseudo_counts(counts: CountsLike, evidence: str) -> tuple[np.ndarray, np.ndarray]:
     check_unit(evidence)
+    check_counts(counts)
     s = np.asarray(counts.success, dtype=float)
     f = np.asarray(counts.failure, dtype=float)
     if evidence == "weighted":
@@ -139,6 +141,7 @@ class BetaMean:
         """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         a = _check_positive(self.prior_success, "prior_success")
         b = _check_positive(self.prior_failure, "prior_failure")
+        check_counts(counts)
         s = np.asarray(counts.success, dtype=float)
         f = np.asarray(counts.failure, dtype=float)
         return _unbox((a + s) / (a + b + s + f))
@@ -276,7 +279,7 @@ class Decayed:
     def value(self, counts: CountsLike) -> float | np.ndarray:
         """The estimate for ``counts`` (a float, or an array for a CountsTable)."""
         _check_positive(self.half_life, "half_life")
-        return self.base.value(counts)
+        return _base(self.base).value(counts)
 
 
 @dataclass(frozen=True)
@@ -303,18 +306,29 @@ class ContextPooled:
 
     def value(self, counts: CountsLike) -> float | np.ndarray:
         """Without a context there is nothing to pool: ``base`` on ``counts``."""
-        return self.base.value(counts)
+        return _base(self.base).value(counts)
 
     def value_in_context(self, context_counts: CountsLike, global_counts: CountsLike) -> float | np.ndarray:
         """``base`` on the context's counts plus ``strength`` pseudo-observations of the global ratio."""
         strength = _check_positive(self.strength, "strength", allow_zero=True)
+        base = _base(self.base)
+        check_counts(context_counts, field="context_counts")
         g = np.asarray(_ratio(global_counts, 0.5), dtype=float)
         s = np.asarray(context_counts.success, dtype=float) + strength * g
         f = np.asarray(context_counts.failure, dtype=float) + strength * (1 - g)
         n = np.asarray(context_counts.n, dtype=float) + strength
         if np.ndim(s) == 0:
-            return self.base.value(Counts(float(s), float(f), float(n)))
-        return self.base.value(CountsTable(s, f, n))
+            return base.value(Counts(float(s), float(f), float(n)))
+        return base.value(CountsTable(s, f, n))
 
 
 Estimator = RawWorth | BetaMean | BetaBound | WilsonBound | Decayed | ContextPooled
+
+
+def _base(base: object) -> RawWorth | BetaMean | BetaBound | WilsonBound:
+    """The estimator a wrapper reads through; refused unless it is one of the four plain ones."""
+    if not isinstance(base, (RawWorth, BetaMean, BetaBound, WilsonBound)):
+        raise ValidationError(
+            "base", f"must be RawWorth, BetaMean, BetaBound or WilsonBound, got {type(base).__name__}"
+        )
+    return base

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from memworth.counts import Counts, CountsTable, check_unit, evidence_of
+from memworth.counts import Counts, CountsTable, check_counts, check_unit, evidence_of
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 
@@ -105,7 +105,7 @@ class Taxonomy:
     evidence: str = field(default="", kw_only=True)
 
     def _check(self) -> None:
-        if self.evidence == "":
+        if isinstance(self.evidence, str) and self.evidence == "":
             raise ValidationError(
                 "evidence",
                 "must be chosen explicitly: 'retrievals' (count of retrievals) or 'weighted' (hits+ + hits-)",
@@ -120,6 +120,7 @@ class Taxonomy:
     def classify(self, counts: Counts, worth: float | None = None) -> Classification:
         """Classify one memory; ``worth`` defaults to the raw MW ratio of ``counts``."""
         self._check()
+        check_counts(counts, Counts)
         w = float(RawWorth().value(counts)) if worth is None else _number(worth, "worth", 0.0, 1.0)
         v = float(evidence_of(counts, self.evidence))
         unit = "retrievals" if self.evidence == "retrievals" else "weighted hits"
@@ -138,6 +139,7 @@ class Taxonomy:
     def classify_table(self, counts: CountsTable, worth: np.ndarray | None = None) -> np.ndarray:
         """Classify many memories at once; returns an array of class names (``"high"``, ...)."""
         self._check()
+        check_counts(counts, CountsTable)
         w = np.asarray(RawWorth().value(counts) if worth is None else worth, dtype=float)
         v = np.asarray(evidence_of(counts, self.evidence), dtype=float)
         out = np.full(w.shape, ValueClass.MIXED.value, dtype=object)
@@ -180,6 +182,7 @@ class DecisionRule:
 
     def confidence(self, counts: Counts) -> float:
         """One minus the width of the Wilson interval around the worth ratio."""
+        check_counts(counts, Counts)
         lo, hi = WilsonBound(z=self.z, evidence=self.evidence).interval(counts)
         return float(1.0 - (hi - lo))
 
@@ -223,6 +226,7 @@ class DeprecationRule:
     def check(self, counts: Counts) -> Decision:
         """``deprecate`` or ``keep`` for ``counts``, with the reason and numbers."""
         check_unit(self.evidence)
+        check_counts(counts, Counts)
         min_ev = _number(self.min_evidence, "min_evidence", 0.0)
         threshold = _number(self.threshold, "threshold", 0.0, 1.0)
         worth = float(RawWorth().value(counts))

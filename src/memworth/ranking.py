@@ -12,6 +12,7 @@ Selection (:func:`select`) fills k slots by score, except that each slot is, wit
 probability ``exploration``, given to a low-evidence candidate drawn uniformly: the
 exploration floor that keeps assumption A2 true. It returns each pick's exact inclusion
 probability under that policy, so later analysis can weight by inverse propensity.
+:func:`drop` takes one pick out again (a budgeted ablation, :mod:`memworth.coretrieval`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from memworth.counts import CountsTable
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 
-__all__ = ["Blend", "CosineRecencyWorth", "LowerBoundBlend", "ScoreRule", "Selection", "select"]
+__all__ = ["Blend", "CosineRecencyWorth", "LowerBoundBlend", "ScoreRule", "Selection", "drop", "select"]
 
 
 def _weights(similarity: float, worth: float) -> None:
     for name, v in (("similarity", similarity), ("worth", worth)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)) or v < 0:
             raise ValidationError(name, f"must be a finite weight >= 0, got {v!r}")
 
 
@@ -82,7 +83,7 @@ class CosineRecencyWorth:
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         h = self.half_life_days
-        if isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(h) or h <= 0:
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(float(h)) or h <= 0:
             raise ValidationError("half_life_days", f"must be a finite number > 0, got {h!r}")
         recency = np.exp2(-np.maximum(age_seconds, 0.0) / (h * 86400.0))
         return np.maximum(similarity, 0.0) * recency * np.asarray(self.estimator.value(counts))
@@ -166,3 +167,37 @@ def inclusion_probabilities(order: np.ndarray, explorable: np.ndarray, k: int, e
             p[late_plain & (plain_seen < shortfall)] = 1.0
         out += pj * p
     return np.clip(out, 0.0, 1.0)
+
+
+def drop(
+    selection: Selection, position: int, scores: np.ndarray, explorable: np.ndarray, exploration: float
+) -> Selection:
+    """``selection`` without its pick at ``position``; the best-scored candidate not picked takes the slot.
+
+    The stand-in's propensity is its inclusion probability under :func:`select`'s policy
+    (the ablation itself is logged by whoever asked for it). With no candidate left, the
+    selection shrinks by one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = select(np.array([0.9, 0.8, 0.5, 0.1]), np.zeros(4, dtype=bool), 2, 0.0, np.random.default_rng(0))
+    >>> d = drop(s, 0, np.array([0.9, 0.8, 0.5, 0.1]), np.zeros(4, dtype=bool), 0.0)
+    >>> d.picked.tolist(), d.explored.tolist(), d.propensity.tolist()
+    ([1, 2], [False, False], [1.0, 0.0])
+    """
+    scores = np.asarray(scores, dtype=float)
+    k = selection.picked.size
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position < k:
+        raise ValidationError("position", f"must index one of the {k} picks, got {position!r}")
+    keep = np.arange(k) != position
+    order = np.argsort(-scores, kind="stable")
+    free = order[~np.isin(order, selection.picked)]
+    picked, explored, propensity = selection.picked[keep], selection.explored[keep], selection.propensity[keep]
+    if free.size:
+        stand_in = free[:1]
+        p = inclusion_probabilities(order, np.asarray(explorable, dtype=bool), k, exploration)[stand_in]
+        picked = np.concatenate([picked, stand_in])
+        explored = np.concatenate([explored, [False]])
+        propensity = np.concatenate([propensity, p])
+    return Selection(picked.astype(np.int64), explored, propensity)

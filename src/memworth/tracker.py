@@ -128,7 +128,7 @@ class Tracker:
         if half_life is not None and (
             isinstance(half_life, bool)
             or not isinstance(half_life, (int, float, np.integer, np.floating))
-            or not np.isfinite(half_life)
+            or not np.isfinite(float(half_life))
             or half_life <= 0
         ):
             raise ValidationError("half_life", f"must be a finite number > 0 or None, got {half_life!r}")
@@ -254,6 +254,10 @@ class Tracker:
             w = normalise_rows(warr, w_min=self.w_min)
         labels = None
         if contexts is not None:
+            if isinstance(contexts, (str, bytes)) or not isinstance(contexts, Iterable):
+                raise ValidationError(
+                    "contexts", f"must be a list of labels, one per episode, got {type(contexts).__name__}"
+                )
             labels = list(contexts)
             if len(labels) != n_ep:
                 raise ValidationError("contexts", f"expected {n_ep} labels, one per episode, got {len(labels)}")
@@ -418,7 +422,7 @@ class Tracker:
         if not isinstance(est, Estimator):
             names = ", ".join(c.__name__ for c in Estimator.__args__)
             raise ValidationError("estimator", f"must be one of {names}, got {type(est).__name__}")
-        rows_ids = ids if ids is None or isinstance(ids, np.ndarray) else list(ids)
+        rows_ids = _id_list(ids)
         if isinstance(est, Decayed):
             if est.half_life != self.half_life:
                 raise ValidationError(
@@ -445,10 +449,20 @@ class Tracker:
             return np.arange(len(self._index))
         if isinstance(ids, np.ndarray) and np.issubdtype(ids.dtype, np.integer):
             return self._index.int_rows(ids.ravel(), create=False)
-        keys = list(ids)
+        found = _id_list(ids)
+        keys = [] if found is None else list(found)
         for key in keys:
             check_key(key, "ids")
         return self._index.rows(keys, create=False)
+
+
+def _id_list(ids: object) -> list[Hashable] | np.ndarray | None:
+    """``ids`` to read: None (all), an array, or a list; a string or a non-iterable is refused."""
+    if ids is None or isinstance(ids, np.ndarray):
+        return ids
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ValidationError("ids", f"must be a list of memory ids, got {type(ids).__name__}")
+    return list(ids)
 
 
 def _first_duplicate_row(ids: np.ndarray) -> int:

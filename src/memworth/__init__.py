@@ -6,6 +6,10 @@ Pr[success | memory retrieved]. From worth and evidence, govern: trust, promote,
 suppress, re-verify, deprecate.
 """
 
+from memworth.adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
+from memworth.change import BernoulliCusum
+from memworth.contexts import QueryClusters
+from memworth.coretrieval import AblationPlanner, CoRetrieval, confounds
 from memworth.counts import Counts, CountsTable, evidence_of
 from memworth.credit import normalise, normalise_rows, uniform
 from memworth.decay import decay_factor
@@ -22,17 +26,27 @@ from memworth.errors import (
 from memworth.estimators import BetaBound, BetaMean, ContextPooled, Decayed, RawWorth, WilsonBound
 from memworth.outcome import as_outcome
 from memworth.policy import Classification, Decision, DecisionRule, DeprecationRule, Taxonomy, ValueClass
+from memworth.policy_replay import ReplaySettings
+from memworth.propensity import PropensityCounts
 from memworth.ranking import Blend, CosineRecencyWorth, LowerBoundBlend
+from memworth.sequences import BetaBinomialCS, SequentialDeprecation
+from memworth.sidecar import Sidecar
+from memworth.sources import BurstDetector, Reliability, SourceLimit
 from memworth.store import Episode, Memory, MemoryStore, Recall, Recalled
 from memworth.tracker import Tracker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AblationPlanner",
+    "BernoulliCusum",
+    "BetaBinomialCS",
     "BetaBound",
     "BetaMean",
     "Blend",
+    "BurstDetector",
     "Classification",
+    "CoRetrieval",
     "ContextPooled",
     "CosineRecencyWorth",
     "Counts",
@@ -44,16 +58,26 @@ __all__ = [
     "DuplicateError",
     "Encoder",
     "Episode",
+    "EpisodeStats",
     "HashingEncoder",
     "LowerBoundBlend",
     "Memory",
     "MemoryStore",
     "MemworthError",
     "OutcomeError",
+    "PropensityCounts",
+    "QueryClusters",
     "RawWorth",
     "Recall",
     "Recalled",
+    "RegressionWorth",
+    "Reliability",
+    "ReplaySettings",
+    "SequentialDeprecation",
+    "Sidecar",
+    "SourceLimit",
     "StoreError",
+    "StratifiedWorth",
     "Taxonomy",
     "Tracker",
     "UnknownEpisodeError",
@@ -63,6 +87,7 @@ __all__ = [
     "WilsonBound",
     "__version__",
     "as_outcome",
+    "confounds",
     "decay_factor",
     "evidence_of",
     "normalise",

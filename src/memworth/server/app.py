@@ -30,7 +30,9 @@ from memworth.errors import (
     UnknownMemoryError,
     ValidationError,
 )
+from memworth.server.dashboard import dashboard_router
 from memworth.server.keys import lookup_key
+from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.store import MAX_K, MAX_TEXT
 
@@ -63,6 +65,10 @@ class OutcomeRequest(_Strict):
     success: bool
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
+
+
+class VerifyRequest(_Strict):
+    success: bool
 
 
 class GovernRequest(_Strict):
@@ -133,7 +139,7 @@ class _BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge
+                raise _TooLarge(self.limit)
             return message
 
         try:
@@ -142,8 +148,12 @@ class _BodyLimit:
             await _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes")(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """A streamed body grew past the limit. An HTTPException, so that FastAPI, reading the body
+    of a JSON route, passes it on (any other error there becomes its 400 "error parsing the body")."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
 
 
 def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
@@ -183,7 +193,9 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "HTTPError")
+        kind = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}.get(
+            exc.status_code, "HTTPError"
+        )
         return _error(exc.status_code, kind, str(exc.detail))
 
     @app.exception_handler(Exception)
@@ -275,6 +287,40 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "proposals": [p.__dict__ for p in report.proposals],
             "applied": [e.__dict__ for e in report.applied],
             "skipped": [{"proposal": p.__dict__, "why": why} for p, why in report.skipped],
+            "alerts": [{"memory_id": a.memory_id, "reason": a.reason, **a.numbers()} for a in report.alerts],
+        }
+
+    @app.post("/v1/episodes/{episode_id}/verify")
+    def verify(episode_id: str, body: VerifyRequest, namespace: Tenant) -> dict[str, Any]:
+        v = call(lambda: store.verify(episode_id, body.success, namespace=namespace))
+        return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
+
+    @app.get("/v1/sources")
+    def sources(namespace: Tenant) -> list[dict[str, Any]]:
+        return [
+            {
+                "source": r.source,
+                "fixed": r.fixed,
+                "agree": r.agreement.agree,
+                "disagree": r.agreement.disagree,
+                "agreement": r.agreement_rate,
+                "interval": list(r.interval),
+                "learned": r.learned,
+                "in_use": r.in_use,
+            }
+            for r in call(lambda: store.source_reliability(namespace)).values()
+        ]
+
+    @app.get("/v1/holdout")
+    def holdout(namespace: Tenant) -> dict[str, Any]:
+        r = call(lambda: store.holdout_report(namespace=namespace))
+        numbers = {"lift": r.lift, "lower": r.lower, "upper": r.upper}
+        return {
+            "governed": {"successes": r.governed_successes, "episodes": r.governed_n},
+            "holdout": {"successes": r.holdout_successes, "episodes": r.holdout_n},
+            **{k: None if v != v else v for k, v in numbers.items()},  # NaN (an empty arm) -> null
+            "level": r.level,
+            "method": r.method,
         }
 
     @app.post("/v1/audit/{seq}/restore")
@@ -294,5 +340,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "mismatches": [{"id": mid, "live": live.__dict__, "log": want.__dict__} for mid, live, want in mine],
         }
 
+    app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
+    app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar
     app.add_middleware(_BodyLimit, limit=max_body)
     return app

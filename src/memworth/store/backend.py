@@ -12,20 +12,27 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
-__all__ = ["Backend", "Increment", "NewMemory"]
+__all__ = ["Backend", "Increment", "NewMemory", "redact"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
 class NewMemory:
-    """A memory to insert, with its embedding (float32 vector)."""
+    """A memory to insert, with its embedding (float32 vector).
+
+    An empty embedding (size 0) marks an external memory, one that lives in another
+    store and is governed here by id only (:class:`memworth.Sidecar`): it has counts,
+    status, episodes and audit entries like any memory, but no vector, so ``vectors``
+    and ``search`` never return it.
+    """
 
     memory: Memory
     embedding: np.ndarray
@@ -74,11 +81,11 @@ class Backend(Protocol):
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         """Ids, insertion numbers and embeddings of the namespace's memories inserted after
-        number ``after`` (every status), in insertion order."""
+        number ``after`` (every status, external memories excepted), in insertion order."""
         ...
 
     def inactive(self, namespace: str) -> list[str]:
-        """Ids of the namespace's memories whose status is not ``active``."""
+        """Ids of the namespace's memories whose status is not ``active`` (external memories excepted)."""
         ...
 
     def generation(self) -> int:
@@ -86,7 +93,8 @@ class Backend(Protocol):
         ...
 
     def insert_episode(self, episode: Episode) -> None:
-        """Log a recall (an episode without outcome yet)."""
+        """Log a recall (an episode without outcome yet), with its ``holdout`` mark; an id
+        logged already raises DuplicateError."""
         ...
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
@@ -105,6 +113,26 @@ class Backend(Protocol):
         """Every outcome, in the order it was committed."""
         ...
 
+    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+        """Outcomes recorded at or after ``since`` (of one ``source``, or all), in commit order."""
+        ...
+
+    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+        """The outcomes of the given episodes, by episode id (episodes without one are absent)."""
+        ...
+
+    def append_verifications(
+        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+    ) -> None:
+        """In one transaction: append the verifications, and the outcomes and increments as
+        :meth:`append_outcomes` does. An episode verified already, or an outcome for an
+        episode that has one, raises DuplicateError and nothing is written."""
+        ...
+
+    def verifications(self, after: int = 0) -> list[Verification]:
+        """Verifications with a sequence number above ``after``, in commit order."""
+        ...
+
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         """Overwrite counters (used by replay); all or nothing."""
         ...
@@ -121,3 +149,20 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def redact(url: str) -> str:
+    """``url`` with its password masked, for messages and diagnostics.
+
+    Examples
+    --------
+    >>> redact("postgresql://app:s3cret@db.example:5432/memworth?schema=agents")
+    'postgresql://app:***@db.example:5432/memworth?schema=agents'
+    >>> redact("sqlite:///memworth.db")
+    'sqlite:///memworth.db'
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

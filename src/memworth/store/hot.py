@@ -18,6 +18,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import StoreError, ValidationError
+from memworth.store.backend import redact
 
 __all__ = ["HotMemory", "HotTier"]
 
@@ -76,7 +77,7 @@ class HotTier:
             import redis
         except ImportError:
             raise StoreError("the hot tier needs redis-py: pip install 'memworth[redis]'") from None
-        self.url = url
+        self.url = redact(url)  # shown in messages and recall diagnostics: never the password
         self.prefix = prefix
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)

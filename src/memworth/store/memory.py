@@ -15,7 +15,7 @@ import numpy as np
 from memworth.counts import Counts
 from memworth.errors import DuplicateError, StoreError, UnknownMemoryError
 from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
-from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
 
@@ -33,6 +33,9 @@ class MemoryBackend:
         self._episodes: dict[str, Episode] = {}
         self._outcomes: list[OutcomeRow] = []
         self._has_outcome: set[str] = set()
+        self._outcome_of: dict[str, OutcomeRow] = {}
+        self._verifications: list[Verification] = []
+        self._verified: set[str] = set()
         self._audit: list[AuditEntry] = []
         self._generation = 0
 
@@ -83,14 +86,18 @@ class MemoryBackend:
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         with self._lock:
-            keys = [k for k in self._memories if k[0] == namespace and self._seq[k] > after]
+            keys = [k for k in self._memories if k[0] == namespace and self._seq[k] > after and self._vectors[k].size]
             if not keys:
                 return [], [], np.zeros((0, 0), dtype=np.float32)
             return [k[1] for k in keys], [self._seq[k] for k in keys], np.stack([self._vectors[k] for k in keys])
 
     def inactive(self, namespace: str) -> list[str]:
         with self._lock:
-            return [mid for (ns, mid), m in self._memories.items() if ns == namespace and m.status != "active"]
+            return [
+                mid
+                for (ns, mid), m in self._memories.items()
+                if ns == namespace and m.status != "active" and self._vectors[(ns, mid)].size
+            ]
 
     def insert_episode(self, episode: Episode) -> None:
         with self._lock:
@@ -103,7 +110,17 @@ class MemoryBackend:
             return {i: self._episodes[i] for i in ids if i in self._episodes}
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        self.append_verifications((), outcomes, increments)
+
+    def append_verifications(
+        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+    ) -> None:
         with self._lock:
+            checked: set[str] = set()
+            for v in verifications:
+                if v.episode_id in self._verified or v.episode_id in checked:
+                    raise DuplicateError(f"episode {v.episode_id!r} is verified already")
+                checked.add(v.episode_id)
             batch: set[str] = set()
             for o in outcomes:
                 if o.episode_id in self._has_outcome or o.episode_id in batch:
@@ -114,8 +131,13 @@ class MemoryBackend:
                     raise UnknownMemoryError(inc.memory_id)
             recorded = outcomes[-1].recorded if outcomes else 0.0
             for o in outcomes:
-                self._outcomes.append(dataclasses.replace(o, seq=len(self._outcomes) + 1))
+                row = dataclasses.replace(o, seq=len(self._outcomes) + 1)
+                self._outcomes.append(row)
                 self._has_outcome.add(o.episode_id)
+                self._outcome_of[o.episode_id] = row
+            for v in verifications:
+                self._verifications.append(dataclasses.replace(v, seq=len(self._verifications) + 1))
+                self._verified.add(v.episode_id)
             for inc in sorted(increments, key=lambda i: (i.namespace, i.memory_id)):
                 key = (inc.namespace, inc.memory_id)
                 m = self._memories[key]
@@ -127,6 +149,18 @@ class MemoryBackend:
         with self._lock:
             rows = list(self._outcomes)
         yield from rows
+
+    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+        with self._lock:
+            return [o for o in self._outcomes if o.recorded >= since and (source is None or o.source == source)]
+
+    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+        with self._lock:
+            return {i: self._outcome_of[i] for i in episode_ids if i in self._outcome_of}
+
+    def verifications(self, after: int = 0) -> list[Verification]:
+        with self._lock:
+            return [v for v in self._verifications if v.seq > after]
 
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         with self._lock:

@@ -40,8 +40,8 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, as_matrix
+from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory, redact
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
 
@@ -96,6 +96,22 @@ MIGRATIONS: dict[int, list[str]] = {
         )""",
         "CREATE INDEX audit_by_memory ON audit (namespace, memory_id, seq)",
     ],
+    # 2: verified outcomes (source reliability), the holdout mark of an episode, and
+    # indexes for the recent-outcome reads of quotas and burst alerts.
+    2: [
+        """CREATE TABLE IF NOT EXISTS verifications (
+            seq BIGSERIAL PRIMARY KEY,
+            episode_id TEXT NOT NULL UNIQUE,
+            namespace TEXT NOT NULL,
+            success BOOLEAN NOT NULL,
+            source TEXT,
+            reported BOOLEAN,
+            recorded DOUBLE PRECISION NOT NULL
+        )""",
+        "ALTER TABLE episodes ADD COLUMN IF NOT EXISTS holdout BOOLEAN NOT NULL DEFAULT FALSE",
+        "CREATE INDEX IF NOT EXISTS outcomes_by_time ON outcomes (recorded)",
+        "CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded)",
+    ],
 }
 
 
@@ -124,7 +140,7 @@ class PostgresBackend:
             raise StoreError("the PostgreSQL backend needs psycopg: pip install 'memworth[postgres]'") from None
         self._psycopg = psycopg
         conninfo, self.schema, size = _split_url(url)
-        self.url = url
+        self.url = redact(url)  # shown in messages and answers: never the password
         self._lock = threading.Lock()
         schema = self.schema
 
@@ -205,8 +221,9 @@ class PostgresBackend:
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
         def work(conn: Any) -> None:
             _bump(conn)  # first: serialises inserts, so seq order is commit order
-            if self.pgvector and rows:
-                self._ensure_vector_column(conn, int(np.asarray(rows[0].embedding).size))
+            sizes = [int(np.asarray(r.embedding).size) for r in rows]
+            if self.pgvector and any(sizes):  # external memories (size 0) have no vector
+                self._ensure_vector_column(conn, max(sizes))
             with conn.cursor() as cur:
                 records: list[tuple[Any, ...]] = []
                 for row in rows:
@@ -224,8 +241,11 @@ class PostgresBackend:
                             np.ascontiguousarray(row.embedding, dtype=np.float32).tobytes(),
                         )
                     )
-                if self.pgvector:  # the vector column too, in the same statement
-                    records = [(*rec, _vector_text(r.embedding)) for rec, r in zip(records, rows, strict=True)]
+                if self.pgvector:  # the vector column too, in the same statement (NULL for external memories)
+                    records = [
+                        (*rec, _vector_text(r.embedding) if size else None)
+                        for rec, r, size in zip(records, rows, sizes, strict=True)
+                    ]
                     sql = (
                         "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated,"
                         " embedding, vec) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::vector)"
@@ -309,7 +329,8 @@ class PostgresBackend:
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s ORDER BY seq",
+                "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s"
+                " AND octet_length(embedding) > 0 ORDER BY seq",
                 (namespace, after),
             ).fetchall()
         )
@@ -339,7 +360,7 @@ class PostgresBackend:
             q = _vector_text(query)
             return conn.execute(
                 "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"
-                " ORDER BY vec <#> %s::vector LIMIT %s",
+                " AND vec IS NOT NULL ORDER BY vec <#> %s::vector LIMIT %s",
                 (q, namespace, q, int(n)),
             ).fetchall()
 
@@ -349,7 +370,8 @@ class PostgresBackend:
     def inactive(self, namespace: str) -> list[str]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT id FROM memories WHERE namespace = %s AND status != 'active'", (namespace,)
+                "SELECT id FROM memories WHERE namespace = %s AND status != 'active' AND octet_length(embedding) > 0",
+                (namespace,),
             ).fetchall()
         )
         return [r[0] for r in rows]
@@ -358,10 +380,13 @@ class PostgresBackend:
 
     def insert_episode(self, episode: Episode) -> None:
         def work(conn: Any) -> None:
-            conn.execute(
-                "INSERT INTO episodes VALUES (%s,%s,%s,%s,%s)",
-                (episode.id, episode.namespace, episode.query, episode.context, episode.created),
-            )
+            inserted = conn.execute(
+                "INSERT INTO episodes (id, namespace, query, context, created, holdout) VALUES (%s,%s,%s,%s,%s,%s)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id",
+                (episode.id, episode.namespace, episode.query, episode.context, episode.created, episode.holdout),
+            ).fetchone()
+            if inserted is None:
+                raise DuplicateError(f"episode {episode.id!r} exists already")
             if episode.items:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -375,7 +400,7 @@ class PostgresBackend:
         def work(conn: Any) -> dict[str, Episode]:
             unique = list(dict.fromkeys(ids))
             heads = conn.execute(
-                "SELECT id, namespace, query, context, created FROM episodes WHERE id = ANY(%s)", (unique,)
+                "SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id = ANY(%s)", (unique,)
             ).fetchall()
             items: dict[str, list[EpisodeItem]] = {}
             for eid, pos, mid, w, p in conn.execute(
@@ -384,16 +409,29 @@ class PostgresBackend:
                 (unique,),
             ):
                 items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
-            return {h[0]: Episode(h[0], h[1], h[2], h[3], h[4], tuple(items.get(h[0], []))) for h in heads}
+            return {h[0]: Episode(h[0], h[1], h[2], h[3], h[4], tuple(items.get(h[0], [])), bool(h[5])) for h in heads}
 
         return dict(self._run(work))
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        self.append_verifications((), outcomes, increments)
+
+    def append_verifications(
+        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+    ) -> None:
         ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
         recorded = outcomes[-1].recorded if outcomes else 0.0
 
         def work(conn: Any) -> None:
             with conn.cursor() as cur:
+                for v in verifications:
+                    cur.execute(
+                        "INSERT INTO verifications (episode_id, namespace, success, source, reported, recorded)"
+                        " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (episode_id) DO NOTHING RETURNING seq",
+                        (v.episode_id, v.namespace, v.success, v.source, v.reported, v.recorded),
+                    )
+                    if cur.fetchone() is None:
+                        raise DuplicateError(f"episode {v.episode_id!r} is verified already")
                 if ordered:
                     # Counters first, in id order (lock order): see the module docstring.
                     cur.executemany(
@@ -427,6 +465,38 @@ class PostgresBackend:
         )
         for seq, eid, ok, source, conf, recorded in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq))
+
+    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+        cols = "seq, episode_id, success, source, confidence, recorded"
+        sql = f"SELECT {cols} FROM outcomes WHERE recorded >= %s ORDER BY seq"
+        args: tuple[Any, ...] = (since,)
+        if source is not None:
+            sql = f"SELECT {cols} FROM outcomes WHERE source = %s AND recorded >= %s ORDER BY seq"
+            args = (source, since)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
+        return [OutcomeRow(eid, bool(ok), src, conf, rec, int(seq)) for seq, eid, ok, src, conf, rec in rows]
+
+    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+        rows = self._run(
+            lambda c: c.execute(
+                "SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes WHERE episode_id = ANY(%s)",
+                (list(dict.fromkeys(episode_ids)),),
+            ).fetchall()
+        )
+        return {eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq)) for seq, eid, ok, src, conf, rec in rows}
+
+    def verifications(self, after: int = 0) -> list[Verification]:
+        rows = self._run(
+            lambda c: c.execute(
+                "SELECT seq, episode_id, namespace, success, source, reported, recorded FROM verifications"
+                " WHERE seq > %s ORDER BY seq",
+                (after,),
+            ).fetchall()
+        )
+        return [
+            Verification(eid, ns, bool(ok), src, None if rep is None else bool(rep), rec, int(seq))
+            for seq, eid, ns, ok, src, rep, rec in rows
+        ]
 
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         def work(conn: Any) -> None:

@@ -9,7 +9,17 @@ import numpy as np
 
 from memworth.counts import Counts
 
-__all__ = ["STANDINGS", "STATUSES", "AuditEntry", "Episode", "EpisodeItem", "Memory", "OutcomeRow", "Recalled"]
+__all__ = [
+    "STANDINGS",
+    "STATUSES",
+    "AuditEntry",
+    "Episode",
+    "EpisodeItem",
+    "Memory",
+    "OutcomeRow",
+    "Recalled",
+    "Verification",
+]
 
 STATUSES = ("active", "suppressed", "deprecated", "archived")
 """Every status a memory can have; recall only returns ``active`` ones."""
@@ -56,6 +66,8 @@ class Episode:
     context: str | None
     created: float
     items: tuple[EpisodeItem, ...]
+    holdout: bool = False
+    """Recalled without governance (similarity only), for :meth:`MemoryStore.holdout_report`."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,27 @@ class OutcomeRow:
     confidence: float
     recorded: float
     seq: int = 0
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A verified outcome of an episode, and how the source that reported it fared.
+
+    ``source`` and ``reported`` are the outcome already recorded for the episode when it
+    was verified (``None`` when the verification itself became the episode's outcome).
+    """
+
+    episode_id: str
+    namespace: str
+    success: bool
+    source: str | None
+    reported: bool | None
+    recorded: float
+    seq: int = 0
+
+    @property
+    def agreed(self) -> bool | None:
+        return None if self.reported is None else self.reported == self.success
 
 
 @dataclass(frozen=True)

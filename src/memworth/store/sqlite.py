@@ -11,6 +11,7 @@ can lose an update, and no transaction fails half way on a lock upgrade.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ import numpy as np
 from memworth.counts import Counts
 from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
 from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, as_matrix
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
 
@@ -76,6 +77,22 @@ MIGRATIONS: dict[int, str] = {
     );
     CREATE INDEX audit_by_memory ON audit (namespace, memory_id, seq);
     """,
+    # 2: verified outcomes (source reliability), the holdout mark of an episode, and
+    # indexes for the recent-outcome reads of quotas and burst alerts.
+    2: """
+    CREATE TABLE IF NOT EXISTS verifications (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        episode_id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL,
+        success INTEGER NOT NULL,
+        source TEXT,
+        reported INTEGER,
+        recorded REAL NOT NULL
+    );
+    ALTER TABLE episodes ADD COLUMN holdout INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX IF NOT EXISTS outcomes_by_time ON outcomes (recorded);
+    CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded);
+    """,
 }
 
 
@@ -103,12 +120,19 @@ class SQLiteBackend:
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {url}: {exc}{_read_only_hint(path)}") from exc
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA busy_timeout=60000")
             self._migrate()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {url}: {exc}") from exc
+            self._db.close()
+            raise StoreError(f"cannot open {url}: {exc}{_read_only_hint(path)}") from exc
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -226,7 +250,9 @@ class SQLiteBackend:
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
         rows = self._read(
-            "SELECT id, seq, embedding FROM memories WHERE namespace = ? AND seq > ? ORDER BY seq", (namespace, after)
+            "SELECT id, seq, embedding FROM memories WHERE namespace = ? AND seq > ? AND length(embedding) > 0"
+            " ORDER BY seq",
+            (namespace, after),
         )
         if not rows:
             return [], [], np.zeros((0, 0), dtype=np.float32)
@@ -235,17 +261,31 @@ class SQLiteBackend:
 
     def inactive(self, namespace: str) -> list[str]:
         return [
-            r[0] for r in self._read("SELECT id FROM memories WHERE namespace = ? AND status != 'active'", (namespace,))
+            r[0]
+            for r in self._read(
+                "SELECT id FROM memories WHERE namespace = ? AND status != 'active' AND length(embedding) > 0",
+                (namespace,),
+            )
         ]
 
     # -- episodes and outcomes ----------------------------------------------------------
 
     def insert_episode(self, episode: Episode) -> None:
         with self._write() as db:
-            db.execute(
-                "INSERT INTO episodes VALUES (?,?,?,?,?)",
-                (episode.id, episode.namespace, episode.query, episode.context, episode.created),
-            )
+            try:
+                db.execute(
+                    "INSERT INTO episodes (id, namespace, query, context, created, holdout) VALUES (?,?,?,?,?,?)",
+                    (
+                        episode.id,
+                        episode.namespace,
+                        episode.query,
+                        episode.context,
+                        episode.created,
+                        int(episode.holdout),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise DuplicateError(f"episode {episode.id!r} exists already") from None
             db.executemany(
                 "INSERT INTO episode_items VALUES (?,?,?,?,?)",
                 [(episode.id, it.position, it.memory_id, it.weight, it.propensity) for it in episode.items],
@@ -258,7 +298,7 @@ class SQLiteBackend:
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
             heads = self._read(
-                f"SELECT id, namespace, query, context, created FROM episodes WHERE id IN ({marks})", chunk
+                f"SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id IN ({marks})", chunk
             )
             items: dict[str, list[EpisodeItem]] = {}
             for eid, pos, mid, w, p in self._read(
@@ -267,47 +307,108 @@ class SQLiteBackend:
                 chunk,
             ):
                 items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
-            for eid, ns, query, context, created in heads:
-                out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])))
+            for eid, ns, query, context, created, holdout in heads:
+                out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
         return out
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         with self._write() as db:
-            start = db.total_changes
-            try:
-                db.executemany(
-                    "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
-                    [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded) for o in outcomes],
-                )
-            except sqlite3.IntegrityError:
-                # executemany stops at the offending row: the rows before it went in.
-                dup = outcomes[db.total_changes - start].episode_id
-                raise DuplicateError(f"episode {dup!r} already has an outcome") from None
-            # Ordered by memory (stable: per memory the increments keep outcome order, which
-            # replay reproduces exactly); one statement, executed per row.
-            ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
-            recorded = outcomes[-1].recorded if outcomes else 0.0
-            before = db.total_changes
+            self._append(db, outcomes, increments)
+
+    def append_verifications(
+        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+    ) -> None:
+        with self._write() as db:
+            for v in verifications:
+                try:
+                    db.execute(
+                        "INSERT INTO verifications (episode_id, namespace, success, source, reported, recorded)"
+                        " VALUES (?,?,?,?,?,?)",
+                        (
+                            v.episode_id,
+                            v.namespace,
+                            int(v.success),
+                            v.source,
+                            None if v.reported is None else int(v.reported),
+                            v.recorded,
+                        ),
+                    )
+                except sqlite3.IntegrityError:
+                    raise DuplicateError(f"episode {v.episode_id!r} is verified already") from None
+            self._append(db, outcomes, increments)
+
+    def _append(self, db: sqlite3.Connection, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+        """Append outcomes and apply increments inside the caller's write transaction."""
+        start = db.total_changes
+        try:
             db.executemany(
-                "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
-                " WHERE namespace = ? AND id = ?",
-                [(i.success, i.failure, i.n, recorded, i.namespace, i.memory_id) for i in ordered],
+                "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
+                [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded) for o in outcomes],
             )
-            if db.total_changes - before != len(ordered):
-                missing = next(
-                    i.memory_id
-                    for i in ordered
-                    if db.execute(
-                        "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (i.namespace, i.memory_id)
-                    ).fetchone()
-                    is None
-                )
-                raise UnknownMemoryError(missing)
+        except sqlite3.IntegrityError:
+            # executemany stops at the offending row: the rows before it went in.
+            dup = outcomes[db.total_changes - start].episode_id
+            raise DuplicateError(f"episode {dup!r} already has an outcome") from None
+        # Ordered by memory (stable: per memory the increments keep outcome order, which
+        # replay reproduces exactly); one statement, executed per row.
+        ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
+        recorded = outcomes[-1].recorded if outcomes else 0.0
+        before = db.total_changes
+        db.executemany(
+            "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
+            " WHERE namespace = ? AND id = ?",
+            [(i.success, i.failure, i.n, recorded, i.namespace, i.memory_id) for i in ordered],
+        )
+        if db.total_changes - before != len(ordered):
+            missing = next(
+                i.memory_id
+                for i in ordered
+                if db.execute(
+                    "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (i.namespace, i.memory_id)
+                ).fetchone()
+                is None
+            )
+            raise UnknownMemoryError(missing)
 
     def outcome_log(self) -> Iterator[OutcomeRow]:
         rows = self._read("SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes ORDER BY seq")
         for seq, eid, ok, source, conf, recorded in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq)
+
+    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+        cols = "seq, episode_id, success, source, confidence, recorded"
+        if source is None:
+            rows = self._read(f"SELECT {cols} FROM outcomes WHERE recorded >= ? ORDER BY seq", (since,))
+        else:
+            rows = self._read(
+                f"SELECT {cols} FROM outcomes WHERE source = ? AND recorded >= ? ORDER BY seq", (source, since)
+            )
+        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq) for seq, eid, ok, src, conf, rec in rows]
+
+    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+        out: dict[str, OutcomeRow] = {}
+        unique = list(dict.fromkeys(episode_ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for seq, eid, ok, src, conf, rec in self._read(
+                f"SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes"
+                f" WHERE episode_id IN ({marks})",
+                chunk,
+            ):
+                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq)
+        return out
+
+    def verifications(self, after: int = 0) -> list[Verification]:
+        rows = self._read(
+            "SELECT seq, episode_id, namespace, success, source, reported, recorded FROM verifications"
+            " WHERE seq > ? ORDER BY seq",
+            (after,),
+        )
+        return [
+            Verification(eid, ns, bool(ok), src, None if rep is None else bool(rep), rec, seq)
+            for seq, eid, ns, ok, src, rep, rec in rows
+        ]
 
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         with self._write() as db:
@@ -364,6 +465,13 @@ class SQLiteBackend:
             self._db.close()
 
 
+def _read_only_hint(path: str) -> str:
+    folder = Path(path).parent
+    if path != ":memory:" and not os.access(folder, os.W_OK):
+        return f" (folder {folder} is read-only; a WAL database needs to write its -wal and -shm files there)"
+    return ""
+
+
 def _bump(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
@@ -390,11 +498,19 @@ class _Transaction:
                 try:
                     self._db.execute("COMMIT")
                 except sqlite3.Error as err:
-                    self._db.execute("ROLLBACK")
+                    self._rollback()
                     raise StoreError(f"commit failed, nothing written: {err}") from err
             else:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"nothing written: {exc}") from exc
         finally:
             self._lock.release()
+
+    def _rollback(self) -> None:
+        # After some errors (a full disk, say) SQLite has rolled back already.
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error as err:
+                raise StoreError(f"rollback failed: {err}") from err

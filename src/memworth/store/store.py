@@ -14,23 +14,43 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memworth.adjusted import EpisodeStats
+from memworth.change import OutcomeStream, reference_rates
+from memworth.coretrieval import AblationPlanner
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import StoreError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy, Proposal
+from memworth.holdout import Lift, check_share, in_holdout
 from memworth.outcome import as_outcome
 from memworth.policy import Taxonomy
-from memworth.ranking import Blend, ScoreRule, select
+from memworth.policy_replay import ReplaySettings
+from memworth.ranking import Blend, ScoreRule, drop, select
+from memworth.sources import Agreement, BurstAlert, BurstDetector, Reliability, SourceLimit
+from memworth.store import outcome_log
 from memworth.store.backend import Backend, Increment, NewMemory
-from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
+from memworth.store.outcome_log import PolicyReplayReport, SourceReport
+from memworth.store.records import (
+    STANDINGS,
+    STATUSES,
+    AuditEntry,
+    Episode,
+    EpisodeItem,
+    Memory,
+    OutcomeRow,
+    Recalled,
+    Verification,
+)
 from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory, HotTier
 
 RATE_LIMITED = ("promote", "demote")
+UNGOVERNED = ("active", "suppressed", "deprecated")
+"""Statuses a holdout recall may return: all but ``archived``, which a person sets."""
 
 __all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "GovernanceReport", "MemoryStore", "Recall", "ReplayReport"]
 
@@ -39,11 +59,13 @@ MAX_TEXT = 32_768
 MAX_METADATA = 65_536
 """Largest metadata, as JSON bytes."""
 MAX_K = 100
-DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2}
+DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
 """Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
 to hits. Explicit signals (a user's verdict, a test result) count fully; heuristic ones
 (a keyword match, a guess from the transcript) count a fifth, so it takes about five
-times as many of them (note 003: 25 against 5) to move worth as far."""
+times as many of them (note 003: 25 against 5) to move worth as far. ``verified`` is the
+reference the other sources' reliability is learned against (:meth:`MemoryStore.verify`)."""
+VERIFIED = "verified"
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
@@ -74,6 +96,8 @@ class GovernanceReport:
     proposals: list[Proposal]
     applied: list[AuditEntry]
     skipped: list[tuple[Proposal, str]]
+    alerts: list[BurstAlert] = field(default_factory=list)
+    """Memories whose worth moved faster than their evidence allows (the store's ``burst``)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +114,17 @@ class ReplayReport:
         return not self.mismatches
 
 
+def _storable(value: str, field_name: str) -> str:
+    """Refuse text no backend keeps faithfully: NUL (PostgreSQL's text type has none) and lone surrogates (not UTF-8)."""
+    if "\x00" in value:
+        raise ValidationError(field_name, "must not contain NUL characters (\\x00)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(field_name, "must be valid UTF-8 text; it holds a lone surrogate") from None
+    return value
+
+
 def _text(value: object, field_name: str) -> str:
     if not isinstance(value, str):
         raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
@@ -97,7 +132,7 @@ def _text(value: object, field_name: str) -> str:
         raise ValidationError(field_name, "must not be empty")
     if len(value) > MAX_TEXT:
         raise ValidationError(field_name, f"is {len(value)} characters; the limit is {MAX_TEXT}")
-    return value
+    return _storable(value, field_name)
 
 
 def _name(value: object, field_name: str) -> str:
@@ -106,12 +141,12 @@ def _name(value: object, field_name: str) -> str:
     return value
 
 
-def _memory_id(value: object) -> str:
+def _memory_id(value: object, field_name: str = "id") -> str:
     if not isinstance(value, str) or not value or len(value) > 200 or value != value.strip():
         raise ValidationError(
-            "id", f"must be a non-empty string of at most 200 characters without edge spaces, got {value!r}"
+            field_name, f"must be a non-empty string of at most 200 characters without edge spaces, got {value!r}"
         )
-    return value
+    return _storable(value, field_name)
 
 
 def _labels(value: object, field_name: str) -> tuple[str, ...]:
@@ -123,7 +158,7 @@ def _labels(value: object, field_name: str) -> tuple[str, ...]:
     for v in value:
         if not isinstance(v, str) or not v or len(v) > 200:
             raise ValidationError(field_name, f"entries must be non-empty strings of at most 200 characters, got {v!r}")
-        out.append(v)
+        out.append(_storable(v, field_name))
     return tuple(dict.fromkeys(out))
 
 
@@ -138,7 +173,17 @@ def _metadata(value: object) -> dict[str, Any]:
         raise ValidationError("metadata", f"must be JSON-serialisable: {exc}") from None
     if len(text.encode()) > MAX_METADATA:
         raise ValidationError("metadata", f"is {len(text.encode())} bytes as JSON; the limit is {MAX_METADATA}")
-    return dict(json.loads(text))
+    data = dict(json.loads(text))
+    pending: list[Any] = [data]
+    while pending:  # every key and string inside, at any depth
+        item = pending.pop()
+        if isinstance(item, str):
+            _storable(item, "metadata")
+        elif isinstance(item, dict):
+            pending += [*item, *item.values()]
+        elif isinstance(item, list):
+            pending += item
+    return data
 
 
 class MemoryStore:
@@ -188,6 +233,26 @@ class MemoryStore:
     clock
         Seconds since the epoch, for timestamps, recency and the daily rate limit
         (default ``time.time``; simulations pass their own).
+    reliability
+        Learn each source's confidence from verified outcomes
+        (:class:`memworth.sources.Reliability`); ``None`` (default): the fixed
+        confidences of ``sources``, as note 003 has them.
+    limits
+        Per-source quota and rate limit ``{source: SourceLimit}``; an outcome beyond one
+        is refused and nothing is written.
+    burst
+        The burst alert :meth:`govern` reports (:class:`memworth.sources.BurstDetector`);
+        ``None`` turns it off.
+    holdout
+        Share of episodes (by a seeded hash of the episode id) that recall without
+        governance: similarity only, suppressed and deprecated memories included; see
+        :meth:`holdout_report`.
+    ablation
+        An :class:`memworth.coretrieval.AblationPlanner`: in a budgeted share of the
+        episodes that would retrieve a habitual pair, recall drops one member (the next
+        candidate takes its slot), so that adjusted worth has independent evidence. The
+        planner sees ``(namespace, id)`` keys; ``recall().diagnostics["ablation"]`` says
+        what was dropped; the episode logs the set actually returned.
 
     Examples
     --------
@@ -222,16 +287,22 @@ class MemoryStore:
         index: str = "auto",
         index_threshold: int = 200_000,
         hot_tier: str | None = None,
+        reliability: Reliability | None = None,
+        limits: dict[str, SourceLimit] | None = None,
+        burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
+        holdout: float = 0.0,
+        ablation: AblationPlanner | None = None,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
-        if credit not in ("uniform", "score"):
+        if not isinstance(credit, str) or credit not in ("uniform", "score"):
             raise ValidationError("credit", f"must be 'uniform' or 'score', got {credit!r}")
         check_w_min(w_min, 1)
         if isinstance(propagation, bool) or not isinstance(propagation, (int, float)) or not 0 <= propagation < 1:
             raise ValidationError("propagation", f"must be within [0, 1), got {propagation!r}")
         if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 0 <= max_hops <= 10:
             raise ValidationError("max_hops", f"must be an integer from 0 to 10, got {max_hops!r}")
+        _check_settings(min_evidence, sources, scoring, policy, clock, seed)
         self.propagation = float(propagation)
         self.max_hops = max_hops
         self.sources = dict(DEFAULT_SOURCES)
@@ -248,7 +319,7 @@ class MemoryStore:
         self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
         self._rng = np.random.default_rng(seed)
         self.clock = clock
-        if index not in ("auto", "exact", "hnsw", "database"):
+        if not isinstance(index, str) or index not in ("auto", "exact", "hnsw", "database"):
             raise ValidationError("index", f"must be 'auto', 'exact', 'hnsw' or 'database', got {index!r}")
         if index == "hnsw" and not faiss_available():
             raise ValidationError("index", "'hnsw' needs faiss: pip install 'memworth[index]'")
@@ -257,6 +328,7 @@ class MemoryStore:
         self.index = index
         self.index_threshold = index_threshold
         self.hot: HotTier | None = None
+        self._hot_stale: set[str] = set()  # namespaces whose mirror missed a change (Redis was down)
         if hot_tier is not None:
             from memworth.store.hot import HotTier
 
@@ -265,6 +337,29 @@ class MemoryStore:
         self._bind_encoder(encoder)
         self._spaces: dict[str, _Space] = {}
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
+        if reliability is not None and not isinstance(reliability, Reliability):
+            raise ValidationError("reliability", f"must be a Reliability or None, got {type(reliability).__name__}")
+        self.reliability = reliability
+        self.limits: dict[str, SourceLimit] = {}
+        for name, limit in (limits or {}).items():
+            if name not in self.sources:
+                raise ValidationError("limits", f"unknown source {name!r}; known: {', '.join(sorted(self.sources))}")
+            if not isinstance(limit, SourceLimit):
+                raise ValidationError("limits", f"{name!r} must map to a SourceLimit, got {type(limit).__name__}")
+            limit.validate()
+            self.limits[name] = limit
+        if burst is not None:
+            if not isinstance(burst, BurstDetector):
+                raise ValidationError("burst", f"must be a BurstDetector or None, got {type(burst).__name__}")
+            burst.validate()
+        self.burst = burst
+        self.holdout = check_share(holdout)
+        if ablation is not None and not isinstance(ablation, AblationPlanner):
+            raise ValidationError("ablation", f"must be an AblationPlanner or None, got {type(ablation).__name__}")
+        self.ablation = ablation
+        self._holdout_seed = 0 if seed is None else int(seed)
+        self._agreement: dict[tuple[str, str], Agreement] = {}
+        self._verified_seq = 0
 
     @classmethod
     def open(cls, url: str = "sqlite:///memworth.db", **settings: Any) -> MemoryStore:
@@ -411,7 +506,7 @@ class MemoryStore:
     ) -> list[Memory]:
         """Memories of a namespace, optionally only one status or one context label."""
         _name(namespace, "namespace")
-        if status is not None and status not in STATUSES:
+        if status is not None and (not isinstance(status, str) or status not in STATUSES):
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
         out = self.backend.memories(namespace)
         if status is not None:
@@ -438,7 +533,14 @@ class MemoryStore:
         return space
 
     def recall(
-        self, query: str, k: int = 4, *, context: str | None = None, namespace: str = "default", tier: str = "all"
+        self,
+        query: str,
+        k: int = 4,
+        *,
+        context: str | None = None,
+        namespace: str = "default",
+        tier: str = "all",
+        episode_id: str | None = None,
     ) -> Recall:
         """The ``k`` best active memories for ``query``, and the episode that logs them.
 
@@ -449,6 +551,12 @@ class MemoryStore:
         ``tier="hot"`` searches only the hot tier mirrored in Redis (the fastest path,
         with no database read before the episode is logged); if Redis cannot answer,
         recall falls back to every memory and says so in ``diagnostics``.
+
+        ``episode_id``: the caller's own id for the episode (an agent's task id, say;
+        default a random one); an id logged already is refused (DuplicateError). In a
+        store with a ``holdout`` share, the id's hash decides whether the episode is a
+        holdout one: ranked by similarity alone, suppressed and deprecated memories
+        included, marked ``episode.holdout``.
         """
         query = _text(query, "query")
         _name(namespace, "namespace")
@@ -456,10 +564,13 @@ class MemoryStore:
             raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
         if context is not None:
             _labels([context], "context")
-        if tier not in ("all", "hot"):
+        if not isinstance(tier, str) or tier not in ("all", "hot"):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
+        eid = uuid.uuid4().hex if episode_id is None else _memory_id(episode_id, "episode_id")
         diagnostics: dict[str, Any] = {"tier": "all"}
         q = self._embed([query])[0]
+        if self.holdout > 0 and in_holdout(eid, self.holdout, self._holdout_seed):
+            return self._recall_ungoverned(eid, q, query, k, context, namespace)
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
         hot: builtins.list[HotMemory] | None = None
@@ -468,6 +579,8 @@ class MemoryStore:
                 diagnostics["hot_tier"] = "not configured; searched every memory"
             else:
                 try:
+                    if namespace in self._hot_stale:  # never serve a mirror that missed a change
+                        self.rebuild_hot_tier(namespace=namespace)
                     hot = self.hot.load(namespace)
                     diagnostics["tier"] = "hot"
                     diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
@@ -515,6 +628,15 @@ class MemoryStore:
             if not np.isfinite(scores).all():
                 raise StoreError("scoring produced a non-finite score")
             sel = select(scores, table.n < self.min_evidence, k, self.exploration, self._rng)
+            plan = None if self.ablation is None else self.ablation.plan([(namespace, mems[i].id) for i in sel.picked])
+            if plan is not None:
+                intended = sel.picked
+                sel = drop(sel, plan.position, scores, table.n < self.min_evidence, self.exploration)
+                diagnostics["ablation"] = {
+                    "dropped": mems[intended[plan.position]].id,
+                    "partner": next(mems[i].id for i in intended if (namespace, mems[i].id) == plan.partner),
+                    "stand_in": mems[sel.picked[-1]].id if sel.picked.size == intended.size else None,
+                }
             weights = self._credit(scores[sel.picked])
             worth = np.asarray(RawWorth().value(table))
             lo, hi = WilsonBound(evidence="retrievals").interval(table)
@@ -535,9 +657,41 @@ class MemoryStore:
                         bool(ex),
                     )
                 )
-        episode = Episode(uuid.uuid4().hex, namespace, query, context, self.clock(), tuple(items))
+        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
         self.backend.insert_episode(episode)
         return Recall(episode, tuple(picked_results), diagnostics)
+
+    def _recall_ungoverned(
+        self, eid: str, q: np.ndarray, query: str, k: int, context: str | None, namespace: str
+    ) -> Recall:
+        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not."""
+        space = self._space(namespace)
+        pairs: builtins.list[tuple[Memory, float]] = []
+        if space.index is not None and space.ids:
+            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+            hits = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
+            by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in hits])}
+            pairs = [(by_id[mid], v) for mid, v in hits if mid in by_id and by_id[mid].status in UNGOVERNED][:k]
+        results: builtins.list[Recalled] = []
+        items: builtins.list[EpisodeItem] = []
+        if pairs:
+            sims = np.array([v for _, v in pairs])
+            table = CountsTable(
+                *(np.array([getattr(m.counts, f) for m, _ in pairs]) for f in ("success", "failure", "n"))
+            )
+            worth = np.asarray(RawWorth().value(table))
+            lo, hi = (np.asarray(x) for x in WilsonBound(evidence="retrievals").interval(table))
+            classes = self.taxonomy.classify_table(table)
+            for pos, ((m, sim), w) in enumerate(zip(pairs, self._credit(sims), strict=True)):
+                items.append(EpisodeItem(m.id, float(w), 1.0, pos))
+                results.append(
+                    Recalled(
+                        m, sim, float(worth[pos]), float(lo[pos]), float(hi[pos]), str(classes[pos]), sim, 1.0, False
+                    )
+                )
+        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items), holdout=True)
+        self.backend.insert_episode(episode)
+        return Recall(episode, tuple(results), {"tier": "all", "holdout": True, "search": "similarity only"})
 
     def _credit(self, scores: np.ndarray) -> np.ndarray:
         if scores.size == 0:
@@ -575,13 +729,53 @@ class MemoryStore:
 
         Refused, with nothing written: an unknown episode, an episode from another
         ``namespace`` (when given), an episode already recorded (here or earlier), an
-        outcome that is not success/failure, an unknown source.
+        outcome that is not success/failure, an unknown source, an outcome beyond the
+        source's quota or rate limit (``limits``).
+
+        With ``reliability`` set, an outcome is credited with the source's learned
+        confidence (a ``confidence`` given here can lower it, never raise it).
+        ``source="verified"`` is :meth:`verify`.
         """
-        if source not in self.sources:
+        self._record(outcomes, source, confidence, namespace)
+
+    def verify(self, episode: Episode | str, success: object, *, namespace: str | None = None) -> Verification:
+        """Record the verified outcome of an episode: the reference source reliability is learned from.
+
+        If the episode has no outcome yet, the verified one becomes its outcome (source
+        ``verified``, full confidence). If another source reported it already, nothing is
+        credited again; that source scores one agreement or disagreement, which moves its
+        learned confidence (:meth:`source_reliability`). An episode is verified once.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
+        >>> ep = store.recall("capital of the czech republic", k=1).episode
+        >>> store.record(ep, success=True, source="heuristic")
+        >>> store.verify(ep, success=False).agreed           # the heuristic got it wrong
+        False
+        >>> store.source_reliability()["heuristic"].agreement
+        Agreement(agree=0.0, disagree=1.0)
+        """
+        return self._record([(episode, success)], VERIFIED, None, namespace)[0]
+
+    def _record(
+        self,
+        outcomes: Iterable[tuple[Episode | str, object]],
+        source: str,
+        confidence: float | None,
+        namespace: str | None,
+    ) -> builtins.list[Verification]:
+        if not isinstance(source, str) or source not in self.sources:
             raise ValidationError("source", f"unknown source {source!r}; known: {', '.join(sorted(self.sources))}")
-        conf = self.sources[source] if confidence is None else _confidence(confidence)
+        given = None if confidence is None else _confidence(confidence)
         if namespace is not None:
             _name(namespace, "namespace")
+        if isinstance(outcomes, (str, bytes, dict)) or not isinstance(outcomes, Iterable):
+            raise ValidationError(
+                "outcomes", f"must be a list of (episode, success) pairs, got {type(outcomes).__name__}"
+            )
         pairs = list(outcomes)
         if not pairs:
             raise ValidationError("outcomes", "nothing to record")
@@ -592,20 +786,94 @@ class MemoryStore:
             ref = pair[0].id if isinstance(pair[0], Episode) else pair[0]
             if not isinstance(ref, str):
                 raise ValidationError("episode", f"must be an Episode or its id, got {type(ref).__name__}")
-            ids.append(ref)
+            ids.append(_storable(ref, "episode"))
         if len(set(ids)) != len(ids):
             raise ValidationError("episode", "the same episode appears twice in one call")
         results = [as_outcome(p[1]) for p in pairs]
         known = self.backend.episodes(ids)
         now = self.clock()
-        rows, increments = [], []
-        for eid, ok in zip(ids, results, strict=True):
+        episodes = []
+        for eid in ids:
             ep = known.get(eid)
             if ep is None or (namespace is not None and ep.namespace != namespace):
                 raise UnknownEpisodeError(eid)
-            rows.append(OutcomeRow(eid, ok, source, conf, now))
+            episodes.append(ep)
+        self._check_limits(source, episodes, now)
+        if self.reliability is not None and source != VERIFIED:
+            self._refresh_agreement()
+        earlier = self.backend.outcomes_of(ids) if source == VERIFIED else {}
+        rows, increments, checks = [], [], []
+        for ep, ok in zip(episodes, results, strict=True):
+            if source == VERIFIED:
+                before = earlier.get(ep.id)
+                reported = (None, None) if before is None else (before.source, before.success)
+                checks.append(Verification(ep.id, ep.namespace, ok, reported[0], reported[1], now))
+                if before is not None:
+                    continue
+            conf = self._weight(source, ep.namespace, given)
+            rows.append(OutcomeRow(ep.id, ok, source, conf, now))
             increments += self._increments(ep, ok, conf)
-        self.backend.append_outcomes(rows, increments)
+        if source == VERIFIED:
+            self.backend.append_verifications(checks, rows, increments)
+        else:
+            self.backend.append_outcomes(rows, increments)
+        return checks
+
+    def _weight(self, source: str, namespace: str, given: float | None) -> float:
+        """The confidence an outcome of ``source`` is credited with."""
+        fixed = self.sources[source]
+        if self.reliability is None or source == VERIFIED:
+            return fixed if given is None else given
+        learned = self.reliability.weight(self._agreement.get((namespace, source), Agreement()), fixed)
+        return learned if given is None else min(given, learned)
+
+    def _refresh_agreement(self) -> None:
+        """Fold verifications logged since the last call into each source's agreement tally."""
+        for v in self.backend.verifications(after=self._verified_seq):
+            if v.source is not None and v.reported is not None:
+                key = (v.namespace, v.source)
+                self._agreement[key] = self._agreement.get(key, Agreement()).add(v.reported == v.success)
+            self._verified_seq = max(self._verified_seq, v.seq)
+
+    def _check_limits(self, source: str, episodes: builtins.list[Episode], now: float) -> None:
+        """Refuse (ValidationError, nothing written) outcomes beyond the source's quota or rate limit."""
+        limit = self.limits.get(source)
+        if limit is None:
+            return
+        recent = self.backend.outcomes_since(now - limit.window, source)
+        logged = self.backend.episodes([o.episode_id for o in recent])
+        for ns in sorted({ep.namespace for ep in episodes}):
+            before = [
+                (o.recorded, [it.memory_id for it in logged[o.episode_id].items])
+                for o in recent
+                if o.episode_id in logged and logged[o.episode_id].namespace == ns
+            ]
+            new = [[it.memory_id for it in ep.items] for ep in episodes if ep.namespace == ns]
+            reason = limit.check(source, before, new, now)
+            if reason is not None:
+                raise ValidationError("source", f"{reason}; nothing recorded")
+
+    def source_reliability(self, namespace: str = "default") -> dict[str, SourceReport]:
+        """Each source's fixed confidence, verified agreement, learned confidence and limit."""
+        _name(namespace, "namespace")
+        self._refresh_agreement()
+        rel = self.reliability if self.reliability is not None else Reliability()
+        out = {}
+        for name, fixed in sorted(self.sources.items()):
+            stats = self._agreement.get((namespace, name), Agreement())
+            learned = fixed if name == VERIFIED else rel.weight(stats, fixed)
+            used = learned if self.reliability is not None else fixed
+            out[name] = SourceReport(
+                name,
+                fixed,
+                stats,
+                rel.agreement(stats, fixed),
+                rel.interval(stats),
+                learned,
+                used,
+                self.limits.get(name),
+            )
+        return out
 
     def _increments(self, episode: Episode, success: bool, confidence: float) -> builtins.list[Increment]:
         parents = self._provenance(episode.namespace) if self.propagation > 0 and self.max_hops > 0 else {}
@@ -625,13 +893,13 @@ class MemoryStore:
 
     def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
         """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`."""
-        if status not in STATUSES:
+        if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
         return self._change(memory_id, "status", status, reason=reason, namespace=namespace, action="set-status")
 
     def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
         """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify)."""
-        if standing not in STANDINGS:
+        if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
         return self._change(memory_id, "standing", standing, reason=reason, namespace=namespace, action="set-standing")
 
@@ -645,10 +913,15 @@ class MemoryStore:
         namespace: str,
         action: str,
         settings: dict[str, Any] | None = None,
+        expected: str | None = None,
     ) -> AuditEntry:
         reason = _text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         old = getattr(current, field_name)
+        if expected is not None and old != expected:  # a proposal made for a state that has gone
+            raise StoreError(
+                f"memory {memory_id!r} changed since it was read: {field_name} is {old!r}, not {expected!r}"
+            )
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
         entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, self.clock())
@@ -656,8 +929,8 @@ class MemoryStore:
         if self.hot is not None and field_name == "status" and new != "active":
             try:  # a memory that stops being active must not be served from the mirror
                 self.hot.remove(namespace, memory_id)
-            except StoreError:
-                pass  # Redis down; check_hot_tier / rebuild_hot_tier repair it
+            except StoreError:  # Redis down: hot recall rebuilds the mirror before using it again
+                self._hot_stale.add(namespace)
         return saved
 
     # -- governance -------------------------------------------------------------------
@@ -665,6 +938,8 @@ class MemoryStore:
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
         """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
         _name(namespace, "namespace")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
         size = self.policy.staleness_window if window is None else window
         log = list(self.backend.outcome_log())
         recent: dict[str, list[float]] = {}
@@ -686,6 +961,58 @@ class MemoryStore:
                         full.add(item.memory_id)
         return {mid: Counts(*v) for mid, v in recent.items()}
 
+    def episode_stats(self, namespace: str = "default") -> EpisodeStats:
+        """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
+
+        Each episode counts the set recall returned (after any ablation), its outcome and
+        its ``context`` label. Adjusted worth and confound flags read it::
+
+            stats = store.episode_stats()
+            flags = confounds(stats.pairs, RegressionWorth().worth(stats))
+        """
+        _name(namespace, "namespace")
+        stats = EpisodeStats()
+        log = list(self.backend.outcome_log())
+        for start in range(0, len(log), 2000):
+            chunk = log[start : start + 2000]
+            episodes = self.backend.episodes([o.episode_id for o in chunk])
+            for o in chunk:
+                ep = episodes[o.episode_id]
+                if ep.namespace == namespace and ep.items:
+                    stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
+        return stats
+
+    def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]:
+        """Each memory's direct retrievals with an outcome, oldest first, for change detection.
+
+        One observation per retrieval: success, the outcome's confidence as its weight,
+        the success rate of all the namespace's episodes just before it (exponentially
+        weighted, half-life ``policy.change_reference_half_life``) and the outcome's
+        position in the namespace's log (from 1).
+        """
+        _name(namespace, "namespace")
+        log = list(self.backend.outcome_log())
+        rows: list[tuple[OutcomeRow, Episode]] = []
+        for start in range(0, len(log), 2000):
+            chunk = log[start : start + 2000]
+            episodes = self.backend.episodes([o.episode_id for o in chunk])
+            rows += [(o, episodes[o.episode_id]) for o in chunk if episodes[o.episode_id].namespace == namespace]
+        reference = reference_rates(
+            np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
+        )
+        seen: dict[str, tuple[list[bool], list[float], list[float], list[int]]] = {}
+        for i, (o, ep) in enumerate(rows):
+            for item in ep.items:
+                y, w, ref, at = seen.setdefault(item.memory_id, ([], [], [], []))
+                y.append(o.success)
+                w.append(o.confidence)
+                ref.append(float(reference[i]))
+                at.append(i + 1)
+        return {
+            mid: OutcomeStream(np.array(y, dtype=bool), np.array(w), np.array(ref), np.array(at, dtype=np.int64))
+            for mid, (y, w, ref, at) in seen.items()
+        }
+
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
 
@@ -697,45 +1024,137 @@ class MemoryStore:
         """
         _name(namespace, "namespace")
         recent = self.recent_counts(namespace)
+        streams = self.outcome_streams(namespace) if self.policy.change_detection else {}
         proposals = []
-        for m in self.backend.memories(namespace):
-            p = self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id))
+        memories = self.backend.memories(namespace)
+        for m in memories:
+            p = self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id))
             if p is not None:
                 proposals.append(p)
+        alerts = self._bursts(namespace, memories)
         applied: list[AuditEntry] = []
         skipped: list[tuple[Proposal, str]] = []
         if apply:
-            day_ago = self.clock() - 86400
             for p in proposals:
-                if p.action in RATE_LIMITED:
-                    changes = [
-                        e
-                        for e in self.backend.audit_log(namespace, p.memory_id)
-                        if e.at >= day_ago and e.action in RATE_LIMITED
-                    ]
-                    if len(changes) >= self.policy.max_changes_per_day:
-                        skipped.append((p, f"rate limit: {len(changes)} promote/demote changes in the last 24 h"))
-                        continue
                 try:
-                    applied.append(
-                        self._change(
-                            p.memory_id,
-                            p.field,
-                            p.new,
-                            reason=p.reason,
-                            namespace=namespace,
-                            action=p.action,
-                            settings={"policy": self.policy.settings(), "numbers": p.numbers},
-                        )
-                    )
-                except StoreError as exc:  # changed by someone else since we read it
+                    applied.append(self._apply(p, namespace))
+                except StoreError as exc:  # rate-limited, or changed by someone else since we read it
                     skipped.append((p, str(exc)))
-            if self.hot is not None:
-                try:
-                    self.rebuild_hot_tier(namespace=namespace)
-                except StoreError:
-                    pass  # Redis down: the database stays the truth; rebuild_hot_tier later
-        return GovernanceReport(proposals, applied, skipped)
+            self._refresh_hot(namespace)
+        return GovernanceReport(proposals, applied, skipped, alerts)
+
+    def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
+        """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
+        than their earlier evidence allows (also in :meth:`govern`'s report)."""
+        _name(namespace, "namespace")
+        return self._bursts(namespace, self.backend.memories(namespace))
+
+    def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
+        if self.burst is None:
+            return []
+        return outcome_log.burst_alerts(self.backend, self.burst, namespace, self.clock(), memories, self._increments)
+
+    def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
+        """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), holdout=0.5, seed=0)
+        >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
+        >>> for i in range(40):
+        ...     ep = store.recall("capital of the czech republic", k=1, episode_id=f"task-{i}").episode
+        ...     store.record(ep, success=not ep.holdout)
+        >>> report = store.holdout_report()
+        >>> report.governed_n + report.holdout_n, report.lift
+        (40, 1.0)
+        """
+        _name(namespace, "namespace")
+        return outcome_log.holdout_lift(self.backend, namespace, level, method)
+
+    def replay_policy(
+        self, *alternatives: ReplaySettings, namespace: str = "default", every: int = 100
+    ) -> PolicyReplayReport:
+        """Re-run governance over the namespace's log under the store's policy and each alternative.
+
+        See :mod:`memworth.policy_replay` for what a replay can and cannot tell.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> from memworth.governance import GovernancePolicy
+        >>> from memworth.policy_replay import ReplaySettings
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for i in range(30):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=i % 3 == 0)
+        >>> report = store.replay_policy(ReplaySettings("lenient", GovernancePolicy(theta_low=0.3)), every=10)
+        >>> [d.describe() for d in report.differences["lenient"]]
+        ['cz: suppressed/normal (suppress@20) -> active/normal (no action)']
+        """
+        _name(namespace, "namespace")
+        baseline = ReplaySettings("current", self.policy, every=every)
+        return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self._increments)
+
+    def approve(self, memory_id: str, action: str, *, namespace: str = "default") -> AuditEntry:
+        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would.
+
+        ``action`` must be what :meth:`govern` proposes for the memory at this moment, so a
+        stale approval changes nothing (ValidationError); the rate limit and the audit entry
+        are those of :meth:`govern` (StoreError when the limit holds the change back).
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for _ in range(12):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=False)
+        >>> [(p.memory_id, p.action) for p in store.govern().proposals]
+        [('cz', 'deprecate')]
+        >>> entry = store.approve("cz", "deprecate")
+        >>> entry.action, entry.new, store.get("cz").status
+        ('deprecate', 'deprecated', 'deprecated')
+        """
+        memory = self.get(memory_id, namespace=namespace)
+        recent = self.recent_counts(namespace).get(memory.id)
+        stream = self.outcome_streams(namespace).get(memory.id) if self.policy.change_detection else None
+        p = self.policy.propose(memory.id, memory.counts, memory.status, memory.standing, recent, stream=stream)
+        if p is None or p.action != action:
+            now = "nothing" if p is None else repr(p.action)
+            raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
+        entry = self._apply(p, namespace)
+        self._refresh_hot(namespace)
+        return entry
+
+    def _apply(self, p: Proposal, namespace: str) -> AuditEntry:
+        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited."""
+        if p.action in RATE_LIMITED:
+            day_ago = self.clock() - 86400
+            changes = [
+                e
+                for e in self.backend.audit_log(namespace, p.memory_id)
+                if e.at >= day_ago and e.action in RATE_LIMITED
+            ]
+            if len(changes) >= self.policy.max_changes_per_day:
+                raise StoreError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
+        return self._change(
+            p.memory_id,
+            p.field,
+            p.new,
+            reason=p.reason,
+            namespace=namespace,
+            action=p.action,
+            settings={"policy": self.policy.settings(), "numbers": p.numbers},
+            expected=p.old,
+        )
+
+    def _refresh_hot(self, namespace: str) -> None:
+        if self.hot is not None:
+            try:
+                self.rebuild_hot_tier(namespace=namespace)
+            except StoreError:
+                pass  # Redis down: the database stays the truth; rebuild_hot_tier later
 
     def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
         """Undo one audited change (the memory must still be as that change left it)."""
@@ -749,8 +1168,20 @@ class MemoryStore:
             raise StoreError(
                 f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
             )
-        note = f"{_text(reason, 'reason')} (undoes entry {audit_seq}: {entry.action})"
-        return self._change(entry.memory_id, entry.field, entry.old, reason=note, namespace=namespace, action="restore")
+        suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
+        if len(_text(reason, "reason")) + len(suffix) > MAX_TEXT:
+            raise ValidationError(
+                "reason", f"is {len(reason)} characters; a restore's limit is {MAX_TEXT - len(suffix)}"
+            )
+        return self._change(
+            entry.memory_id,
+            entry.field,
+            entry.old,
+            reason=reason + suffix,
+            namespace=namespace,
+            action="restore",
+            expected=entry.new,  # changed again meanwhile: StoreError, as above
+        )
 
     def _hot_from_database(self, namespace: str) -> builtins.list[HotMemory]:
         from memworth.store.hot import HotMemory
@@ -761,6 +1192,7 @@ class MemoryStore:
         return [
             HotMemory(mid, eligible[mid].text, eligible[mid].counts, eligible[mid].created, rows[mid])
             for mid in sorted(eligible)
+            if mid in rows  # external memories (governed by id, no vector) cannot be recalled
         ]
 
     def rebuild_hot_tier(self, *, namespace: str = "default") -> int:
@@ -770,6 +1202,7 @@ class MemoryStore:
         _name(namespace, "namespace")
         memories = self._hot_from_database(namespace)
         self.hot.replace(namespace, memories)
+        self._hot_stale.discard(namespace)
         return len(memories)
 
     def check_hot_tier(self, *, namespace: str = "default") -> dict[str, builtins.list[str]]:
@@ -792,6 +1225,8 @@ class MemoryStore:
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> builtins.list[AuditEntry]:
         """The audit log of a namespace (or of one memory), oldest first."""
         _name(namespace, "namespace")
+        if memory_id is not None:
+            _memory_id(memory_id, "memory_id")
         return self.backend.audit_log(namespace, memory_id)
 
     # -- the log ----------------------------------------------------------------------
@@ -902,6 +1337,31 @@ def credit_increments(
             if not frontier:
                 break
     return out
+
+
+def _check_settings(
+    min_evidence: object, sources: object, scoring: object, policy: object, clock: object, seed: object
+) -> None:
+    """Refuse, when the store is made, settings that would otherwise fail at the first recall or govern."""
+    if (
+        isinstance(min_evidence, bool)
+        or not isinstance(min_evidence, (int, float))
+        or not math.isfinite(min_evidence)
+        or min_evidence < 0
+    ):
+        raise ValidationError("min_evidence", f"must be a finite number >= 0, got {min_evidence!r}")
+    if sources is not None and not isinstance(sources, dict):
+        raise ValidationError("sources", f"must be a dict of source name to confidence, got {type(sources).__name__}")
+    if scoring is not None and not isinstance(scoring, ScoreRule):
+        raise ValidationError(
+            "scoring", f"must be Blend, LowerBoundBlend or CosineRecencyWorth, got {type(scoring).__name__}"
+        )
+    if policy is not None and not isinstance(policy, GovernancePolicy):
+        raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
+    if not callable(clock):
+        raise ValidationError("clock", f"must be a function returning seconds since the epoch, got {clock!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValidationError("seed", f"must be a non-negative integer or None, got {seed!r}")
 
 
 def _confidence(value: object) -> float:

@@ -335,20 +335,7 @@ def _policy_replay(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _sources(store: MemoryStore, args: argparse.Namespace) -> int:
     reports = store.source_reliability(args.namespace)
-    rows: list[dict[str, Any]] = [
-        {
-            "source": r.source,
-            "fixed": r.fixed,
-            "agree": r.agreement.agree,
-            "disagree": r.agreement.disagree,
-            "agreement": r.agreement_rate,
-            "interval": list(r.interval),
-            "learned": r.learned,
-            "in_use": r.in_use,
-            "limit": None if r.limit is None else dataclasses.asdict(r.limit),
-        }
-        for r in reports.values()
-    ]
+    rows: list[dict[str, Any]] = [r.row() for r in reports.values()]
     lines = [f"{'source':<12} {'fixed':>5} {'verified':>8} {'agreement':>9} {'learned':>7} {'in use':>6}"]
     lines += [
         f"{r.source:<12} {r.fixed:>5.2f} {r.agreement.total:>8g} {r.agreement_rate:>9.3f} {r.learned:>7.3f} {r.in_use:>6.3f}"

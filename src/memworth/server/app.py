@@ -297,19 +297,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.get("/v1/sources")
     def sources(namespace: Tenant) -> list[dict[str, Any]]:
-        return [
-            {
-                "source": r.source,
-                "fixed": r.fixed,
-                "agree": r.agreement.agree,
-                "disagree": r.agreement.disagree,
-                "agreement": r.agreement_rate,
-                "interval": list(r.interval),
-                "learned": r.learned,
-                "in_use": r.in_use,
-            }
-            for r in call(lambda: store.source_reliability(namespace)).values()
-        ]
+        return [r.row() for r in call(lambda: store.source_reliability(namespace)).values()]
 
     @app.get("/v1/holdout")
     def holdout(namespace: Tenant) -> dict[str, Any]:

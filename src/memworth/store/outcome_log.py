@@ -8,7 +8,8 @@ database. :class:`memworth.MemoryStore` calls these; they are not public API.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from memworth.counts import Counts
 from memworth.holdout import Lift, lift
@@ -43,6 +44,20 @@ class SourceReport:
     learned: float
     in_use: float
     limit: SourceLimit | None
+
+    def row(self) -> dict[str, Any]:
+        """Plain JSON-ready fields: what ``memworth sources --json`` and ``GET /v1/sources`` answer."""
+        return {
+            "source": self.source,
+            "fixed": self.fixed,
+            "agree": self.agreement.agree,
+            "disagree": self.agreement.disagree,
+            "agreement": self.agreement_rate,
+            "interval": list(self.interval),
+            "learned": self.learned,
+            "in_use": self.in_use,
+            "limit": None if self.limit is None else asdict(self.limit),
+        }
 
 
 @dataclass

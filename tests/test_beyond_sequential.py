@@ -32,6 +32,15 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         assert row["name"] in printed
     if name == "deprecation":  # fast and far from its bounds: the targets hold even at quick size
         assert missed == []
+    if name == "feedback":  # 2 seeds x 4,000 episodes: the full run's ordering, at the quick run's levels
+        rho = {r["name"].split(":")[0]: r["ours"] for r in payload["rows"] if ":" in r["name"]}
+        ipw = rho["floor + IPW"]  # the policy's propensities, clipped at N / k
+        assert ipw >= 0.62  # quick run 0.68 (full run, 10,000 episodes: >= 0.85)
+        assert ipw >= rho["floor alone"] - 0.03  # the correction keeps what the floor repairs
+        assert ipw > rho["collapse"] + 0.3
+        unclipped = next(r["ours"] for r in payload["rows"] if r["name"].endswith("propensities, unclipped"))
+        given_ranking = next(r["ours"] for r in payload["rows"] if "given the episode's ranking" in r["name"])
+        assert ipw > unclipped > given_ranking
 
 
 def test_deprecation_meets_the_issue_targets_at_full_size() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memworth import RawWorth, Tracker, ValidationError
-from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank
+from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
 from memworth.ranking import inclusion_probabilities, select
 
 
@@ -88,3 +88,74 @@ def test_bad_input_is_refused_and_changes_nothing() -> None:
         InversePropensity(max_weight=0.5).weights(np.ones(1), np.ones(1))
     with pytest.raises(ValidationError):
         inclusion_by_rank(10, 3, 1.5)
+
+
+def test_softmax_inclusion_matches_the_policys_draws() -> None:
+    """Greedy slots from a Plackett-Luce draw, the floor from select's rule: the logged
+    chance equals how often each memory is picked."""
+    rng = np.random.default_rng(3)
+    n, k, eps, tau = 12, 3, 0.3, 0.1
+    worth = np.linspace(0.8, 0.2, n)
+    logged = softmax_inclusion(worth, tau, k, eps, rng.gumbel(size=(4000, n)))
+    trials = 20_000
+    keys = worth / tau + rng.gumbel(size=(trials, n))
+    rank = np.argsort(np.argsort(-keys, axis=1), axis=1)
+    greedy = k - rng.binomial(k, eps, size=trials)
+    order = np.where(rank < greedy[:, None], -1.0, rng.random((trials, n)))
+    chosen = np.argpartition(order, k - 1, axis=1)[:, :k]
+    picked = np.bincount(chosen.ravel(), minlength=n) / trials
+    np.testing.assert_allclose(logged, picked, atol=0.015)
+    assert logged.sum() == pytest.approx(k)
+    assert logged.min() >= inclusion_by_rank(n, k, eps)[-1] - 1e-12  # never below the floor
+    assert logged[0] > 0.5 > 0.2 > logged[-1]  # the softmax favours high worth
+
+
+def test_softmax_inclusion_without_noise_is_the_rank_policy() -> None:
+    worth = np.array([[0.2, 0.9, 0.5, 0.1], [0.3, 0.3, 0.8, 0.6]])
+    out = softmax_inclusion(worth, 0.05, 2, 0.25, np.zeros((2, 1, 4)))
+    by_rank = inclusion_by_rank(4, 2, 0.25)
+    np.testing.assert_allclose(out[0], by_rank[[2, 0, 1, 3]])
+    assert out[1, 2] == by_rank[0] and out[1, 3] == by_rank[1]
+
+
+def test_softmax_inclusion_refuses_bad_input() -> None:
+    worth = np.full(5, 0.5)
+    for args, field in (
+        ((worth, 0.0, 2, 0.1, np.zeros((3, 5))), "temperature"),
+        ((worth, 0.1, 2, 0.1, np.zeros((3, 4))), "noise"),
+        ((worth, 0.1, 2, 0.1, np.zeros(5)), "noise"),
+        ((np.array([0.5, np.nan]), 0.1, 1, 0.1, np.zeros((1, 2))), "scores"),
+        ((worth, 0.1, 2, 1.5, np.zeros((3, 5))), "exploration"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            softmax_inclusion(*args)
+        assert err.value.field == field
+
+
+def test_logging_the_policys_chance_keeps_ipw_close_to_mw_under_a_softmax() -> None:
+    """A fixed softmax over 6 memories; memory 0 sits in the greedy slot most of the time.
+    Weighting by the chance given each episode's own ranking rests its estimate on the
+    few episodes the draw ranked it lower (weight ~1/0.05); the policy's own chance is the
+    same every episode, so the IPW worth is its MW. Both are unbiased (stationary world)."""
+    rng = np.random.default_rng(5)
+    n, k, eps, tau, t = 6, 1, 0.3, 0.1, 400
+    worth = np.array([0.9, 0.7, 0.5, 0.5, 0.3, 0.1])
+    by_rank = inclusion_by_rank(n, k, eps)
+    logged = softmax_inclusion(worth, tau, k, eps, rng.gumbel(size=(20_000, n)))
+    spread = {"policy": [], "ranking": []}
+    for _ in range(200):
+        keys = worth / tau + rng.gumbel(size=(t, n))
+        rank = np.argsort(np.argsort(-keys, axis=1), axis=1)
+        explore = rng.random(t) < eps
+        pick = np.where(explore, rng.integers(0, n, t), np.argmin(rank, axis=1))
+        y = rng.random(t) < 0.6
+        mine = pick == 0
+        rows = np.zeros((int(mine.sum()), 1), dtype=np.int64)
+        for name, p in (("policy", np.full(t, logged[0])), ("ranking", by_rank[rank[:, 0]])):
+            c = PropensityCounts.empty(1)
+            c.add(rows, y[mine], np.ones((rows.shape[0], 1)), p[mine][:, None])
+            spread[name].append(float(RawWorth().value(c.table())[0]))
+        assert spread["policy"][-1] == pytest.approx(y[mine].mean())
+    assert np.mean(spread["policy"]) == pytest.approx(0.6, abs=0.01)
+    assert np.mean(spread["ranking"]) == pytest.approx(0.6, abs=0.03)
+    assert np.std(spread["ranking"]) > 1.5 * np.std(spread["policy"])  # 0.051 against 0.030

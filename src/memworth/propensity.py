@@ -18,9 +18,21 @@ unbounded and needs the episode count; it is not used.) ``max_weight`` clips
 propensity above 0 (an exploration floor) and the propensity to be computed from what
 was known before the outcome.
 
+Which propensity to log. When the policy draws more than the exploration slots (a
+softmax ranking, say), the propensity to log is the chance over *all* of the policy's
+draws, not the chance given its own ranking draw. Both are valid, but the conditional one
+has a far larger variance: a memory the softmax usually ranks in the greedy slots is
+logged at propensity 1 in those episodes and at the floor's ~0.01 in the few where the
+draw ranked it lower, so its estimate rests on those few outcomes
+(:func:`softmax_inclusion` estimates the marginal chance). A clip of ``N / k`` (the
+weight every retrieval has under uniform retrieval) keeps the correction where it
+matters, stretches in which the policy favoured a memory above uniform, and stops it
+from resting the estimate on a few rare picks.
+
 :class:`PropensityCounts` accumulates the weighted hits of many memories (vectorised);
 :func:`inclusion_by_rank` gives the exact propensities of ``select``'s policy when every
-candidate may be explored, by rank, for simulations.
+candidate may be explored, by rank, for simulations; :func:`softmax_inclusion` the
+propensities of the same floor under a softmax (Plackett-Luce) ranking.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import numpy as np
 from memworth.counts import CountsTable
 from memworth.errors import ValidationError
 
-__all__ = ["InversePropensity", "PropensityCounts", "inclusion_by_rank"]
+__all__ = ["InversePropensity", "PropensityCounts", "inclusion_by_rank", "softmax_inclusion"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +170,50 @@ def inclusion_by_rank(n: int, k: int, exploration: float) -> np.ndarray:
         rest = n - greedy
         out += pj * np.where(rank < greedy, 1.0, j / rest if rest else 0.0)
     return out
+
+
+def softmax_inclusion(
+    scores: np.ndarray, temperature: float, k: int, exploration: float, noise: np.ndarray
+) -> np.ndarray:
+    """Chance that each memory is picked when the ranking is a softmax draw and the slots
+    are filled as :func:`memworth.ranking.select` fills them, averaged over ``noise``.
+
+    The policy ranks the memories by ``scores / temperature`` plus standard Gumbel noise
+    (a Plackett-Luce draw from ``softmax(scores / temperature)``), then fills the ``k``
+    slots from that ranking with ``select``'s exploration floor. Given a ranking, the
+    memory ranked ``r`` is picked with chance ``inclusion_by_rank(n, k, exploration)[r]``;
+    this averages that chance over the Gumbel draws in ``noise`` (shape
+    ``(..., draws, n)`` for ``scores`` of shape ``(..., n)``), so the result is an
+    unbiased estimate of the policy's inclusion probabilities, never below the floor's
+    ``inclusion_by_rank(...)[-1]``, and it sums to ``k``. The caller draws the noise
+    (``rng.gumbel(size=...)``), independently of the draw that ranks the episode.
+
+    Examples
+    --------
+    Without noise the ranking is the scores' order (one slot, explored half the time):
+
+    >>> import numpy as np
+    >>> softmax_inclusion(np.array([0.9, 0.5, 0.1]), 0.05, 1, 0.5, np.zeros((1, 3))).round(4).tolist()
+    [0.6667, 0.1667, 0.1667]
+    >>> rng = np.random.default_rng(0)
+    >>> p = softmax_inclusion(np.array([0.9, 0.5, 0.1]), 0.5, 1, 0.5, rng.gumbel(size=(4000, 3)))
+    >>> p.round(2).tolist(), round(float(p.sum()), 6)
+    ([0.46, 0.31, 0.23], 1.0)
+    """
+    s = np.asarray(scores, dtype=float)
+    g = np.asarray(noise, dtype=float)
+    if s.ndim < 1 or not np.all(np.isfinite(s)):
+        raise ValidationError("scores", "must be a finite array with the memories on the last axis")
+    if g.shape[:-2] != s.shape[:-1] or g.ndim != s.ndim + 1 or g.shape[-1] != s.shape[-1] or g.shape[-2] < 1:
+        raise ValidationError("noise", f"must have shape (..., draws, {s.shape[-1]}) matching scores {s.shape}")
+    if not np.all(np.isfinite(g)):
+        raise ValidationError("noise", "must be finite")
+    t = temperature
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+        raise ValidationError("temperature", f"must be a number > 0, got {t!r}")
+    n = s.shape[-1]
+    by_rank = inclusion_by_rank(n, k, exploration)
+    keys = s[..., None, :] / float(t) + g
+    rank = np.empty(keys.shape, dtype=np.int64)
+    np.put_along_axis(rank, np.argsort(-keys, axis=-1), np.broadcast_to(np.arange(n), keys.shape), axis=-1)
+    return np.asarray(by_rank[rank].mean(axis=-2))

@@ -10,8 +10,13 @@ clip(mean U* + N(0, 0.1^2), 0, 1), uniform credit). Policies, each on the same w
   (``memworth.ranking.select``: each of the k slots explores with chance eps, drawing
   uniformly from the memories the other slots did not take); MW as the paper computes it;
 * ``floor+ipw``: the same episodes as ``floor``, worth from inverse-propensity weighted
-  counts (:class:`memworth.propensity.PropensityCounts`) with the logged propensities
-  (and ``floor+clipped``: the same with ``1 / propensity`` clipped);
+  counts (:class:`memworth.propensity.PropensityCounts`, self-normalised per memory) with
+  the policy's logged propensities: each pick's inclusion probability over the softmax
+  draw and the floor's draw (:func:`memworth.propensity.softmax_inclusion`, from the worth
+  known before the episode), ``1 / propensity`` clipped at N / k;
+* ``floor+ipw unclipped`` (the same without the clip) and ``floor+ipw given ranking``
+  (propensities given the episode's own softmax ranking, ``inclusion_by_rank[rank]``:
+  valid but high-variance), on the same episodes, to show what each choice costs;
 * ``mixture``: Experiment 3's own floor ((1 - eps) softmax + eps / N per slot), for reference.
 """
 
@@ -23,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from memworth import RawWorth, Tracker
-from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank
+from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
 from memworth_experiments.common import Result, Row, mean_std, read_raw, spearman
 from memworth_experiments.exp3 import run_policy
 from memworth_experiments.targets import Bound
@@ -47,30 +52,39 @@ def run_floor(
     exploration: float,
     episodes: int,
     rng: np.random.Generator,
-) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    propensity_rng: np.random.Generator,
+) -> list[tuple[int, dict[str, np.ndarray]]]:
     """Softmax greedy slots plus ``select``'s exploration floor, all seeds side by side.
 
-    Returns ``(episode, MW, IPW worth, clipped IPW worth)`` checkpoints (the clip:
-    ``policy.ipw_max_weight``). Each episode: rank the memories by
-    MW / tau plus Gumbel noise (a Plackett-Luce draw from the softmax), draw
+    Returns ``(episode, {estimate name: worth})`` checkpoints, every estimate read from
+    the same episodes: ``floor`` (MW), ``floor+ipw`` (Hajek IPW worth with the policy's
+    propensities, ``1 / propensity`` clipped at ``policy.ipw_max_weight``),
+    ``floor+ipw unclipped`` and ``floor+ipw given ranking``. Each episode: rank the
+    memories by MW / tau plus Gumbel noise (a Plackett-Luce draw from the softmax), draw
     j ~ Binomial(k, eps) exploration slots, take the best k - j ranks and j uniformly
-    from the rest; the propensity logged for a pick is ``select``'s exact inclusion
-    probability given that ranking.
+    from the rest. Before the draw the policy logs each memory's inclusion probability,
+    :func:`softmax_inclusion` over ``policy.propensity_draws`` Gumbel draws from
+    ``propensity_rng`` (a stream of its own, so the episodes do not depend on it).
     """
     seeds, n = utility.shape
     k, noise, every = cfg["world"]["k"], cfg["world"]["noise_sd"], cfg["run"]["checkpoint_every"]
+    draws = cfg["policy"]["propensity_draws"]
     offset = (np.arange(seeds) * n)[:, None]
     all_ids = (offset + np.arange(n)).ravel()
     tracker = Tracker()
     tracker.register(all_ids)
-    ipw = PropensityCounts.empty(seeds * n)
-    clipped = PropensityCounts.empty(seeds * n, InversePropensity(cfg["policy"]["ipw_max_weight"]))
+    counts = {
+        "floor+ipw": PropensityCounts.empty(seeds * n, InversePropensity(cfg["policy"]["ipw_max_weight"])),
+        "floor+ipw unclipped": PropensityCounts.empty(seeds * n),
+        "floor+ipw given ranking": PropensityCounts.empty(seeds * n),
+    }
     by_rank = inclusion_by_rank(n, k, exploration)
     rows = np.arange(seeds)[:, None]
     credit = np.full((seeds, k), 1.0 / k)
     worth = np.full((seeds, n), 0.5)
     out = []
     for t in range(1, episodes + 1):
+        policy = softmax_inclusion(worth, temperature, k, exploration, propensity_rng.gumbel(size=(seeds, draws, n)))
         keys = worth / temperature + rng.gumbel(size=(seeds, n))
         rank = np.empty((seeds, n), dtype=np.int64)
         np.put_along_axis(rank, np.argsort(-keys, axis=1), np.broadcast_to(np.arange(n), (seeds, n)), axis=1)
@@ -80,13 +94,16 @@ def run_floor(
         p = np.clip(utility[rows, chosen].mean(axis=1) + rng.normal(0, noise, seeds), 0, 1)
         success = rng.random(seeds) < p
         tracker.record_batch(chosen + offset, success)
-        ipw.add(chosen + offset, success, credit, by_rank[rank[rows, chosen]])
-        clipped.add(chosen + offset, success, credit, by_rank[rank[rows, chosen]])
+        logged = policy[rows, chosen]
+        counts["floor+ipw"].add(chosen + offset, success, credit, logged)
+        counts["floor+ipw unclipped"].add(chosen + offset, success, credit, logged)
+        counts["floor+ipw given ranking"].add(chosen + offset, success, credit, by_rank[rank[rows, chosen]])
         flat = (chosen + offset).ravel()
         worth.ravel()[flat] = tracker.values(flat)
         if t % every == 0:
-            mw = tracker.values(all_ids).reshape(seeds, n)
-            out.append((t, mw, _worth(ipw).reshape(seeds, n), _worth(clipped).reshape(seeds, n)))
+            found = {"floor": tracker.values(all_ids).reshape(seeds, n)}
+            found |= {name: _worth(c).reshape(seeds, n) for name, c in counts.items()}
+            out.append((t, found))
     return out
 
 
@@ -111,10 +128,10 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
     for i, (name, temperature, floor) in enumerate(tqdm(jobs, desc="feedback", disable=not show_progress, leave=False)):
         rng = np.random.default_rng([seeds, i, 6])
         if floor is None:
-            for episode, mw, ipw, clipped in run_floor(utility, cfg, temperature, eps, episodes, rng):
-                keep("floor", episode, mw)
-                keep("floor+ipw", episode, ipw)
-                keep("floor+clipped", episode, clipped)
+            propensity_rng = np.random.default_rng([seeds, i, 6, 1])
+            for episode, found in run_floor(utility, cfg, temperature, eps, episodes, rng, propensity_rng):
+                for name, worth in found.items():
+                    keep(name, episode, worth)
         else:
             for episode, mw in run_policy(utility, floor, exp3_settings(cfg, temperature), episodes, rng):
                 keep(name, episode, mw)
@@ -155,10 +172,11 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list
     rows.append(Row(f"Exp 3's floor: tau={tau:g}, eps={eps:g} per slot (MW)", metric, None, m, s))
     m, s = _final(raw, "floor", final)
     rows.append(Row(f"floor alone: tau={tau:g}, select floor eps={eps:g} (MW)", metric, None, m, s))
+    clip = pol["ipw_max_weight"]
     m, s = _final(raw, "floor+ipw", final)
     rows.append(
         Bound(
-            "floor + IPW: same episodes (Hajek IPW worth)",
+            f"floor + IPW: same episodes, policy's propensities, 1/propensity clipped at {clip:g}",
             metric,
             None,
             m,
@@ -167,9 +185,10 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list
             at_least=target["repaired_at_least"],
         )
     )
-    m, s = _final(raw, "floor+clipped", final)
-    clip = pol["ipw_max_weight"]
-    rows.append(Row(f"floor + IPW, 1/propensity clipped at {clip:g}", metric, None, m, s))
+    m, s = _final(raw, "floor+ipw unclipped", final)
+    rows.append(Row("floor + IPW, policy's propensities, unclipped", metric, None, m, s))
+    m, s = _final(raw, "floor+ipw given ranking", final)
+    rows.append(Row("floor + IPW, propensities given the episode's ranking, unclipped", metric, None, m, s))
     return rows
 
 
@@ -185,8 +204,9 @@ def figure(raw_csv: Path, out_png: Path) -> None:
         "collapse": ("tab:red", "-", "collapse (no floor)"),
         "mixture": ("tab:grey", ":", "Exp 3's floor, MW"),
         "floor": ("tab:blue", "-", "floor alone, MW"),
-        "floor+ipw": ("tab:green", "--", "floor + IPW"),
-        "floor+clipped": ("tab:olive", ":", "floor + clipped IPW"),
+        "floor+ipw": ("tab:green", "--", "floor + IPW (policy's propensities, clipped)"),
+        "floor+ipw unclipped": ("tab:olive", ":", "floor + IPW, unclipped"),
+        "floor+ipw given ranking": ("tab:purple", ":", "floor + IPW, propensities given the ranking"),
     }
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, (colour, ls, label) in style.items():

@@ -160,7 +160,6 @@ def test_sequential_deprecation_through_the_store(store: MemoryStore) -> None:
     _drive(store, "capital of czechoslovakia", [False] * 13)
     (p,) = [p for p in store.govern().proposals if p.memory_id == target]
     assert p.action == "deprecate" and "confidence sequence" in p.reason and p.numbers["alpha"] == 0.05
-    store.policy = GovernancePolicy(deprecation="bayes")
     with pytest.raises(ValidationError) as err:
-        store.govern()
+        GovernancePolicy(deprecation="bayes")  # refused when made, not at the first govern
     assert err.value.field == "deprecation"

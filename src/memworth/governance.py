@@ -30,12 +30,15 @@ Every proposal carries the numbers behind it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from memworth.change import BernoulliCusum, OutcomeStream
-from memworth.counts import Counts, check_counts
+from memworth.counts import Counts, check_counts, check_unit
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
 from memworth.policy import DecisionRule, Taxonomy, ValueClass
@@ -80,6 +83,19 @@ class GovernancePolicy:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
     retrieval, valid when credit is uniform).
 
+    Every setting is checked when the policy is made (``dataclasses.replace`` included):
+    probabilities and worth thresholds in [0, 1] with ``theta_low <= theta_high`` and
+    ``demote_below <= promote_above``, ``min_evidence`` a finite number >= 0,
+    ``staleness_window`` an integer >= 1, ``max_changes_per_day`` an integer >= 0,
+    ``change_odds_ratio`` and ``deprecation_alpha`` in (0, 1), ``change_threshold`` and
+    ``change_reference_half_life`` finite and > 0, ``change_min_history`` >= 0,
+    ``change_detection`` a bool. A bool is not a number and a string is not either.
+
+    Raises
+    ------
+    ValidationError
+        Naming the setting and the reason, for the first setting that is wrong.
+
     Examples
     --------
     >>> policy = GovernancePolicy()
@@ -106,6 +122,13 @@ class GovernancePolicy:
     >>> sequential = GovernancePolicy(deprecation="sequential")
     >>> print(sequential.propose("m", Counts(success=5.0, failure=45.0, n=50), "active", "normal").reason)
     95% confidence sequence [0.016, 0.288] lies below 0.3 (evidence 50)
+
+    Settings that cannot work are refused when the policy is made:
+
+    >>> GovernancePolicy(theta_low=0.7)
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: theta_low: must be <= theta_high (0.6), got 0.7
     """
 
     theta_high: float = 0.60
@@ -127,6 +150,9 @@ class GovernancePolicy:
     deprecation: str = "fixed"
     deprecation_alpha: float = 0.05
     deprecation_evidence: str = "weighted"
+
+    def __post_init__(self) -> None:
+        _check_policy(self)
 
     def settings(self) -> dict[str, Any]:
         """The settings as a plain dict, for the audit log."""
@@ -158,8 +184,6 @@ class GovernancePolicy:
         ``recent``: counts of its last retrievals (the window test); ``stream``: its
         outcome stream (the change-detection test; :meth:`memworth.MemoryStore.outcome_streams`).
         """
-        if self.deprecation not in ("fixed", "sequential"):
-            raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {self.deprecation!r}")
         check_counts(counts, Counts)
         if recent is not None:
             check_counts(recent, Counts, "recent")
@@ -250,3 +274,71 @@ class GovernancePolicy:
     def may_consolidate(self, counts: Counts) -> bool:
         """Consolidation gate (note 003): high-value memories are exempt from merging."""
         return self.taxonomy().classify(counts).value_class is not ValueClass.HIGH
+
+
+# -- settings ------------------------------------------------------------------------------
+
+DEPRECATION_MODES = ("fixed", "sequential")
+
+
+def _number(policy: GovernancePolicy, name: str, low: float, high: float = math.inf, *, open_ends: bool = False) -> None:
+    """Refuse the setting ``name`` unless it is a real number within the bounds.
+
+    A bool or a string is not a number (no coercion); the bounds are inclusive unless
+    ``open_ends``.
+    """
+    value = getattr(policy, name)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(name, f"must be a number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    inside = (low < v < high) if open_ends else (low <= v <= high)
+    if not math.isfinite(v) or not inside:
+        if math.isfinite(high):
+            span = f"in ({low:g}, {high:g})" if open_ends else f"in [{low:g}, {high:g}]"
+        else:
+            span = f"> {low:g}" if open_ends else f">= {low:g}"
+        raise ValidationError(name, f"must be a finite number {span}, got {value!r}")
+
+
+def _count(policy: GovernancePolicy, name: str, low: int) -> None:
+    value = getattr(policy, name)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(name, f"must be an integer, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValidationError(name, f"must be >= {low}, got {value!r}")
+
+
+def _check_policy(policy: GovernancePolicy) -> None:
+    """Refuse a policy whose settings the rules cannot read, naming the setting and why."""
+    for name in (
+        "theta_high",
+        "theta_low",
+        "deprecate_below",
+        "promote_above",
+        "demote_below",
+        "min_confidence",
+        "staleness_drop",
+        "hot_worth",
+    ):
+        _number(policy, name, 0.0, 1.0)
+    if float(policy.theta_low) > float(policy.theta_high):
+        raise ValidationError("theta_low", f"must be <= theta_high ({policy.theta_high!r}), got {policy.theta_low!r}")
+    if float(policy.demote_below) > float(policy.promote_above):
+        raise ValidationError(
+            "demote_below", f"must be <= promote_above ({policy.promote_above!r}), got {policy.demote_below!r}"
+        )
+    _number(policy, "min_evidence", 0.0)
+    _count(policy, "staleness_window", 1)
+    _count(policy, "max_changes_per_day", 0)
+    if not isinstance(policy.change_detection, (bool, np.bool_)):
+        raise ValidationError(
+            "change_detection", f"must be True or False, got {type(policy.change_detection).__name__}"
+        )
+    _number(policy, "change_odds_ratio", 0.0, 1.0, open_ends=True)
+    _number(policy, "change_threshold", 0.0, open_ends=True)
+    _number(policy, "change_min_history", 0.0)
+    _number(policy, "change_reference_half_life", 0.0, open_ends=True)
+    if not isinstance(policy.deprecation, str) or policy.deprecation not in DEPRECATION_MODES:
+        raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {policy.deprecation!r}")
+    _number(policy, "deprecation_alpha", 0.0, 1.0, open_ends=True)
+    check_unit(policy.deprecation_evidence, "deprecation_evidence")

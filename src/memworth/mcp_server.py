@@ -162,11 +162,24 @@ class GovernanceView(_View):
 
 
 class _Server(MCPServer):
-    """MCPServer whose argument errors read like the store's: ``ValidationError: k: <reason>``."""
+    """MCPServer whose argument errors read like the store's: ``ValidationError: k: <reason>``.
+
+    An argument a tool does not declare is refused, as the HTTP API refuses an unknown
+    field, rather than dropped: ``governance_proposals(theta_low=0.3)`` would otherwise
+    answer under the store's own policy as if the setting had been taken.
+    """
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        schema = next((t.input_schema for t in await self.list_tools() if t.name == name), None)
+        declared = sorted((schema or {}).get("properties", {}))
+        unknown = [] if schema is None else sorted(set(arguments) - set(declared))
+        if unknown:  # (an unknown tool is left to the SDK's own error)
+            takes = ", ".join(declared) or "no arguments"
+            raise ToolError(
+                f"Error executing tool {name}: ValidationError: {unknown[0]}: not an argument of {name} (takes: {takes})"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

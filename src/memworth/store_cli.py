@@ -304,12 +304,13 @@ def _policy_replay(store: MemoryStore, args: argparse.Namespace) -> int:
 
     if args.apply:
         raise ValidationError("--apply", "a replay changes nothing; drop --apply or --replay")
-    changed = {
-        name: getattr(args, name)
-        for name in ("theta_low", "theta_high", "min_evidence", "deprecate_below", "promote_above", "demote_below")
-        if getattr(args, name) is not None
-    }
-    policy = dataclasses.replace(store.policy, **changed)
+    flags = ("theta_low", "theta_high", "min_evidence", "deprecate_below", "promote_above", "demote_below")
+    changed = {name: getattr(args, name) for name in flags if getattr(args, name) is not None}
+    try:
+        policy = dataclasses.replace(store.policy, **changed)  # checks every setting
+    except ValidationError as exc:  # name the flag the user typed, not the policy's field
+        field = f"--{exc.field.replace('_', '-')}" if exc.field in flags else exc.field
+        raise ValidationError(field, exc.reason) from None
     alternative = ReplaySettings("alternative", policy, args.half_life, args.estimator, args.every)
     report = store.replay_policy(alternative, namespace=args.namespace, every=args.every)
     diffs = report.differences["alternative"]

@@ -7,8 +7,8 @@ arrays, containers, objects of the wrong class) for:
 * the pure core: ``Counts`` (and ``add``, ``scaled``, ``+``), ``evidence_of``,
   ``uniform``, ``normalise``, ``normalise_rows``, ``decay_factor``, ``as_outcome``, every
   estimator (settings and counts), ``Taxonomy``, ``DecisionRule``, ``DeprecationRule``,
-  ``GovernancePolicy.propose`` and the ranking rules' settings (``GovernancePolicy``'s
-  own settings are not validated yet: a strict xfail records it);
+  ``GovernancePolicy`` (every setting drawn; a policy that is made must then govern
+  without error), ``GovernancePolicy.propose`` and the ranking rules' settings;
 * ``Tracker``: a drawn sequence of calls on one tracker, its whole state compared
   before and after every refused call;
 * ``MemoryStore``: ``open`` with drawn URLs and settings, then a drawn sequence of verbs
@@ -28,6 +28,7 @@ errors), fails the test. How many inputs were tried is printed at the end of the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,15 +252,30 @@ def test_policy_rules(
     attempt(tally, "core", GovernancePolicy().propose, "m", counts, status, standing, counts)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="GovernancePolicy does not validate its settings yet: propose() with min_evidence=None raises TypeError",
+POLICY_SETTINGS = [f.name for f in dataclasses.fields(GovernancePolicy)]
+policy_value = st.one_of(number, st.sampled_from(["fixed", "sequential", "retrievals", True, False, 3, 0.05]))
+
+
+@given(
+    hi=number,
+    lo=number,
+    ev=number,
+    others=st.fixed_dictionaries({}, optional={name: policy_value for name in POLICY_SETTINGS}),
+    counts=counts_ok,
 )
-@given(hi=number, lo=number, ev=number, counts=counts_ok)
-def test_governance_policy_settings(tally: Tally, hi: Any, lo: Any, ev: Any, counts: Counts) -> None:
-    policy = GovernancePolicy(theta_high=hi, theta_low=lo, min_evidence=ev)
-    attempt(tally, "core", policy.propose, "m", counts, "active", "normal")
+def test_governance_policy_settings(
+    tally: Tally, hi: Any, lo: Any, ev: Any, others: dict[str, Any], counts: Counts
+) -> None:
+    # Every setting is checked when the policy is made: a policy that exists can govern.
+    for settings_ in ({"theta_high": hi, "theta_low": lo, "min_evidence": ev}, others):
+        policy = attempt(tally, "core", GovernancePolicy, **settings_)
+        if policy is not REFUSED:
+            recent = Counts(0.0, float(policy.staleness_window), float(policy.staleness_window))
+            for status in ("active", "suppressed"):
+                proposal = policy.propose("m", counts, status, "normal", recent)
+                assert proposal is None or proposal.action in ("re-verify", "deprecate", "suppress", "promote", "demote")
+            policy.hot(counts, "active")
+            policy.may_consolidate(counts)
 
 
 @given(a=number, b=number, sims=st.lists(small, min_size=2, max_size=2), ages=st.lists(small, min_size=2, max_size=2))

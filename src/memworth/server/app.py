@@ -9,13 +9,17 @@ unavailable 503); a missing or unknown key is 401; a body over ``max_body`` byte
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
 request.
+
+A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
+as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the
+memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.server.ids`).
 """
 
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +35,7 @@ from memworth.errors import (
     ValidationError,
 )
 from memworth.server.dashboard import dashboard_router
+from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import lookup_key
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
@@ -39,6 +44,11 @@ from memworth.store.store import MAX_K, MAX_TEXT
 __all__ = ["create_app"]
 
 MAX_BODY = 1 << 20  # bytes
+
+PathId = Annotated[
+    str,
+    Path(description="the memory id as one percent-encoded path segment: '/' as %2F, '.' and '..' as %2E, %2E%2E"),
+]
 
 
 class _Strict(BaseModel):
@@ -223,15 +233,13 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
         ]
 
-    @app.get("/v1/memories/{memory_id}")
-    def get_memory(memory_id: str, namespace: Tenant) -> dict[str, Any]:
-        return _memory(store, call(lambda: store.get(memory_id, namespace=namespace)))
-
-    @app.get("/v1/memories/{memory_id}/worth")
-    def worth(memory_id: str, namespace: Tenant) -> dict[str, Any]:
+    # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a
+    # sub-resource route comes before the bare id's, so a trailing literal /worth is the worth.
+    @app.get("/v1/memories/{memory_id:path}/worth")
+    def worth(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
         from memworth.estimators import BetaMean, WilsonBound
 
-        m = call(lambda: store.get(memory_id, namespace=namespace))
+        m = call(lambda: store.get(path_id(memory_id), namespace=namespace))
         lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
         d = _memory(store, m)
         decision = store.policy.propose(m.id, m.counts, m.status, m.standing)
@@ -247,6 +255,10 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "hot": store.policy.hot(m.counts, m.status),
             "proposal": None if decision is None else {"action": decision.action, "reason": decision.reason},
         }
+
+    @app.get("/v1/memories/{memory_id:path}")
+    def get_memory(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
+        return _memory(store, call(lambda: store.get(path_id(memory_id), namespace=namespace)))
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:
@@ -330,5 +342,6 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
     app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar
+    app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))
     app.add_middleware(_BodyLimit, limit=max_body)
     return app

@@ -31,6 +31,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.errors import MemworthError, StoreError, UnknownMemoryError, ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.policy import ValueClass
+from memworth.server.ids import id_path
 from memworth.server.keys import lookup_key
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import STATUSES, AuditEntry
@@ -87,7 +88,9 @@ def _when(at: float) -> str:
 
 
 def _memory_url(memory_id: str) -> str:
-    return f"{ROOT}/memories/{quote(memory_id, safe='')}"
+    # One percent-encoded segment ("/" as %2F); browsers drop "." and ".." as dot segments
+    # even encoded, so those two ids have no page link that survives a browser.
+    return f"{ROOT}/memories/{id_path(memory_id)}"
 
 
 # -- worth over time --------------------------------------------------------------------

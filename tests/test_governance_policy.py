@@ -1,0 +1,168 @@
+"""``GovernancePolicy`` checks its own settings when it is made, and every face says so cleanly.
+
+The faces: Python (the constructor and ``dataclasses.replace``), the CLI (``memworth govern
+--replay`` flags: one line, exit 2, the flag named), the HTTP API (no policy settings are
+taken: a setting in ``POST /v1/govern`` is a 422 naming it, and nothing is applied) and
+MCP (``governance_proposals`` takes no settings: one given is a tool error naming it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from mcp.server.mcpserver.exceptions import ToolError
+
+from memworth import Counts, HashingEncoder, MemoryStore, ValidationError
+from memworth.cli import main
+from memworth.governance import GovernancePolicy
+from memworth.mcp_server import create_server
+from memworth.policy_replay import ReplaySettings
+from memworth.server import create_app, create_key
+
+BAD: list[tuple[dict[str, Any], str, str]] = [
+    ({"theta_high": -0.1}, "theta_high", "[0, 1]"),
+    ({"theta_low": 1.5}, "theta_low", "[0, 1]"),
+    ({"theta_low": 0.7}, "theta_low", "<= theta_high"),
+    ({"theta_high": 0.3, "theta_low": 0.4}, "theta_low", "<= theta_high"),
+    ({"theta_high": math.nan}, "theta_high", "finite"),
+    ({"theta_low": "0.4"}, "theta_low", "must be a number, got str"),
+    ({"theta_low": True}, "theta_low", "must be a number, got bool"),
+    ({"min_evidence": -1}, "min_evidence", ">= 0"),
+    ({"min_evidence": -0.5}, "min_evidence", ">= 0"),
+    ({"min_evidence": math.inf}, "min_evidence", "finite"),
+    ({"min_evidence": None}, "min_evidence", "must be a number, got NoneType"),
+    ({"min_evidence": False}, "min_evidence", "got bool"),
+    ({"deprecate_below": 2}, "deprecate_below", "[0, 1]"),
+    ({"promote_above": math.nan}, "promote_above", "finite"),
+    ({"demote_below": 0.8}, "demote_below", "<= promote_above"),
+    ({"min_confidence": -0.01}, "min_confidence", "[0, 1]"),
+    ({"staleness_window": 0}, "staleness_window", ">= 1"),
+    ({"staleness_window": 20.0}, "staleness_window", "must be an integer, got float"),
+    ({"staleness_window": True}, "staleness_window", "got bool"),
+    ({"staleness_drop": 1.2}, "staleness_drop", "[0, 1]"),
+    ({"max_changes_per_day": -1}, "max_changes_per_day", ">= 0"),
+    ({"max_changes_per_day": "3"}, "max_changes_per_day", "got str"),
+    ({"hot_worth": -math.inf}, "hot_worth", "finite"),
+    ({"change_detection": "yes"}, "change_detection", "True or False"),
+    ({"change_detection": 1}, "change_detection", "True or False"),
+    ({"change_odds_ratio": 0.0}, "change_odds_ratio", "(0, 1)"),
+    ({"change_odds_ratio": 1.0}, "change_odds_ratio", "(0, 1)"),
+    ({"change_threshold": 0}, "change_threshold", "> 0"),
+    ({"change_threshold": math.inf}, "change_threshold", "finite"),
+    ({"change_min_history": -1}, "change_min_history", ">= 0"),
+    ({"change_reference_half_life": 0.0}, "change_reference_half_life", "> 0"),
+    ({"change_reference_half_life": -5}, "change_reference_half_life", "> 0"),
+    ({"change_reference_half_life": math.nan}, "change_reference_half_life", "finite"),
+    ({"deprecation": "bayes"}, "deprecation", "'fixed' or 'sequential'"),
+    ({"deprecation": None}, "deprecation", "'fixed' or 'sequential'"),
+    ({"deprecation_alpha": 0.0}, "deprecation_alpha", "(0, 1)"),
+    ({"deprecation_alpha": 1}, "deprecation_alpha", "(0, 1)"),
+    ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),
+    ({"deprecation_evidence": 1}, "deprecation_evidence", "'retrievals' or 'weighted'"),
+]
+
+
+@pytest.mark.parametrize(("settings", "field", "reason"), BAD)
+def test_a_bad_setting_is_refused_when_the_policy_is_made(settings: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy(**settings)
+    assert err.value.field == field and reason in err.value.reason
+    with pytest.raises(ValidationError) as err:  # replace() makes a new policy: the same checks
+        dataclasses.replace(GovernancePolicy(), **settings)
+    assert err.value.field == field
+
+
+def test_every_setting_is_covered_by_a_refusal() -> None:
+    names = {f.name for f in dataclasses.fields(GovernancePolicy)}
+    assert names == {field for _, field, _ in BAD}
+
+
+def test_good_settings_are_kept_as_given() -> None:
+    policy = GovernancePolicy(
+        theta_high=1,
+        theta_low=0,
+        min_evidence=np.int64(0),
+        deprecate_below=np.float64(0.2),
+        promote_above=0.5,
+        demote_below=0.5,
+        staleness_window=np.int64(1),
+        max_changes_per_day=0,
+        change_detection=np.bool_(False),
+        change_odds_ratio=0.5,
+        change_threshold=1e-9,
+        change_min_history=0,
+        change_reference_half_life=1e12,
+        deprecation="sequential",
+        deprecation_alpha=0.5,
+        deprecation_evidence="retrievals",
+    )
+    assert policy.theta_high == 1 and policy.min_evidence == 0 and policy.deprecation == "sequential"
+    assert policy.propose("m", Counts(0.0, 30.0, 30.0), "active", "normal") is not None
+
+
+def test_the_defaults_are_valid_and_govern() -> None:
+    p = GovernancePolicy().propose("old", Counts(success=1.0, failure=4.0, n=20), "active", "normal")
+    assert p is not None and p.action == "deprecate"
+
+
+def test_a_store_refuses_an_invalid_min_evidence_before_the_policy() -> None:
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open("memory://", encoder=HashingEncoder(), min_evidence=-1)
+    assert err.value.field == "min_evidence"
+
+
+def test_replay_settings_hold_only_valid_policies() -> None:
+    with pytest.raises(ValidationError) as err:
+        ReplaySettings("lenient", dataclasses.replace(GovernancePolicy(), theta_low=-0.3))
+    assert err.value.field == "theta_low"
+
+
+# -- the faces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--theta-low", "0.9"], "--theta-low: must be <= theta_high"),
+        (["--min-evidence", "-3"], "--min-evidence: must be a finite number >= 0"),
+        (["--theta-high", "nan"], "--theta-high: must be a finite number"),
+        (["--demote-below", "0.95"], "--demote-below: must be <= promote_above"),
+    ],
+)
+def test_cli_replay_flags_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str], needle: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    code = main(["govern", "--replay", *flags, "--store", url, "--encoder", "hashing"])
+    out = capsys.readouterr()
+    assert code == 2 and out.out == ""
+    assert out.err.count("\n") == 1 and needle in out.err and "Traceback" not in out.err
+
+
+def test_http_takes_no_policy_settings_and_says_which(tmp_path: Path) -> None:
+    with MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0) as store:
+        client = TestClient(create_app(store))
+        h = {"Authorization": f"Bearer {create_key(store, 'team', 'agent')}"}
+        client.post("/v1/memories", json={"text": "Prague was the capital of Czechoslovakia.", "id": "cz"}, headers=h)
+        r = client.post("/v1/govern", json={"apply": True, "theta_low": 0.9}, headers=h)
+        assert r.status_code == 422
+        error = r.json()["error"]
+        assert error["type"] == "ValidationError" and error["field"] == "theta_low" and error["reason"]
+        assert store.audit(namespace="team") == []  # nothing applied
+
+
+def test_mcp_takes_no_policy_settings_and_says_which() -> None:
+    with MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0) as store:
+        server = create_server(store)
+        with pytest.raises(ToolError) as err:
+            asyncio.run(server.call_tool("governance_proposals", {"min_evidence": -1}))
+        assert "ValidationError: min_evidence: not an argument of governance_proposals" in str(err.value)
+        ok = asyncio.run(server.call_tool("governance_proposals", {}))
+        assert ok.structured_content == {"namespace": "default", "proposals": [], "applied": False}

@@ -9,8 +9,11 @@ import numpy as np
 from memworth.errors import UnknownMemoryError, ValidationError
 
 # Integer ids in [0, DENSE_LIMIT) are looked up through a flat table (one gather for a
-# whole batch); other ids through dictionaries. 2**24 ids keep that table under 128 MB.
+# whole batch); other ids through dictionaries. 2**24 ids keep that table under 64 MB.
 DENSE_LIMIT = 1 << 24
+# The flat table holds rows as int32 (half the memory traffic of a gather) while every
+# row fits; past ROW32_LIMIT rows it is widened to int64 once.
+ROW32_LIMIT = int(np.iinfo(np.int32).max)
 
 
 def check_key(key: object, field: str) -> Hashable:
@@ -32,13 +35,25 @@ class Index:
     """Assigns each new id the next row; answers rows for known ids."""
 
     def __init__(self) -> None:
-        self._table = np.full(0, -1, dtype=np.int64)
+        self._table = np.full(0, -1, dtype=np.int32)
         self._int_rows: dict[int, int] = {}  # integer ids outside the flat table
         self._other_rows: dict[Hashable, int] = {}
-        self.keys: list[Hashable] = []
+        self._keys: list[Hashable] = []
+        self._pending: list[np.ndarray] = []  # ids added in bulk after _keys, not yet Python ints
+        self._size = 0
+        self._dense = 0  # slots of the flat table that hold a row
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._size
+
+    @property
+    def keys(self) -> list[Hashable]:
+        """Every id, in row order (ids added in bulk become Python ints when first read)."""
+        if self._pending:
+            for part in self._pending:
+                self._keys.extend(part.tolist())
+            self._pending.clear()
+        return self._keys
 
     def row(self, key: Hashable) -> int | None:
         if is_int(key):
@@ -66,13 +81,18 @@ class Index:
             out[i] = r
         return out
 
-    def int_rows(self, ids: np.ndarray, *, create: bool) -> np.ndarray:
-        """Rows of a flat integer array of ids, vectorised."""
-        ids = ids.astype(np.int64, copy=False)
+    def int_rows(self, ids: np.ndarray, *, create: bool, compact: bool = False) -> np.ndarray:
+        """Rows of a flat integer array of ids, vectorised.
+
+        Rows are int64, or with ``compact`` whatever the flat table holds (int32 while
+        every row fits) when every id is in it.
+        """
         if ids.size == 0:
-            return ids.copy()
-        if ids.min() >= 0 and ids.max() < DENSE_LIMIT:
-            return self._dense_rows(ids, create=create)
+            return np.zeros(0, dtype=np.int64)
+        if ids.dtype.kind in "iu" and ids.dtype.itemsize <= 8 and ids.min() >= 0 and ids.max() < DENSE_LIMIT:
+            rows = self._dense_rows(ids, create=create)
+            return rows if compact else rows.astype(np.int64, copy=False)
+        ids = ids.astype(np.int64, copy=False)
         dense = (ids >= 0) & (ids < DENSE_LIMIT)
         out = np.empty(ids.size, dtype=np.int64)
         if dense.any():
@@ -83,30 +103,50 @@ class Index:
         return out
 
     def _dense_rows(self, ids: np.ndarray, *, create: bool) -> np.ndarray:
+        """Rows of ids in [0, DENSE_LIMIT); new ones (with ``create``) get rows in ascending id order."""
         top = int(ids.max())
         if top >= len(self._table):
             if not create:
                 missing = ids[ids >= len(self._table)]
                 raise UnknownMemoryError(int(missing[0]))
-            grown = np.full(min(DENSE_LIMIT, max(top + 1, 2 * len(self._table))), -1, dtype=np.int64)
+            grown = np.full(min(DENSE_LIMIT, max(top + 1, 2 * len(self._table))), -1, dtype=self._table.dtype)
             grown[: len(self._table)] = self._table
             self._table = grown
-        rows = self._table[ids]
+        if self._dense == len(self._table):  # every slot holds a row: no id can be new
+            return np.take(self._table, ids)
+        if create and 4 * ids.size >= len(self._table):
+            # A batch large against the table: mark the ids it holds, keep those without a
+            # row, then gather once (cheaper than gathering, finding the gaps, and patching).
+            seen = np.zeros(len(self._table), dtype=bool)
+            seen[ids] = True
+            seen &= self._table < 0
+            self._assign(np.flatnonzero(seen))
+            return np.take(self._table, ids)
+        rows = np.take(self._table, ids)
         if rows.min() < 0:
             missing = rows < 0
             if not create:
                 raise UnknownMemoryError(int(ids[missing.argmax()]))
-            seen = np.zeros(len(self._table), dtype=bool)  # marks instead of a sort: O(n)
-            seen[ids[missing]] = True
-            new = np.flatnonzero(seen)
-            start = len(self.keys)
-            self._table[new] = np.arange(start, start + new.size)
-            self.keys.extend(new.tolist())
-            rows = self._table[ids]  # one more gather beats scattering into the missing slots
+            fresh = ids[missing]
+            self._assign(np.unique(fresh))
+            rows = rows.astype(self._table.dtype, copy=False)  # the table may have widened
+            rows[missing] = self._table[fresh]
         return rows
 
+    def _assign(self, new: np.ndarray) -> None:
+        """Give the dense ids ``new`` (ascending, all without a row) the next rows."""
+        if new.size == 0:
+            return
+        start = self._size
+        if start + new.size > ROW32_LIMIT and self._table.dtype != np.int64:
+            self._table = self._table.astype(np.int64)
+        self._table[new] = np.arange(start, start + new.size, dtype=self._table.dtype)
+        self._pending.append(new.astype(np.int64, copy=False))
+        self._size += new.size
+        self._dense += new.size
+
     def _add(self, key: Hashable) -> int:
-        r = len(self.keys)
+        r = self._size
         if is_int(key):
             k = int(key)  # type: ignore[call-overload]
             if 0 <= k < DENSE_LIMIT:
@@ -117,4 +157,5 @@ class Index:
         else:
             self._other_rows[key] = r
         self.keys.append(key)
+        self._size += 1
         return r

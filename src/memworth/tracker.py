@@ -17,20 +17,29 @@ from memworth.policy import Classification, Taxonomy
 
 __all__ = ["Tracker"]
 
-_CHUNK = 1 << 16  # episodes per pass over a large batch
+_CHUNK = 1 << 14  # episodes per scatter-add pass: the temporaries stay in cache
+_BLOCK = 1 << 16  # memories per pass when adding counts to every memory
+_COUNT_CHUNK = 1 << 17  # episodes per np.bincount when counting a batch
+_DUP_CHUNK = 1 << 13  # episodes per pass of the duplicate check
+_PAIRWISE_MAX_K = 16  # up to this k, compare columns pairwise; beyond, sort each row
+_PAIRWISE_MIN_EPISODES = 1 << 10  # below this, sorting each row costs less than the set-up
 
 
 class _Bank:
     """Growable aligned arrays of counts, one row per memory.
 
     hits+ and hits- sit side by side in one (rows, 2) array, so a retrieval's slot is
-    2 * row (+1 on failure) in its flat view and one scatter-add updates both.
+    2 * row (+1 on failure) in its flat view and one scatter-add updates both. A batch
+    with uniform credit that is large against the table is counted with one
+    ``np.bincount`` over those slots instead (see :meth:`_add_counts`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, decayed: bool = False) -> None:
         self.hits = np.zeros((0, 2))
         self.n = np.zeros(0)
-        self.last = np.zeros(0)  # episode clock of the last update (used by decayed banks)
+        self.last = np.zeros(0)  # episode clock of the last update (grown for decayed banks only)
+        self.decayed = decayed
+        self.used = 0  # rows that may hold counts; growing copies only these
 
     @property
     def success(self) -> np.ndarray:
@@ -41,17 +50,20 @@ class _Bank:
         return self.hits[:, 1]
 
     def reserve(self, size: int) -> None:
-        if size <= len(self.n):
-            return
-        cap = max(size, 2 * len(self.n), 16)
-        hits = np.zeros((cap, 2))
-        hits[: len(self.hits)] = self.hits
-        self.hits = hits
-        for name in ("n", "last"):
-            old = getattr(self, name)
-            new = np.zeros(cap)
-            new[: len(old)] = old
-            setattr(self, name, new)
+        if size > len(self.n):
+            # Fresh zeros cost nothing until written, so room to grow is nearly free (and
+            # growing again, which touches every page twice, rarer); only rows in use are copied.
+            cap = max(2 * size, 16)
+            hits = np.zeros((cap, 2))
+            hits[: self.used] = self.hits[: self.used]
+            n = np.zeros(cap)
+            n[: self.used] = self.n[: self.used]
+            self.hits, self.n = hits, n
+            if self.decayed:
+                last = np.zeros(cap)
+                last[: self.used] = self.last[: self.used]
+                self.last = last
+        self.used = max(self.used, size)
 
     def add(
         self,
@@ -68,17 +80,44 @@ class _Bank:
         small batch into a large table costs what the batch costs.
         """
         self.reserve(size)
-        k = rows.shape[1]
-        slots = rows << 1
-        slots |= ~success[:, None]
-        if discount is None:
-            credit: np.ndarray | float = 1.0 / k if weights is None else weights.ravel()
-            np.add.at(self.n, rows.ravel(), 1.0)
-        else:
-            per_slot = np.broadcast_to(discount[:, None], rows.shape)
-            credit = (per_slot / k if weights is None else per_slot * weights).ravel()
-            np.add.at(self.n, rows.ravel(), per_slot.ravel())
-        np.add.at(self.hits.reshape(-1), slots.ravel(), credit)
+        n_ep, k = rows.shape
+        if weights is None and discount is None and size <= 2 * rows.size:
+            self._add_counts(rows, success, size)
+            return
+        for start in range(0, n_ep, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            r = rows[part].astype(np.int64, copy=False)  # np.add.at is fastest with int64 indices
+            slots = r << 1
+            slots |= ~success[part, None]
+            if discount is None:
+                credit: np.ndarray | float = 1.0 / k if weights is None else weights[part].ravel()
+                np.add.at(self.n, r.ravel(), 1.0)
+            else:
+                per_slot = np.broadcast_to(discount[part, None], r.shape)
+                credit = (per_slot / k if weights is None else per_slot * weights[part]).ravel()
+                np.add.at(self.n, r.ravel(), per_slot.ravel())
+            np.add.at(self.hits.reshape(-1), slots.ravel(), credit)
+
+    def _add_counts(self, rows: np.ndarray, success: np.ndarray, size: int) -> None:
+        """Uniform credit when the batch covers the table: count, then add once per memory.
+
+        One ``np.bincount`` over the slots (2 * row, +1 on failure) counts each memory's
+        successful and failed retrievals exactly; its hits grow by count x (1/k), rounded
+        once rather than once per retrieval, and its retrieval count by the two counts' sum.
+        """
+        share = 1.0 / rows.shape[1]
+        counts = np.zeros(0, dtype=np.int64)
+        for start in range(0, rows.shape[0], _COUNT_CHUNK):  # pieces: the slots stay small
+            slots = np.left_shift(rows[start : start + _COUNT_CHUNK], 1, dtype=np.int64)
+            slots |= ~success[start : start + _COUNT_CHUNK, None]
+            piece = np.bincount(slots.ravel(), minlength=2 * size)
+            counts = piece if start == 0 else np.add(counts, piece, out=counts)
+        for start in range(0, size, _BLOCK):  # in blocks: small temporaries, no fresh pages
+            block = counts[2 * start : 2 * (start + _BLOCK)]
+            stop = start + block.size // 2
+            hits = self.hits[start:stop].reshape(-1)  # a view: the rows are contiguous
+            hits += block * share
+            self.n[start:stop] += block[0::2] + block[1::2]
 
     def decay_to(self, rows: np.ndarray, clock: float, half_life: float) -> None:
         """Bring the decayed counts of ``rows`` (unique) to episode ``clock``."""
@@ -136,7 +175,7 @@ class Tracker:
         self.half_life = half_life
         self._index = Index()
         self._totals = _Bank()
-        self._decayed = _Bank() if half_life is not None else None
+        self._decayed = _Bank(decayed=True) if half_life is not None else None
         self._contexts: dict[Hashable, _Bank] = {}
         self._episodes = 0
 
@@ -264,10 +303,8 @@ class Tracker:
             labels = [check_key(c.item() if isinstance(c, np.generic) else c, "contexts") for c in labels]
         if n_ep == 0:
             return
-        rows = self._index.int_rows(arr.ravel(), create=True).reshape(n_ep, k)
-        for start in range(0, n_ep, _CHUNK):  # chunks keep the temporaries in cache
-            part = slice(start, start + _CHUNK)
-            self._apply(rows[part], None if w is None else w[part], outcome[part], None)
+        rows = self._index.int_rows(arr.ravel(), create=True, compact=True).reshape(n_ep, k)
+        self._apply(rows, w, outcome, None)
         if labels is not None:
             groups: dict[Hashable, list[int]] = {}
             for e, c in enumerate(labels):
@@ -331,14 +368,17 @@ class Tracker:
         if context is not None:
             self._context_bank(context).add(rows, weights, success, size)
         if self._decayed is not None and self.half_life is not None:
-            # Episode i of the batch is i + 1 episodes after the clock; bring every touched
-            # memory to the batch's end, then add each episode discounted by its age then.
-            end = self._episodes + float(n_ep)
             bank = self._decayed
             bank.reserve(size)
-            bank.decay_to(np.unique(rows), end, self.half_life)
-            age = np.asarray(decay_factor(np.arange(n_ep - 1, -1, -1, dtype=float), self.half_life))
-            bank.add(rows, weights, success, size, discount=age)
+            for start in range(0, n_ep, _CHUNK):
+                # Episode i of the chunk is i + 1 episodes after the clock; bring every touched
+                # memory to the chunk's end, then add each episode discounted by its age then.
+                part = rows[start : start + _CHUNK]
+                m = part.shape[0]
+                bank.decay_to(np.unique(part), self._episodes + float(start + m), self.half_life)
+                age = np.asarray(decay_factor(np.arange(m - 1, -1, -1, dtype=float), self.half_life))
+                w = None if weights is None else weights[start : start + _CHUNK]
+                bank.add(part, w, success[start : start + _CHUNK], size, discount=age)
         self._episodes += n_ep
 
     def _context_bank(self, context: Hashable) -> _Bank:
@@ -466,7 +506,46 @@ def _id_list(ids: object) -> list[Hashable] | np.ndarray | None:
 
 
 def _first_duplicate_row(ids: np.ndarray) -> int:
-    """Index of the first row of ``ids`` that holds an id twice, or -1 (in cache-sized chunks)."""
+    """Index of the first row of the integer array ``ids`` that holds an id twice, or -1.
+
+    Up to ``_PAIRWISE_MAX_K`` columns, each cache-sized chunk is transposed into columns
+    of its ids' low 32 bits and every column is compared with every later one, shift by
+    shift (k - 1 comparisons of whole blocks, no per-row sort). Rows where the low bits
+    collide are then checked on the full ids, so wide ids are judged exactly. Wider rows
+    are sorted instead.
+    """
+    n_ep, k = ids.shape
+    if k < 2 or n_ep == 0:
+        return -1
+    if k > _PAIRWISE_MAX_K or n_ep < _PAIRWISE_MIN_EPISODES:
+        return _first_duplicate_row_sorted(ids)
+    size = min(n_ep, _DUP_CHUNK)
+    cols = np.empty((k, size), dtype=np.uint32)
+    same = np.empty((k - 1, size), dtype=bool)
+    equal = np.empty((k - 2, size), dtype=bool)
+    exact = ids.dtype.itemsize <= 4  # the low 32 bits are the whole id
+    for start in range(0, n_ep, size):
+        chunk = ids[start : start + size]
+        m = chunk.shape[0]
+        c, s, e = cols[:, :m], same[:, :m], equal[:, :m]
+        np.copyto(c, chunk.T, casting="unsafe")  # keeps the low 32 bits
+        np.equal(c[1:], c[:-1], out=s)  # s[i]: column i + d equals column i, for every shift d
+        for d in range(2, k):
+            np.equal(c[d:], c[:-d], out=e[: k - d])
+            s[: k - d] |= e[: k - d]
+        if s.any():
+            hit = np.flatnonzero(s.any(axis=0))
+            if not exact:
+                found = _first_duplicate_row_sorted(chunk[hit])
+                if found < 0:
+                    continue
+                hit = hit[found:]
+            return start + int(hit[0])
+    return -1
+
+
+def _first_duplicate_row_sorted(ids: np.ndarray) -> int:
+    """:func:`_first_duplicate_row` by sorting each row (in cache-sized chunks)."""
     for start in range(0, ids.shape[0], _CHUNK):
         ordered = np.sort(ids[start : start + _CHUNK], axis=1)
         same = ordered[:, 1:] == ordered[:, :-1]

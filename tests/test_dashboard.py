@@ -23,8 +23,10 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore
+from memworth.errors import UnknownMemoryError
 from memworth.server import create_app, create_key, revoke_key
-from memworth.server.dashboard import trajectory
+from memworth.server.dashboard import pages, trajectory
+from memworth.server.dashboard.sessions import SESSION_SECONDS, Sessions
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -217,6 +219,59 @@ def test_a_memory_page_shows_plot_proposal_and_audit(client: TestClient, store: 
     store.govern(apply=True, namespace="team")
     page = client.get("/dashboard/memories/billing", headers=h).text
     assert 'id="standing">re-verify<' in page and 'class="undo"' in page
+
+
+def test_page_data_is_read_without_http(store: MemoryStore) -> None:
+    seed(store)
+    low = pages.memories_page(store, "team", value_class="low")
+    assert [r.memory.id for r in low.rows] == ["billing", "cz"] and low.total == 2
+    assert low.filters == {"status": None, "context": None, "class": "low"} and "python" in low.contexts
+    for i in range(2 * pages.PAGE_SIZE + 5):
+        store.add(f"Bulk note {i}.", id=f"bulk-{i:03d}", namespace="bulk")
+    third = pages.memories_page(store, "bulk", sort="id", order="asc", page=3)
+    assert third.total == 2 * pages.PAGE_SIZE + 5 and third.first == 2 * pages.PAGE_SIZE
+    assert [r.memory.id for r in third.rows] == [f"bulk-{i:03d}" for i in range(200, 205)]
+    assert pages.query_problem(None, "best", "worth", "desc", "1") == (
+        "class must be one of high, mixed, uncertain, low, got 'best'"
+    )
+
+    before = pages.governance_page(store, "team")
+    assert {p.memory_id for p in before.proposals} == {"cz", "rev", "billing"} and before.changes == []
+    applied = store.govern(apply=True, namespace="team").applied
+    after = pages.governance_page(store, "team")
+    assert {(e.memory_id, e.action) for e in applied} == {(p.memory_id, p.action) for p in before.proposals}
+    assert after.undoable == {e.seq for e in applied} and [e.seq for e in after.changes] == [3, 2, 1]
+    moved = store.set_status("cz", "active", reason="still true", namespace="team")
+    after = pages.governance_page(store, "team")
+    first_cz = next(e.seq for e in applied if e.memory_id == "cz")
+    assert moved.seq in after.undoable and first_cz not in after.undoable  # the newer entry has the last word
+
+    page = pages.memory_page(store, "billing", "team")
+    assert page.consistent and page.rebuilt == page.memory.counts and len(page.points) == 32
+    assert page.klass.value_class.value == "low" and page.lower <= page.klass.worth <= page.upper
+    assert [e.action for e in page.changes] == ["re-verify"] and page.undoable == {page.changes[0].seq}
+    with pytest.raises(UnknownMemoryError):
+        pages.memory_page(store, " padded ", "team")  # not even a valid id: not found either
+    with pytest.raises(UnknownMemoryError):
+        pages.memory_page(store, "billing", "other")
+
+
+def test_sessions_expire_and_the_oldest_go_past_the_limit() -> None:
+    now = [1000.0]
+    sessions = Sessions(limit=2, clock=lambda: now[0])
+    a = sessions.open("key-a")
+    now[0] += 1
+    b = sessions.open("key-b")
+    first, second = sessions.find(a), sessions.find(b)
+    assert first is not None and second is not None
+    assert (first.key, second.key) == ("key-a", "key-b") and first.csrf != second.csrf
+    now[0] += 1
+    c = sessions.open("key-c")  # a third: the oldest, a, goes
+    assert sessions.find(a) is None and sessions.find(b) is not None and sessions.find(c) is not None
+    now[0] += SESSION_SECONDS - 0.5
+    assert sessions.find(b) is None and sessions.find(c) is not None  # b expired, c has half a second left
+    sessions.close(c)
+    assert sessions.find(c) is None
 
 
 # -- in a real browser ---------------------------------------------------------------------

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp_types import TextResourceContents
 
 from memworth import MemoryStore
+from memworth.mcp_server import memory_uri
 
 TOOLS = {"remember", "recall", "report_outcome", "worth", "governance_proposals"}
 GUARD = 180  # seconds: a hung server fails the test instead of hanging CI (not a timing check)
@@ -179,6 +181,55 @@ def test_stdio_end_to_end(tmp_path: Path) -> None:
         assert store.audit() == []  # governance was proposed, never applied
         assert store.replay().consistent
     assert "Traceback" not in (tmp_path / "server.log").read_text()
+
+
+# Ids a URI must encode: "/", "%" (also before hex digits), spaces, Unicode, "?" and "#", and
+# ids the SDK's path checks would take for file paths ("..", "../x", "/x", "C:x", "\\x").
+ODD_IDS = ["notes/2024", "a/b/c", "50%", "x%41", "with space", "café ☕ 日本", "?q#f"]
+ODD_IDS += ["..", ".", "../up", "/abs", "C:x", "\\x"]
+
+
+async def resource_session(url: str, errlog: Any) -> None:
+    params = StdioServerParameters(command=sys.executable, args=mcp_args(url))
+    async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=GUARD) as client:
+        (template,) = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template == "memworth://memories/{memory_id}" and "%2F" in (template.description or "")
+
+        async def read(uri: str) -> dict[str, Any]:
+            (content,) = (await client.read_resource(uri)).contents
+            assert isinstance(content, TextResourceContents) and content.mime_type == "application/json"
+            return dict(json.loads(content.text))
+
+        for i, memory_id in enumerate(ODD_IDS):
+            await ok(client, "remember", {"text": f"Odd id number {i}.", "id": memory_id})
+        await ok(client, "remember", {"text": "The parent of a/b/c.", "id": "a"})
+        for i, memory_id in enumerate(ODD_IDS):
+            got = await read(memory_uri(memory_id))
+            assert (got["id"], got["text"]) == (memory_id, f"Odd id number {i}."), memory_uri(memory_id)
+        assert memory_uri("notes/2024") == "memworth://memories/notes%2F2024"
+        assert memory_uri("50%") == "memworth://memories/50%25"
+        # Clients that do not encode still reach the memory: a memory has no sub-resources.
+        assert (await read("memworth://memories/a/b/c"))["id"] == "a/b/c"
+        assert (await read("memworth://memories/café ☕ 日本"))["id"] == "café ☕ 日本"
+        assert (await read("memworth://memories/a"))["text"] == "The parent of a/b/c."
+        # Decoded once: "%2541" is the id "x%41", never "xA".
+        assert (await read("memworth://memories/x%2541"))["id"] == "x%41"
+        for uri, message in (
+            ("memworth://memories/a%2Fb", "unknown memory id: 'a/b'"),
+            ("memworth://memories/%FF", "ValidationError: memory_id: must be UTF-8 once percent-decoded"),
+            ("memworth://memories/%20padded", "ValidationError: id: "),
+        ):
+            with pytest.raises(MCPError, match=message):
+                await read(uri)
+
+
+def test_the_memory_resource_reads_any_id(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    with (tmp_path / "server.log").open("w") as errlog:
+        asyncio.run(asyncio.wait_for(resource_session(url, errlog), GUARD))
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
+    with MemoryStore.open(url) as store:
+        assert sorted(m.id for m in store.list()) == sorted([*ODD_IDS, "a"])
 
 
 def free_port() -> int:

@@ -263,3 +263,26 @@ def test_the_sidecar_over_http() -> None:
     assert client.post("/v1/sidecar/worth", json={"ids": ["p1"]}).status_code == 401
     assert client.post("/v1/sidecar/retrieve", json={"candidates": [], "k": 0}, headers=h).status_code == 422
     store.close()
+
+
+def test_the_sidecar_package_keeps_its_public_names() -> None:
+    import memworth.sidecar as package
+    from memworth.sidecar import arguments, records, sidecar
+
+    assert package.__all__ == sorted(package.__all__)
+    assert set(package.__all__) == {
+        "MAX_CANDIDATES",
+        "MAX_RETRIEVED",
+        "Ranked",
+        "Retrieval",
+        "Sidecar",
+        "WorthReport",
+        "rank_scores",
+    }
+    assert (package.Sidecar, package.rank_scores, package.Ranked) == (
+        sidecar.Sidecar,
+        arguments.rank_scores,
+        records.Ranked,
+    )
+    for module in (arguments, records, sidecar):
+        assert module.__all__ == sorted(module.__all__) and all(hasattr(module, n) for n in module.__all__)

@@ -1,51 +1,47 @@
-"""``memworth mcp``: the memory store over the Model Context Protocol (official ``mcp`` SDK).
+"""The MCP server of one store and one namespace: its tools, its memory resource, the SDK glue.
 
-One process serves one store and one namespace, over stdio (an agent host launches it)
-or streamable HTTP. Five tools mirror the HTTP API (:mod:`memworth.server.app`):
-
-``remember``               store a memory (text, metadata, context labels, provenance)
-``recall``                 the best memories for a query, and the episode that logs them
-``report_outcome``         success or failure of a recalled episode: credits its memories
-``worth``                  a memory's worth, interval, evidence, class, status, standing
-``governance_proposals``   what governance would change, with the numbers; applies nothing
-
-and a resource, ``memworth://memories/{memory_id}``, reads one memory as JSON.
-
-Every memworth error, and every argument the tool schemas refuse, comes back as a tool
-error (``isError``) whose text is ``<ErrorType>: <field>: <reason>``, never a traceback;
-a refused call writes nothing. The store is not thread-safe and the SDK runs tools on
-worker threads, so every store call holds one lock, as in the HTTP API.
+The SDK runs tools on worker threads and the store is not thread-safe, so every store
+call holds one lock, as in the HTTP API. A memworth error, or an argument a tool's schema
+refuses, becomes a tool error whose text is ``<ErrorType>: <field>: <reason>``.
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
-import os
-import signal
-import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import quote, unquote
 
 import pydantic
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AnyUrl, Field
 
 from memworth import __version__
 from memworth.errors import MemworthError, UnknownMemoryError, ValidationError
 from memworth.estimators import BetaMean, WilsonBound
-from memworth.store import Memory, MemoryStore
+from memworth.mcp_server.views import (
+    CreditedView,
+    GovernanceView,
+    IntervalView,
+    MemoryView,
+    OutcomeView,
+    ProposalView,
+    RecalledView,
+    RecallView,
+    WorthView,
+    counts_view,
+    memory_view,
+)
+from memworth.store import MemoryStore
 from memworth.store.store import MAX_K, MAX_TEXT, _name
-from memworth.store_cli import DEFAULT_URL, _with_store
 
-__all__ = ["create_server", "register"]
+__all__ = ["MEMORY_PREFIX", "MEMORY_TEMPLATE", "create_server", "memory_uri", "uri_memory_id"]
 
 _T = TypeVar("_T")
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 INSTRUCTIONS = """Governed long-term memory. Call `recall` before a task to get memories that
 worked before (each with its worth: the share of episodes it took part in that succeeded),
@@ -54,108 +50,55 @@ that outcome is what teaches the store which memories help. `remember` stores a 
 memory; `worth` explains one; `governance_proposals` lists memories to promote, demote,
 suppress, deprecate or re-verify."""
 
-
-# -- what the tools return ------------------------------------------------------------------
-
-
-class _View(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class CountsView(_View):
-    success: float = Field(description="hits+: credit from successful episodes")
-    failure: float = Field(description="hits-: credit from failed episodes")
-    retrievals: float = Field(description="episodes with an outcome that retrieved this memory")
+MEMORY_PREFIX = "memworth://memories/"
+MEMORY_TEMPLATE = MEMORY_PREFIX + "{memory_id}"
+MEMORY_DESCRIPTION = (
+    "One memory as JSON: text, metadata, provenance, counts, worth, class, status, standing. "
+    "The id goes in the URI percent-encoded as one segment (RFC 6570 simple expansion): "
+    "the memory 'notes/2024 café' is memworth://memories/notes%2F2024%20caf%C3%A9."
+)
 
 
-class MemoryView(_View):
-    id: str
-    text: str
-    metadata: dict[str, Any]
-    contexts: list[str]
-    derived_from: list[str]
-    part_of: list[str]
-    status: str = Field(description="active, suppressed, deprecated or archived; recall returns only active")
-    standing: str = Field(description="normal, promoted, demoted or re-verify")
-    created: float
-    updated: float
-    counts: CountsView
-    worth: float = Field(description="hits+ / (hits+ + hits-); 0.5 with no evidence")
-    value_class: str = Field(
-        validation_alias="class",
-        serialization_alias="class",
-        description="high, mixed, low or uncertain (too little evidence)",
-    )
+def memory_uri(memory_id: str) -> str:
+    """The URI of a memory's resource: its id percent-encoded as one segment.
+
+    Every character but ``A-Z a-z 0-9 - . _ ~`` is encoded (``/`` as ``%2F``, ``%`` as
+    ``%25``, a space as ``%20``, Unicode as its UTF-8 bytes), as RFC 6570 expands
+    ``{memory_id}``; the ids ``.`` and ``..`` are encoded too (``%2E``), which clients
+    would otherwise drop as dot segments. The same encoding as the HTTP API's paths.
+
+    Examples
+    --------
+    >>> memory_uri("notes/2024 café")
+    'memworth://memories/notes%2F2024%20caf%C3%A9'
+    >>> memory_uri("50%"), memory_uri("..")
+    ('memworth://memories/50%25', 'memworth://memories/%2E%2E')
+    """
+    if memory_id in (".", ".."):
+        return MEMORY_PREFIX + "%2E" * len(memory_id)
+    return MEMORY_PREFIX + quote(memory_id, safe="")
 
 
-class RecalledView(_View):
-    id: str
-    text: str
-    similarity: float = Field(description="cosine similarity to the query")
-    worth: float
-    lower: float = Field(description="lower end of the 95% Wilson interval of worth")
-    upper: float = Field(description="upper end of the 95% Wilson interval of worth")
-    value_class: str = Field(validation_alias="class", serialization_alias="class")
-    score: float = Field(description="the ranking score (similarity and worth blended)")
-    propensity: float = Field(description="probability that recall picked this memory")
-    explored: bool = Field(description="picked by the exploration floor, not by score")
+def uri_memory_id(uri: str) -> str:
+    """The memory id a memory URI names: everything after :data:`MEMORY_PREFIX`, percent-decoded once.
 
+    An unencoded ``/`` (or ``?``, ``#``, space) is read as part of the id: a memory has no
+    sub-resources, so ``memworth://memories/a/b`` can only mean the memory ``a/b``.
 
-class RecallView(_View):
-    episode: str = Field(description="pass to report_outcome once the task's outcome is known")
-    results: list[RecalledView]
-    diagnostics: dict[str, Any]
-
-
-class CreditedView(_View):
-    id: str
-    worth: float
-    retrievals: float
-
-
-class OutcomeView(_View):
-    episode: str
-    outcome: Literal["success", "failure"]
-    source: str
-    confidence: float = Field(description="how much this outcome counted, in (0, 1]")
-    memories: list[CreditedView] = Field(description="the episode's memories, with their worth after this outcome")
-
-
-class IntervalView(_View):
-    lower: float
-    upper: float
-    method: str
-
-
-class ProposalView(_View):
-    memory_id: str
-    action: str = Field(description="promote, demote, suppress, deprecate or re-verify")
-    field: str = Field(description="status or standing")
-    old: str
-    new: str
-    reason: str
-    numbers: dict[str, Any] = Field(description="the evidence behind the proposal")
-
-
-class WorthView(_View):
-    id: str
-    worth: float
-    value_class: str = Field(validation_alias="class", serialization_alias="class")
-    class_reason: str
-    evidence: float = Field(description="retrievals with an outcome (what min_evidence is compared to)")
-    counts: CountsView
-    interval: IntervalView
-    posterior_mean: float = Field(description="mean of the Beta(1 + hits+, 1 + hits-) posterior")
-    status: str
-    standing: str
-    hot: bool = Field(description="eligible for the hot tier (active, worth >= 0.5, enough evidence)")
-    proposal: ProposalView | None = Field(description="what governance would change now, if anything")
-
-
-class GovernanceView(_View):
-    namespace: str
-    proposals: list[ProposalView]
-    applied: bool = Field(description="always false: this tool only proposes")
+    Examples
+    --------
+    >>> uri_memory_id("memworth://memories/notes%2F2024%20caf%C3%A9"), uri_memory_id("memworth://memories/a/b")
+    ('notes/2024 café', 'a/b')
+    >>> uri_memory_id("memworth://memories/%FF")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: memory_id: must be UTF-8 once percent-decoded, got '%FF'
+    """
+    segment = uri.removeprefix(MEMORY_PREFIX)
+    try:
+        return unquote(segment, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError("memory_id", f"must be UTF-8 once percent-decoded, got {segment!r}") from None
 
 
 # -- the server ----------------------------------------------------------------------------
@@ -167,6 +110,10 @@ class _Server(MCPServer):
     An argument a tool does not declare is refused, as the HTTP API refuses an unknown
     field, rather than dropped: ``governance_proposals(theta_low=0.3)`` would otherwise
     answer under the store's own policy as if the setting had been taken.
+
+    A memory URI is read in its canonical form (:func:`memory_uri` of the id it names), so
+    an id holding "/", "?", "#", spaces or raw Unicode reaches the memory resource whether
+    or not the client encoded them, and one that is not UTF-8 once decoded is refused.
     """
 
     async def call_tool(
@@ -190,34 +137,22 @@ class _Server(MCPServer):
                 raise ToolError(f"Error executing tool {name}: ValidationError: {field}: {first['msg']}") from cause
             raise
 
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        text = str(uri)
+        if text.startswith(MEMORY_PREFIX):
+            try:
+                text = memory_uri(uri_memory_id(text))
+            except ValidationError as exc:
+                raise ResourceError(str(_tool_error(exc, "memory_id"))) from None
+        return await super().read_resource(text, context)
+
 
 def _tool_error(exc: MemworthError, field: str) -> ToolError:
     if isinstance(exc, ValidationError):
         return ToolError(f"{type(exc).__name__}: {exc.field}: {exc.reason}")
     return ToolError(f"{type(exc).__name__}: {field}: {exc}")
-
-
-def _counts(m: Memory) -> CountsView:
-    return CountsView(success=m.counts.success, failure=m.counts.failure, retrievals=m.counts.n)
-
-
-def _memory_view(store: MemoryStore, m: Memory) -> MemoryView:
-    klass = store.taxonomy.classify(m.counts)
-    return MemoryView(
-        id=m.id,
-        text=m.text,
-        metadata=m.metadata,
-        contexts=list(m.contexts),
-        derived_from=list(m.derived_from),
-        part_of=list(m.part_of),
-        status=m.status,
-        standing=m.standing,
-        created=m.created,
-        updated=m.updated,
-        counts=_counts(m),
-        worth=klass.worth,
-        value_class=klass.value_class.value,
-    )
 
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
@@ -288,18 +223,24 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     ) -> MemoryView:
         """Store one memory. It starts at worth 0.5 (no evidence) and earns worth from the outcomes
         of the episodes that recall it; outcomes also credit the memories it was derived from."""
-        item: dict[str, Any] = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
-        item |= {"derived_from": derived_from, "part_of": part_of}
         linked = {"derived_from": derived_from or [], "part_of": part_of or []}
         with lock:
             try:
-                m = store.add_many([item], namespace=namespace)[0]
+                m = store.add(
+                    text,
+                    id=id,
+                    namespace=namespace,
+                    metadata=metadata,
+                    contexts=contexts,
+                    derived_from=derived_from,
+                    part_of=part_of,
+                )
             except UnknownMemoryError as exc:
                 field = next((k for k, ids in linked.items() if exc.memory_id in ids), "id")
                 raise _tool_error(exc, field) from None
             except MemworthError as exc:
                 raise _tool_error(exc, "id") from None
-            return _memory_view(store, m)
+            return memory_view(store, m)
 
     @tool(writes)
     def recall(
@@ -371,7 +312,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
                 value_class=klass.value_class.value,
                 class_reason=klass.reason,
                 evidence=klass.evidence,
-                counts=_counts(m),
+                counts=counts_view(m),
                 interval=IntervalView(lower=float(lo), upper=float(hi), method="wilson-95"),
                 posterior_mean=float(BetaMean().value(m.counts)),
                 status=m.status,
@@ -390,9 +331,16 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         proposals = [ProposalView(**p.__dict__) for p in report.proposals]
         return GovernanceView(namespace=namespace, proposals=proposals, applied=False)
 
-    @server.resource("memworth://memories/{memory_id}", mime_type="application/json")
+    @server.resource(
+        MEMORY_TEMPLATE,
+        name="memory",
+        description=MEMORY_DESCRIPTION,
+        mime_type="application/json",
+        # An id is looked up as it is, never joined to a path: "..", "/x" or "C:x" are ids like any other.
+        security=ResourceSecurity(exempt_params=frozenset({"memory_id"})),
+    )
     def memory(memory_id: str) -> str:
-        """One memory as JSON: text, metadata, provenance, counts, worth, class, status, standing."""
+        """One memory as JSON (``memory_id`` arrives percent-decoded, see :func:`memory_uri`)."""
         with lock:
             try:
                 m = store.get(memory_id, namespace=namespace)
@@ -400,71 +348,6 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
                 raise ResourceNotFoundError(str(exc)) from None
             except MemworthError as exc:
                 raise ResourceError(str(_tool_error(exc, "memory_id"))) from None
-            return _memory_view(store, m).model_dump_json(by_alias=True)
+            return memory_view(store, m).model_dump_json(by_alias=True)
 
     return server
-
-
-# -- the command ---------------------------------------------------------------------------
-
-
-def register(commands: Any) -> None:
-    """Add the ``mcp`` command to the ``memworth`` CLI (entry point ``memworth.commands``)."""
-    text = "serve the store over the Model Context Protocol (stdio or streamable HTTP)"
-    p = commands.add_parser("mcp", help=text, description=text[0].upper() + text[1:] + ".")
-    p.add_argument(
-        "--transport",
-        choices=["stdio", "streamable-http"],
-        default="stdio",
-        help="stdio (an agent host launches the command) or streamable-http (default stdio)",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address for streamable-http (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
-    p.add_argument(
-        "--store",
-        default=os.environ.get("MEMWORTH_STORE", DEFAULT_URL),
-        help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})",
-    )
-    p.add_argument("--namespace", default="default", help="the one namespace the tools see (default: default)")
-    p.add_argument(
-        "--encoder",
-        choices=["minilm", "hashing"],
-        help="encoder for a new store (default: the store's own, else all-MiniLM-L6-v2)",
-    )
-    p.add_argument("--redis", default=os.environ.get("MEMWORTH_REDIS"), help="Redis URL of the hot tier (optional)")
-    p.set_defaults(handler=_with_store(_serve))
-
-
-def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
-    if not 0 < args.port < 65536:
-        raise ValidationError("--port", f"must be from 1 to 65535, got {args.port}")
-    server = create_server(store, namespace=args.namespace)
-    where = store.backend.url.split("@")[-1]
-    # SIGTERM ends the server like end of input does: uvicorn shuts down gracefully and
-    # re-raises the signal, which lands here and unwinds, so the store is closed too.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        if args.transport == "stdio":  # standard output carries the protocol: say nothing there
-            print(f"memworth mcp: {where}, namespace {args.namespace!r}, on stdio", file=sys.stderr, flush=True)
-            server.run("stdio")
-        else:
-            url = f"http://{args.host}:{args.port}/mcp"
-            print(f"memworth mcp: {where}, namespace {args.namespace!r}, on {url}", file=sys.stderr, flush=True)
-            if args.host not in LOOPBACK:
-                print(
-                    f"memworth mcp: warning: no authentication; anyone who reaches {args.host}:{args.port} "
-                    f"can read and write namespace {args.namespace!r}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            server.run("streamable-http", host=args.host, port=args.port)
-    except SystemExit as stop:
-        if stop.code != 0:
-            raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 0
-
-
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(0)

@@ -1,26 +1,9 @@
-"""Sidecar: Memory Worth for memories that live in another store, governed by id.
-
-An existing memory store (a vector database, a LangChain retriever, a LangGraph store)
-keeps its texts and embeddings; the sidecar keeps, for each of its memory ids, the
-counts, status, standing, episodes, outcomes and audit trail, in a
-:class:`memworth.MemoryStore` backend (SQLite, PostgreSQL or in-process) as *external*
-memories: no text, no vector, never returned by the store's own recall. Everything the
-store does for its own memories works on them: the append-only episode and outcome
-log, replay, governance with its audit log, restore.
-
-The loop: the other store proposes candidates; :meth:`Sidecar.retrieve` re-ranks them
-with worth, drops suppressed or deprecated ones and logs the episode (or
-:meth:`Sidecar.rerank` and :meth:`Sidecar.retrieved` do the two halves separately);
-:meth:`Sidecar.record` reports the outcome; :meth:`Sidecar.worth` and
-:meth:`Sidecar.suggestions` read what the evidence says.
-"""
+"""The :class:`Sidecar`: register another store's memory ids, re-rank its candidates, log episodes, read worth."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,122 +14,29 @@ from memworth.errors import DuplicateError, UnknownMemoryError, ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import Proposal
 from memworth.ranking import ScoreRule, select
+from memworth.sidecar.arguments import (
+    MAX_RETRIEVED,
+    candidate_scores,
+    check_context,
+    check_ids,
+    check_k,
+    check_query,
+)
+from memworth.sidecar.records import Ranked, Retrieval, WorthReport
 from memworth.store.backend import NewMemory
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
 from memworth.store.store import (
-    MAX_K,
     GovernanceReport,
     MemoryStore,
     ReplayReport,
     _labels,
-    _memory_id,
     _metadata,
     _name,
 )
 
-__all__ = ["MAX_CANDIDATES", "MAX_RETRIEVED", "Ranked", "Retrieval", "Sidecar", "WorthReport", "rank_scores"]
+__all__ = ["Sidecar"]
 
-MAX_CANDIDATES = 10_000
-"""Most candidates one call may re-rank or filter."""
-MAX_RETRIEVED = 1_000
-"""Most ids one episode logged by :meth:`Sidecar.retrieved` may hold."""
-MAX_QUERY = 32_768
 _NO_VECTOR = np.zeros(0, dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class Ranked:
-    """One candidate after re-ranking: its final score and the evidence behind it.
-
-    ``similarity`` is the score the other store gave (or :func:`rank_scores` of its
-    position); ``registered`` is False for an id the sidecar has never seen (no evidence).
-    """
-
-    id: str
-    score: float
-    similarity: float
-    worth: float
-    lower: float
-    upper: float
-    retrievals: float
-    value_class: str
-    standing: str
-    registered: bool
-    propensity: float = 1.0
-    explored: bool = False
-
-
-@dataclass(frozen=True)
-class Retrieval:
-    """What :meth:`Sidecar.retrieve` returns: the picks, best first, and the logged episode."""
-
-    episode: Episode
-    results: tuple[Ranked, ...]
-
-    @property
-    def ids(self) -> list[str]:
-        return [r.id for r in self.results]
-
-
-@dataclass(frozen=True)
-class WorthReport:
-    """A memory's worth, its 95% Wilson interval, evidence, class, standing and suggested action."""
-
-    id: str
-    worth: float
-    lower: float
-    upper: float
-    counts: Counts
-    value_class: str
-    status: str
-    standing: str
-    hot: bool
-    proposal: Proposal | None
-
-    @property
-    def retrievals(self) -> float:
-        return self.counts.n
-
-
-def rank_scores(n: int) -> np.ndarray:
-    """Similarity stand-ins for ``n`` candidates known only by their order: ``1 - i / n``.
-
-    Examples
-    --------
-    >>> rank_scores(4).tolist()
-    [1.0, 0.75, 0.5, 0.25]
-    """
-    return 1.0 - np.arange(n, dtype=float) / max(n, 1)
-
-
-def _ids(value: object, field_name: str = "ids", limit: int = MAX_CANDIDATES) -> list[str]:
-    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sequence):
-        raise ValidationError(field_name, f"must be a list of memory ids, got {type(value).__name__}")
-    if len(value) > limit:
-        raise ValidationError(field_name, f"holds {len(value)} ids; the limit is {limit}")
-    out = [_memory_id(v) for v in value]
-    if len(set(out)) != len(out):
-        raise ValidationError(field_name, "the same id appears twice")
-    return out
-
-
-def _candidates(value: object) -> tuple[list[str], np.ndarray]:
-    """``[(id, score), ...]`` or ``[id, ...]`` (scored by :func:`rank_scores`) to ids and scores."""
-    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Sequence):
-        raise ValidationError("candidates", f"must be a list of ids or (id, score) pairs, got {type(value).__name__}")
-    if value and all(isinstance(c, str) for c in value):
-        ids = _ids(value, "candidates")
-        return ids, rank_scores(len(ids))
-    ids, scores = [], []
-    for i, c in enumerate(value):
-        if not isinstance(c, (tuple, list)) or len(c) != 2:
-            raise ValidationError(f"candidates[{i}]", "must be an (id, score) pair (or give only ids, in order)")
-        s = c[1]
-        if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
-            raise ValidationError(f"candidates[{i}]", f"score must be a finite number, got {s!r}")
-        ids.append(c[0])
-        scores.append(float(s))
-    return _ids(ids, "candidates"), np.array(scores, dtype=float)
 
 
 class Sidecar:
@@ -231,7 +121,7 @@ class Sidecar:
         new id of the call. The new ids are inserted in one transaction.
         """
         _name(namespace, "namespace")
-        wanted = _ids(ids, "ids", limit=1_000_000)
+        wanted = check_ids(ids, "ids", limit=1_000_000)
         labels = _labels(contexts, "contexts")
         meta = _metadata(metadata)
         for _attempt in range(3):
@@ -255,7 +145,7 @@ class Sidecar:
         """``ids`` without the suppressed, deprecated or archived ones, in the order given
         (an unregistered id has no evidence against it and is kept)."""
         _name(namespace, "namespace")
-        wanted = _ids(ids)
+        wanted = check_ids(ids)
         known = self._known(wanted, namespace)
         return [mid for mid in wanted if mid not in known or known[mid].status == "active"]
 
@@ -266,7 +156,7 @@ class Sidecar:
     ) -> tuple[list[str], np.ndarray, np.ndarray, CountsTable, dict[str, Memory]]:
         """Active-or-unknown candidates with their given similarity, final score, counts."""
         _name(namespace, "namespace")
-        ids, sims = _candidates(candidates)
+        ids, sims = candidate_scores(candidates)
         known = self._known(ids, namespace)
         keep = [i for i, mid in enumerate(ids) if mid not in known or known[mid].status == "active"]
         ids = [ids[i] for i in keep]
@@ -342,7 +232,7 @@ class Sidecar:
         order. Returns the best ``k`` (default: all), deterministically: no exploration.
         """
         if k is not None:
-            _k(k)
+            check_k(k)
         ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
         order = np.argsort(-scores, kind="stable")[: len(ids) if k is None else k]
         return self._ranked(ids, sims, scores, table, known, order)
@@ -364,9 +254,9 @@ class Sidecar:
         registered first (or refused: see ``auto_register``). Report the outcome with
         :meth:`record`.
         """
-        _k(k)
-        query = _query(query)
-        _context(context)
+        check_k(k)
+        query = check_query(query)
+        check_context(context)
         ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
         sel = select(scores, table.n < self.store.min_evidence, k, self.store.exploration, self.store._rng)
         picked = [ids[i] for i in sel.picked]
@@ -398,9 +288,9 @@ class Sidecar:
         registered first (or refused: see ``auto_register``).
         """
         _name(namespace, "namespace")
-        picked = _ids(ids, "ids", limit=MAX_RETRIEVED)
-        query = _query(query)
-        _context(context)
+        picked = check_ids(ids, "ids", limit=MAX_RETRIEVED)
+        query = check_query(query)
+        check_context(context)
         if weights is None:
             w = np.full(len(picked), 1.0 / max(len(picked), 1))
         else:
@@ -438,7 +328,7 @@ class Sidecar:
     def worth_many(self, ids: Sequence[str], *, namespace: str = "default") -> list[WorthReport]:
         """:meth:`worth` for many ids, in the order given; an unregistered id raises UnknownMemoryError."""
         _name(namespace, "namespace")
-        wanted = _ids(ids)
+        wanted = check_ids(ids)
         known = self._known(wanted, namespace)
         out = []
         for mid in wanted:
@@ -488,22 +378,3 @@ class Sidecar:
     def replay(self, *, apply: bool = False) -> ReplayReport:
         """Rebuild every counter from the outcome log (see :meth:`MemoryStore.replay`)."""
         return self.store.replay(apply=apply)
-
-
-def _k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
-    return k
-
-
-def _context(context: object) -> None:
-    if context is not None:
-        _labels([context], "context")
-
-
-def _query(query: object) -> str:
-    if not isinstance(query, str):
-        raise ValidationError("query", f"must be a string, got {type(query).__name__}")
-    if len(query) > MAX_QUERY:
-        raise ValidationError("query", f"is {len(query)} characters; the limit is {MAX_QUERY}")
-    return query

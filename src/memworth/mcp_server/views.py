@@ -1,0 +1,149 @@
+"""What the MCP tools return: pydantic models, so that each tool declares its output schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memworth.store import Memory, MemoryStore
+
+__all__ = [
+    "CountsView",
+    "CreditedView",
+    "GovernanceView",
+    "IntervalView",
+    "MemoryView",
+    "OutcomeView",
+    "ProposalView",
+    "RecallView",
+    "RecalledView",
+    "WorthView",
+    "counts_view",
+    "memory_view",
+]
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class CountsView(_View):
+    success: float = Field(description="hits+: credit from successful episodes")
+    failure: float = Field(description="hits-: credit from failed episodes")
+    retrievals: float = Field(description="episodes with an outcome that retrieved this memory")
+
+
+class MemoryView(_View):
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    contexts: list[str]
+    derived_from: list[str]
+    part_of: list[str]
+    status: str = Field(description="active, suppressed, deprecated or archived; recall returns only active")
+    standing: str = Field(description="normal, promoted, demoted or re-verify")
+    created: float
+    updated: float
+    counts: CountsView
+    worth: float = Field(description="hits+ / (hits+ + hits-); 0.5 with no evidence")
+    value_class: str = Field(
+        validation_alias="class",
+        serialization_alias="class",
+        description="high, mixed, low or uncertain (too little evidence)",
+    )
+
+
+class RecalledView(_View):
+    id: str
+    text: str
+    similarity: float = Field(description="cosine similarity to the query")
+    worth: float
+    lower: float = Field(description="lower end of the 95% Wilson interval of worth")
+    upper: float = Field(description="upper end of the 95% Wilson interval of worth")
+    value_class: str = Field(validation_alias="class", serialization_alias="class")
+    score: float = Field(description="the ranking score (similarity and worth blended)")
+    propensity: float = Field(description="probability that recall picked this memory")
+    explored: bool = Field(description="picked by the exploration floor, not by score")
+
+
+class RecallView(_View):
+    episode: str = Field(description="pass to report_outcome once the task's outcome is known")
+    results: list[RecalledView]
+    diagnostics: dict[str, Any]
+
+
+class CreditedView(_View):
+    id: str
+    worth: float
+    retrievals: float
+
+
+class OutcomeView(_View):
+    episode: str
+    outcome: Literal["success", "failure"]
+    source: str
+    confidence: float = Field(description="how much this outcome counted, in (0, 1]")
+    memories: list[CreditedView] = Field(description="the episode's memories, with their worth after this outcome")
+
+
+class IntervalView(_View):
+    lower: float
+    upper: float
+    method: str
+
+
+class ProposalView(_View):
+    memory_id: str
+    action: str = Field(description="promote, demote, suppress, deprecate or re-verify")
+    field: str = Field(description="status or standing")
+    old: str
+    new: str
+    reason: str
+    numbers: dict[str, Any] = Field(description="the evidence behind the proposal")
+
+
+class WorthView(_View):
+    id: str
+    worth: float
+    value_class: str = Field(validation_alias="class", serialization_alias="class")
+    class_reason: str
+    evidence: float = Field(description="retrievals with an outcome (what min_evidence is compared to)")
+    counts: CountsView
+    interval: IntervalView
+    posterior_mean: float = Field(description="mean of the Beta(1 + hits+, 1 + hits-) posterior")
+    status: str
+    standing: str
+    hot: bool = Field(description="eligible for the hot tier (active, worth >= 0.5, enough evidence)")
+    proposal: ProposalView | None = Field(description="what governance would change now, if anything")
+
+
+class GovernanceView(_View):
+    namespace: str
+    proposals: list[ProposalView]
+    applied: bool = Field(description="always false: this tool only proposes")
+
+
+def counts_view(m: Memory) -> CountsView:
+    """The counts of ``m`` as the tools show them."""
+    return CountsView(success=m.counts.success, failure=m.counts.failure, retrievals=m.counts.n)
+
+
+def memory_view(store: MemoryStore, m: Memory) -> MemoryView:
+    """``m`` with its counts, worth and value class, as ``remember`` and the memory resource show it."""
+    klass = store.taxonomy.classify(m.counts)
+    return MemoryView(
+        id=m.id,
+        text=m.text,
+        metadata=m.metadata,
+        contexts=list(m.contexts),
+        derived_from=list(m.derived_from),
+        part_of=list(m.part_of),
+        status=m.status,
+        standing=m.standing,
+        created=m.created,
+        updated=m.updated,
+        counts=counts_view(m),
+        worth=klass.worth,
+        value_class=klass.value_class.value,
+    )

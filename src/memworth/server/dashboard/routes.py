@@ -1,0 +1,175 @@
+"""The dashboard's routes: sign in and out, the three pages, and the two changes (approve, undo).
+
+Each page route finds the viewer, reads its page data under the app's store lock
+(:mod:`memworth.server.dashboard.pages`) and writes it out
+(:mod:`memworth.server.dashboard.render`). A change is a POST, checked for its origin and
+CSRF token, answered with a redirect (POST-redirect-GET) whose page announces the change.
+"""
+
+import hmac
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+
+from memworth.errors import StoreError
+from memworth.server.dashboard import pages, render
+from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
+from memworth.server.dashboard.markup import ROOT
+from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
+from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
+from memworth.server.keys import lookup_key
+from memworth.store import MemoryStore
+
+__all__ = ["dashboard_router"]
+
+Call = Callable[[Callable[[], Any]], Any]
+
+
+def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
+    """The dashboard's routes over ``store``; ``call`` runs a store call under the app's store lock."""
+    router = APIRouter(prefix=ROOT, include_in_schema=False)
+    sessions = Sessions()
+    css = resources.files("memworth.server").joinpath("static/dashboard.css").read_text(encoding="utf-8")
+
+    def viewer(request: Request) -> Viewer:
+        """Who asks: by API key in a header, else by session cookie; refused (sign in) when neither is valid."""
+        key = request.headers.get("x-api-key")
+        authorization = request.headers.get("authorization")
+        if key is None and authorization is not None and authorization.startswith("Bearer "):
+            key = authorization[7:].strip()
+        csrf: str | None = None
+        if key is None:
+            session = sessions.find(request.cookies.get(COOKIE, ""))
+            if session is not None:
+                key, csrf = session.key, session.csrf
+        namespace = None if key is None else call(lambda: lookup_key(store, key))
+        if namespace is None:
+            target = quote(request.url.path, safe="/") + (f"?{request.url.query}" if request.url.query else "")
+            if request.method != "GET":
+                target = ROOT
+            raise Refused(401, "Sign in", "sign in with a valid API key", login_next=safe_next(target))
+        return Viewer(str(namespace), csrf)
+
+    def changer(request: Request, form: dict[str, str] | None) -> tuple[Viewer, dict[str, str]]:
+        """The viewer of a POST that may change something, after the origin and CSRF checks."""
+        if from_another_site(request):
+            raise Refused(403, "Forbidden", "a form from another site may not change this store")
+        if form is None:
+            raise Refused(400, "Bad request", "expected a URL-encoded form")
+        who = viewer(request)
+        if who.csrf is not None and not hmac.compare_digest(form.get("csrf", "").encode(), who.csrf.encode()):
+            raise Refused(403, "Forbidden", "the form's CSRF token does not match this session; reload the page")
+        return who, form
+
+    def notice(request: Request, namespace: str) -> str:
+        seq = request.query_params.get("notice", "")
+        return render.notice(call(lambda: pages.notice_entry(store, namespace, seq)) if seq.isdigit() else None)
+
+    @router.get("/static/dashboard.css")
+    def stylesheet() -> Response:
+        return Response(css, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+    @router.get("/login")
+    def login_form(request: Request) -> Response:
+        return login_page(safe_next(request.query_params.get("next")), status=200)
+
+    @router.post("/login")
+    @error_pages
+    def login(request: Request, form: Form) -> Response:
+        if from_another_site(request):
+            raise Refused(403, "Forbidden", "a form from another site may not sign in here")
+        fields = form or {}
+        target = safe_next(fields.get("next"))
+        key = fields.get("key", "").strip()
+        if not key or call(lambda: lookup_key(store, key)) is None:
+            return login_page(target, "unknown or revoked API key")
+        sid = sessions.open(key)
+        response = RedirectResponse(target, status_code=303)
+        secure = request.url.scheme == "https"
+        response.set_cookie(
+            COOKIE, sid, max_age=SESSION_SECONDS, path=ROOT, httponly=True, samesite="strict", secure=secure
+        )
+        return response
+
+    @router.post("/logout")
+    @error_pages
+    def logout(request: Request, form: Form) -> Response:
+        changer(request, form)
+        sessions.close(request.cookies.get(COOKIE, ""))
+        response = RedirectResponse(f"{ROOT}/login", status_code=303)
+        response.delete_cookie(COOKIE, path=ROOT)
+        return response
+
+    @router.get("")
+    @error_pages
+    def memories(request: Request) -> Response:
+        who = viewer(request)
+        q = request.query_params
+        status, context, klass = q.get("status") or None, q.get("context") or None, q.get("class") or None
+        sort, order, page = q.get("sort") or "worth", q.get("order") or "desc", q.get("page") or "1"
+        problem = pages.query_problem(status, klass, sort, order, page)
+        if problem is not None:
+            raise Refused(422, "Invalid request", problem)
+        data = call(
+            lambda: pages.memories_page(
+                store,
+                who.namespace,
+                status=status,
+                context=context,
+                value_class=klass,
+                sort=sort,
+                order=order,
+                page=int(page),
+            )
+        )
+        return html_page(render.memories(data, who, notice(request, who.namespace)))
+
+    @router.get("/governance")
+    @error_pages
+    def governance(request: Request) -> Response:
+        who = viewer(request)
+        data = call(lambda: pages.governance_page(store, who.namespace))
+        return html_page(render.governance(data, who, notice(request, who.namespace)))
+
+    @router.post("/governance/approve")
+    @error_pages
+    def approve(request: Request, form: Form) -> Response:
+        who, fields = changer(request, form)
+        memory_id, action = fields.get("memory_id", ""), fields.get("action", "")
+        try:
+            entry = call(lambda: store.approve(memory_id, action, namespace=who.namespace))
+        except StoreError as exc:  # rate-limited, or changed meanwhile
+            raise Refused(409, "Not applied", str(exc)) from None
+        return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
+
+    @router.post("/audit/{seq}/undo")
+    @error_pages
+    def undo(seq: str, request: Request, form: Form) -> Response:
+        who, fields = changer(request, form)
+        if not seq.isdigit():
+            raise Refused(404, "Not found", f"no audit entry {seq!r}")
+        try:
+            entry = call(lambda: store.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace))
+        except StoreError as exc:  # the memory changed since that entry
+            raise Refused(409, "Not undone", str(exc)) from None
+        return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
+
+    @router.get("/memories/{memory_id:path}")
+    @error_pages
+    def memory(memory_id: str, request: Request) -> Response:
+        who = viewer(request)
+        data = call(lambda: pages.memory_page(store, memory_id, who.namespace))
+        return html_page(render.memory(data, who, notice(request, who.namespace)))
+
+    @router.get("/{rest:path}")
+    @error_pages
+    def not_found(rest: str, request: Request) -> Response:
+        if rest == "":
+            return RedirectResponse(ROOT, status_code=308)
+        raise Refused(404, "Not found", f"no dashboard page at {request.url.path}")
+
+    return router

@@ -1,0 +1,65 @@
+"""What the sidecar returns: a re-ranked candidate, a logged retrieval, a memory's worth report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memworth.counts import Counts
+from memworth.governance import Proposal
+from memworth.store.records import Episode
+
+__all__ = ["Ranked", "Retrieval", "WorthReport"]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate after re-ranking: its final score and the evidence behind it.
+
+    ``similarity`` is the score the other store gave (or :func:`~memworth.sidecar.rank_scores`
+    of its position); ``registered`` is False for an id the sidecar has never seen (no evidence).
+    """
+
+    id: str
+    score: float
+    similarity: float
+    worth: float
+    lower: float
+    upper: float
+    retrievals: float
+    value_class: str
+    standing: str
+    registered: bool
+    propensity: float = 1.0
+    explored: bool = False
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What :meth:`Sidecar.retrieve` returns: the picks, best first, and the logged episode."""
+
+    episode: Episode
+    results: tuple[Ranked, ...]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.results]
+
+
+@dataclass(frozen=True)
+class WorthReport:
+    """A memory's worth, its 95% Wilson interval, evidence, class, standing and suggested action."""
+
+    id: str
+    worth: float
+    lower: float
+    upper: float
+    counts: Counts
+    value_class: str
+    status: str
+    standing: str
+    hot: bool
+    proposal: Proposal | None
+
+    @property
+    def retrievals(self) -> float:
+        return self.counts.n

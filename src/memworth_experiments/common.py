@@ -39,6 +39,15 @@ def load_config(name: str) -> dict[str, Any]:
     return tomllib.loads(text) | {"_text": text}
 
 
+def load_world(name: str) -> dict[str, Any]:
+    """An agent world (tasks and memories) from ``worlds/<name>.toml``, not an experiment of its own."""
+    try:
+        text = resources.files("memworth_experiments").joinpath("worlds", f"{name}.toml").read_text()
+    except FileNotFoundError:
+        raise ValidationError("world", f"unknown agent world {name!r}") from None
+    return tomllib.loads(text) | {"_text": text}
+
+
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman rho with average ranks for ties; 0.0 when either side is constant.
 

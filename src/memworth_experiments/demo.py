@@ -1,7 +1,8 @@
 """``memworth demo``: a governed agent on real text with the real model, against an ungoverned twin.
 
-The world is Experiment 5's (20 memories, a distribution shift at episode 100 that turns
-the Czechoslovakia memory stale). Two agents see the same task sequence: one runs
+The world is ``worlds/agent.toml``: Experiment 5's set-up (20 memories, a distribution
+shift at episode 100 that turns the Czechoslovakia memory stale) with tasks where
+similarity keeps recalling the stale memory whatever its worth. Two agents see the same task sequence: one runs
 ``govern(apply=True)`` every ``--govern-every`` episodes, the other never governs. Both
 use an embedded SQLite store with the library's defaults (0.6 x similarity + 0.4 x MW,
 a 10% exploration floor). The report says which memories were flagged, suppressed,
@@ -22,7 +23,7 @@ import numpy as np
 
 from memworth import MemoryStore, ValidationError
 from memworth.encoders import Encoder
-from memworth_experiments.common import load_config
+from memworth_experiments.common import load_world
 from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 
 
@@ -118,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
         raise ValidationError("--episodes", f"must be at least 200 (the shift comes at 100), got {args.episodes}")
     if args.govern_every < 1:
         raise ValidationError("--govern-every", f"must be at least 1, got {args.govern_every}")
-    cfg = load_config("exp5")
+    cfg = load_world("agent")
     shift = cfg["run"]["phase_shift"]
     if args.out.exists():
         for name in ("governed.db", "ungoverned.db"):

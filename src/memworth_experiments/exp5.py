@@ -154,21 +154,23 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]]) -> list[Row]:
                     "" if checked else "Table 2's approximate value; not a target",
                 )
             )
+    seeds = sorted({r["seed"] for r in raw})
     hits = crossing(raw)
-    if hits:
-        m, s = mean_std(hits)
-        rows.append(
-            Row(
-                "stale crosses 0.40",
-                "episode",
-                cfg["paper"]["stale_crossing"],
-                m,
-                s,
-                None,
-                f"{len(hits)} of {len({r['seed'] for r in raw})} seeds cross; paper: 'near episode 300'; "
-                "see README.md: not met under our sentences",
-            )
+    # A seed that never crosses counts as crossing at the last episode (censored): it
+    # pulls the mean later instead of silently dropping out of it.
+    m, s = mean_std(hits + [last] * (len(seeds) - len(hits)))
+    rows.append(
+        Row(
+            "stale crosses 0.40",
+            "episode",
+            cfg["paper"]["stale_crossing"],
+            m,
+            s,
+            cfg["tolerance"]["crossing"] * tol / cfg["tolerance"]["full"],
+            f"{len(hits)} of {len(seeds)} seeds cross; paper: 'near episode 300' "
+            "(read as within the tolerance in episodes)",
         )
+    )
     return rows
 
 

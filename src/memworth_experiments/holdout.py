@@ -1,6 +1,6 @@
 """Past the paper: the lift a 10% holdout measures, against a separate ungoverned twin; policy replay.
 
-See ``configs/holdout.toml``. Per seed, three stores on Experiment 5's world and one task
+See ``configs/holdout.toml``. Per seed, three stores on the agent world (``worlds/agent.toml``: Experiment 5's set-up) and one task
 sequence: a governed store with a holdout share, the same without it, and an ungoverned
 (similarity-only) twin. Then governance is replayed over the governed store's log under
 other settings.
@@ -19,7 +19,7 @@ from memworth.encoders import Encoder
 from memworth.governance import GovernancePolicy
 from memworth.holdout import lift
 from memworth.policy_replay import ReplaySettings
-from memworth_experiments.common import Result, Row, load_config, progress, read_raw
+from memworth_experiments.common import Result, Row, load_world, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, draw_task, succeeded
 
 ARMS = ("governed_arm", "holdout_arm", "governed", "ungoverned", "twin_on_held")
@@ -108,7 +108,7 @@ def run_seed(world: dict[str, Any], cfg: dict[str, Any], seed: int, episodes: in
 
 
 def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
-    world = load_config("exp5")
+    world = load_world("agent")
     encoder = CachedEncoder(default_encoder())
     raw: list[dict[str, Any]] = []
     for seed in progress(range(seeds), seeds, "holdout", show_progress):

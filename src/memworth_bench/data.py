@@ -99,11 +99,18 @@ class VectorEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         items = check_texts(texts)
-        out = np.empty((len(items), self.dimension), dtype=np.float32)
+        out = np.zeros((len(items), self.dimension), dtype=np.float32)
+        picks: dict[str, tuple[list[int], list[int]]] = {kind: ([], []) for kind in self._tables}
         for i, text in enumerate(items):
             kind, _, row = text.partition(" ")
             table = self._tables.get(kind)
             if table is None or not row.isdigit() or int(row) >= len(table):
                 raise ValidationError("texts", f"expected 'm <row>' or 'q <row>' within range, got {text!r}")
-            out[i] = table[int(row)]
+            picks[kind][0].append(i)
+            picks[kind][1].append(int(row))
+        for kind, (at, rows) in picks.items():  # one gather per table
+            if len(at) == len(items):
+                return np.ascontiguousarray(self._tables[kind][rows], dtype=np.float32)
+            if at:
+                out[at] = self._tables[kind][rows]
         return out

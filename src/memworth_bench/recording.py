@@ -351,6 +351,15 @@ def measure(kind: str, settings: Settings) -> Section:
             + ("" if warmup else "; no warm-up run (quick)"),
             "the store reads the episodes back before writing (to refuse unknown or repeated ones); the bare loop "
             "knows them",
+            *(
+                [
+                    "per transaction the store sets every counter of the batch in one statement (rows locked in "
+                    "memory-id order, each memory's increments added in order) and COPYs the outcome rows; the bare "
+                    "loop sends one upsert per retrieved memory and one insert per outcome (pipelined)"
+                ]
+                if kind == "postgres"
+                else []
+            ),
         ],
         data={"backend": kind, "version": version, "k": K, "runs": data},
     )

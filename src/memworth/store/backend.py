@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -69,6 +69,13 @@ class Backend(Protocol):
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         """Memories of ``namespace`` (all, or the given ids that exist), in insertion order."""
+        ...
+
+    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+
+        The narrow read recall ranks on; it then reads only the memories it returns.
+        """
         ...
 
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:

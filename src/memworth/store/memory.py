@@ -71,6 +71,19 @@ class MemoryBackend:
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
 
+    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float]]:
+        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+
+        The narrow read recall ranks its candidates with (no text, metadata or edges).
+        """
+        with self._lock:
+            found = [self._memories.get((namespace, mid)) for mid in dict.fromkeys(ids)]
+            return [
+                (m.id, m.status, m.created, m.counts.success, m.counts.failure, m.counts.n)
+                for m in found
+                if m is not None
+            ]
+
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
         with self._lock:
             out = []

@@ -2,14 +2,18 @@
 
 Every write is one transaction. The rules that keep concurrent writers exact:
 
-* counters are incremented inside SQL (``success = success + %s``), so no update is lost;
+* counters are incremented inside SQL, from the value read under the row's lock, so no
+  update is lost; a batch of outcomes changes all its counters in one statement, which
+  adds each memory's increments one by one in the order given (the very additions one
+  UPDATE per increment would make);
 * a transaction updates the counters first, in memory-id order (so two transactions
   over the same hot memories take their row locks in the same order and cannot
-  deadlock), and only then appends its outcome rows: the outcome sequence numbers of two
-  transactions that share a memory follow the order in which they changed it, which is
-  what makes a replay of the log add the same numbers in the same order, bit for bit;
-* an episode recorded twice is refused by a unique key (``ON CONFLICT DO NOTHING``
-  then a count), not by a read-then-write check;
+  deadlock), and only then appends its outcome rows (COPY): the outcome sequence numbers
+  of two transactions that share a memory follow the order in which they changed it,
+  which is what makes a replay of the log add the same numbers in the same order, bit
+  for bit;
+* an episode recorded twice is refused by a unique key (the batch is rolled back and
+  the error names the episode), not by a read-then-write check;
 * memory inserts and status changes first lock the ``generation`` row, so memories
   become visible in the order of their insertion numbers and a reader that loads
   "everything after number n" never skips one still being committed;
@@ -24,15 +28,28 @@ candidate set (50, or 10 x k). Without pgvector (Debian 12's PostgreSQL 15, say)
 ``search`` returns None and the store searches its own index, kept in step with
 ``vectors(after=...)``.
 
-``?schema=name`` keeps a store in its own schema (created if missing); tests use it.
+URL options (the others go to libpq as they are):
+
+* ``?schema=name`` keeps a store in its own schema (created if missing); tests use it;
+* ``?pool_size=n`` (1 to 64, default 4): connections the process keeps;
+* ``?pool_timeout=s`` (seconds, > 0, default 10): how long a call waits for a connection
+  before a :class:`memworth.StoreError` that says the database is unreachable (or every
+  pooled connection busy); opening the store waits as long for its first connection;
+* ``?connect_timeout=s`` (libpq's, whole seconds): how long one connection attempt may
+  take; default: ``pool_timeout`` rounded up (at least 2, libpq's minimum), so an
+  attempt against a host that drops packets ends instead of hanging a pool worker.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
+import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
@@ -115,18 +132,115 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 
 
-def _split_url(url: str) -> tuple[str, str | None, int]:
+POOL_TIMEOUT = 10.0
+"""Seconds a call waits for a connection by default (``?pool_timeout=``)."""
+
+MAX_POOL_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class _Connection:
+    """What a ``postgresql://`` URL says: libpq's conninfo and the store's own options."""
+
+    conninfo: str
+    schema: str | None
+    pool_size: int
+    pool_timeout: float
+
+
+def _parse_url(url: str) -> _Connection:
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
         raise ValidationError("url", f"expected postgresql://..., got {url!r}")
     query = dict(parse_qsl(parsed.query))
     schema = query.pop("schema", None)
     pool = query.pop("pool_size", "4")
+    wait = query.pop("pool_timeout", None)
+    if wait is None and "pool_timeout" in dict(parse_qsl(parsed.query, keep_blank_values=True)):
+        wait = ""  # given empty: refused below, not taken for the default
     if schema is not None and not _SCHEMA.match(schema):
         raise ValidationError("schema", f"must be a lower-case SQL identifier, got {schema!r}")
     if not pool.isdigit() or not 1 <= int(pool) <= 64:
         raise ValidationError("pool_size", f"must be an integer from 1 to 64, got {pool!r}")
-    return urlunparse(parsed._replace(query=urlencode(query))), schema, int(pool)
+    timeout = POOL_TIMEOUT
+    if wait is not None:
+        try:
+            timeout = float(wait)
+        except ValueError:
+            timeout = math.nan
+        if not 0 < timeout <= MAX_POOL_TIMEOUT:  # NaN fails too
+            raise ValidationError(
+                "pool_timeout", f"must be a number of seconds > 0 and <= {MAX_POOL_TIMEOUT:g}, got {wait!r}"
+            )
+    connect = query.setdefault("connect_timeout", str(max(2, math.ceil(timeout))))
+    if not connect.isdigit():
+        raise ValidationError("connect_timeout", f"must be a whole number of seconds (0: no limit), got {connect!r}")
+    return _Connection(urlunparse(parsed._replace(query=urlencode(query))), schema, int(pool), timeout)
+
+
+def _split_url(url: str) -> tuple[str, str | None, int]:
+    """(libpq conninfo, schema, pool size) of a ``postgresql://`` URL."""
+    c = _parse_url(url)
+    return c.conninfo, c.schema, c.pool_size
+
+
+def _open_pool(c: _Connection, where: str, configure: Callable[[Any], None]) -> Any:
+    """A psycopg pool of ``c`` whose waits for a connection end, after ``c.pool_timeout``
+    seconds, in a :class:`StoreError` saying why (not psycopg_pool's bare ``PoolTimeout``)."""
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    # The pool logs every failed attempt; with no logging set up Python would print each
+    # one on stderr. The StoreError carries the last one; an application's handlers still
+    # get the records (they propagate).
+    pool_log = logging.getLogger("psycopg.pool")
+    if not any(isinstance(h, logging.NullHandler) for h in pool_log.handlers):
+        pool_log.addHandler(logging.NullHandler())
+    failures: list[Exception] = []  # the last failed connection attempt, while the server stays away
+
+    class Connection(psycopg.Connection[Any]):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            try:
+                conn = super().connect(*args, **kwargs)
+            except Exception as exc:
+                failures[:] = [exc]
+                raise
+            failures.clear()
+            return conn
+
+    class Pool(ConnectionPool[Any]):
+        def unreachable(self) -> StoreError:
+            if failures or not self.get_stats().get("pool_size"):
+                last = f": {' '.join(str(failures[0]).split())}" if failures else ""
+                why = f"no connection within {c.pool_timeout:g} s (?pool_timeout=){last}"
+                return StoreError(f"PostgreSQL at {where} is unreachable: {why}")
+            return StoreError(
+                f"no free connection to PostgreSQL at {where} within {c.pool_timeout:g} s: all "
+                f"{c.pool_size} pooled connections are busy (?pool_size=, ?pool_timeout=)"
+            )
+
+        def getconn(self, timeout: float | None = None) -> Any:
+            try:
+                return super().getconn(timeout)
+            except PoolTimeout as exc:
+                raise self.unreachable() from exc
+
+        def wait(self, timeout: float = POOL_TIMEOUT) -> None:
+            try:
+                super().wait(timeout)
+            except PoolTimeout as exc:
+                raise self.unreachable() from exc
+
+    return Pool(
+        c.conninfo,
+        min_size=1,
+        max_size=c.pool_size,
+        configure=configure,
+        connection_class=Connection,
+        open=True,
+        timeout=c.pool_timeout,
+    )
 
 
 class PostgresBackend:
@@ -135,11 +249,12 @@ class PostgresBackend:
     def __init__(self, url: str) -> None:
         try:
             import psycopg
-            from psycopg_pool import ConnectionPool
+            import psycopg_pool  # noqa: F401  (used by _open_pool; missing -> the message below)
         except ImportError:
             raise StoreError("the PostgreSQL backend needs psycopg: pip install 'memworth[postgres]'") from None
         self._psycopg = psycopg
-        conninfo, self.schema, size = _split_url(url)
+        connection = _parse_url(url)
+        self.schema = connection.schema
         self.url = redact(url)  # shown in messages and answers: never the password
         self._lock = threading.Lock()
         schema = self.schema
@@ -150,15 +265,14 @@ class PostgresBackend:
                 conn.execute(f'SET search_path TO "{schema}"')
             conn.commit()
 
+        self._pool = _open_pool(connection, self.url, configure)
         try:
-            self._pool = ConnectionPool(conninfo, min_size=1, max_size=size, configure=configure, open=True, timeout=30)
-            self._pool.wait(timeout=30)
+            self._pool.wait(timeout=connection.pool_timeout)  # StoreError if unreachable
             self._migrate()
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot open {url}: {exc}") from exc
-        except Exception as exc:  # the pool reports an unreachable server with its own error type
-            if type(exc).__name__ == "PoolTimeout":
-                raise StoreError(f"cannot reach PostgreSQL at {url}: {exc}") from exc
+        except BaseException as exc:
+            self._pool.close()  # stop its workers: they would retry for minutes
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(f"cannot open {self.url}: {exc}") from exc
             raise
 
     # -- plumbing -------------------------------------------------------------------
@@ -210,111 +324,171 @@ class PostgresBackend:
         )
 
     def generation(self) -> int:
-        return int(self.get_meta("generation") or 0)
+        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
+        return int(rows[0][0]) if rows else 0
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """One read statement in autocommit: one round trip instead of BEGIN, the query and COMMIT.
+
+        (Under READ COMMITTED each statement sees its own snapshot even inside a
+        transaction, so a lone read loses nothing by running outside one.)
+        """
+        try:
+            with self._pool.connection() as conn:
+                conn.autocommit = True
+                try:
+                    return list(conn.execute(sql, args).fetchall())
+                finally:
+                    conn.autocommit = False
+        except self._psycopg.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
 
     # -- memories ---------------------------------------------------------------------
 
     def _ensure_vector_column(self, conn: Any, dimension: int) -> None:
+        if self._vec_column:  # never dropped once made; ALTER TABLE would lock out every reader
+            return
         conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
-        conn.execute("CREATE INDEX IF NOT EXISTS memories_vec_hnsw ON memories USING hnsw (vec vector_ip_ops)")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {_HNSW} ON memories USING hnsw (vec vector_ip_ops)")
 
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+        """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges.
+
+        A batch of at least :data:`REBUILD_AT` vectors that also at least doubles the
+        vectors in the table drops the HNSW index and builds it again after the ``COPY``,
+        in the same transaction (building a graph at once is many times faster than
+        growing it row by row); readers wait for the commit.
+        """
+        if not rows:
+            return
+        _no_repeated_ids(rows)
+        sizes = [int(np.asarray(r.embedding).size) for r in rows]
+        with_vectors = self.pgvector and any(sizes)  # external memories (size 0) have no vector
+        fresh_column = with_vectors and not self._vec_column
+
         def work(conn: Any) -> None:
-            _bump(conn)  # first: serialises inserts, so seq order is commit order
-            sizes = [int(np.asarray(r.embedding).size) for r in rows]
-            if self.pgvector and any(sizes):  # external memories (size 0) have no vector
+            _bump(conn)  # first: serialises inserts, so seq order is commit order and the check below holds
+            self._refuse_existing(conn, rows)
+            rebuild = False
+            if with_vectors:
                 self._ensure_vector_column(conn, max(sizes))
+                batch = sum(1 for size in sizes if size)
+                if batch >= REBUILD_AT:
+                    have = conn.execute("SELECT count(*) FROM memories WHERE vec IS NOT NULL").fetchone()[0]
+                    rebuild = batch >= int(have)
+                if rebuild:
+                    _raise_build_memory(conn, int(have) + batch, max(sizes))
+                    conn.execute(f"DROP INDEX IF EXISTS {_HNSW}")
+            columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding"
+            types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea"]
             with conn.cursor() as cur:
-                records: list[tuple[Any, ...]] = []
-                for row in rows:
-                    m = row.memory
-                    records.append(
-                        (
+                cur.adapters.register_dumper(None, _binary_dumper(_JSONB))
+                if with_vectors:
+                    oid = self._vector_oid(conn)
+                    cur.adapters.register_dumper(None, _binary_dumper(oid))
+                    columns += ", vec"
+                    types.append(oid)
+                with cur.copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                    copy.set_types(types)
+                    for row, size in zip(rows, sizes, strict=True):
+                        m = row.memory
+                        emb = np.ascontiguousarray(row.embedding, dtype=np.float32)
+                        record: tuple[Any, ...] = (
                             m.namespace,
                             m.id,
                             m.text,
-                            json.dumps(m.metadata),
-                            json.dumps(list(m.contexts)),
+                            _jsonb(m.metadata) if m.metadata else b"\x01{}",
+                            _jsonb(list(m.contexts)) if m.contexts else b"\x01[]",
                             m.status,
-                            m.created,
-                            m.updated,
-                            np.ascontiguousarray(row.embedding, dtype=np.float32).tobytes(),
+                            float(m.created),
+                            float(m.updated),
+                            emb.tobytes(),
                         )
-                    )
-                if self.pgvector:  # the vector column too, in the same statement (NULL for external memories)
-                    records = [
-                        (*rec, _vector_text(r.embedding) if size else None)
-                        for rec, r, size in zip(records, rows, sizes, strict=True)
-                    ]
-                    sql = (
-                        "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated,"
-                        " embedding, vec) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::vector)"
-                    )
-                else:
-                    sql = (
-                        "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated,"
-                        " embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    )
-                cur.executemany(sql + " ON CONFLICT (namespace, id) DO NOTHING RETURNING id", records, returning=True)
-                inserted = set()
-                while True:
-                    got = cur.fetchone()
-                    if got is not None:
-                        inserted.add(got[0])
-                    if not cur.nextset():
-                        break
-                for row in rows:
-                    if row.memory.id not in inserted:
-                        m = row.memory
-                        raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}")
+                        if with_vectors:
+                            record += (_vector_binary(emb) if size else None,)
+                        copy.write_row(record)
                 edges = [
                     (r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from
                 ]
                 edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
                 if edges:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
+            if rebuild:
+                conn.execute(f"CREATE INDEX {_HNSW} ON memories USING hnsw (vec vector_ip_ops)")
 
-        self._run(work)
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                work(conn)
+        except self._psycopg.errors.UniqueViolation as exc:  # a concurrent writer outside this store's rules
+            detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
+            raise DuplicateError(f"a memory of the batch already exists ({detail})") from None
+        except self._psycopg.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
+        if fresh_column:
+            self._vec_column = True
+
+    def _refuse_existing(self, conn: Any, rows: Sequence[NewMemory]) -> None:
+        """DuplicateError naming the first row whose (namespace, id) is stored already: one query per namespace."""
+        by_namespace: dict[str, list[str]] = {}
+        for r in rows:
+            by_namespace.setdefault(r.memory.namespace, []).append(r.memory.id)
+        stored: set[tuple[str, str]] = set()
+        for namespace, ids in by_namespace.items():
+            found = conn.execute(
+                "SELECT id FROM memories WHERE namespace = %s AND id = ANY(%s)", (namespace, ids)
+            ).fetchall()
+            stored |= {(namespace, f[0]) for f in found}
+        for r in rows:
+            if (r.memory.namespace, r.memory.id) in stored:
+                raise DuplicateError(f"memory {r.memory.id!r} already exists in namespace {r.memory.namespace!r}")
+
+    def _vector_oid(self, conn: Any) -> int:
+        """The oid of pgvector's ``vector`` type (as this connection's search path resolves it)."""
+        return int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         cols = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
+        if ids is None:
+            rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = %s ORDER BY seq", (namespace,))
+        else:
+            rows = self._read(
+                f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
+                (namespace, list(dict.fromkeys(ids))),
+            )
+        edges: dict[str, dict[str, list[str]]] = {}
+        if rows:
+            for src, dst, kind in self._read(
+                "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
+                (namespace, [r[0] for r in rows]),
+            ):
+                edges.setdefault(src, {}).setdefault(kind, []).append(dst)
+        return [
+            Memory(
+                id=r[0],
+                text=r[1],
+                namespace=namespace,
+                metadata=r[2],
+                contexts=tuple(r[3]),
+                derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
+                part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
+                status=r[4],
+                standing=r[5],
+                created=r[6],
+                updated=r[7],
+                counts=Counts(r[8], r[9], r[10]),
+            )
+            for r in rows
+        ]
 
-        def work(conn: Any) -> list[Memory]:
-            if ids is None:
-                rows = conn.execute(
-                    f"SELECT {cols} FROM memories WHERE namespace = %s ORDER BY seq", (namespace,)
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
-                    (namespace, list(dict.fromkeys(ids))),
-                ).fetchall()
-            edges: dict[str, dict[str, list[str]]] = {}
-            if rows:
-                for src, dst, kind in conn.execute(
-                    "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
-                    (namespace, [r[0] for r in rows]),
-                ):
-                    edges.setdefault(src, {}).setdefault(kind, []).append(dst)
-            return [
-                Memory(
-                    id=r[0],
-                    text=r[1],
-                    namespace=namespace,
-                    metadata=r[2],
-                    contexts=tuple(r[3]),
-                    derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
-                    part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
-                    status=r[4],
-                    standing=r[5],
-                    created=r[6],
-                    updated=r[7],
-                    counts=Counts(r[8], r[9], r[10]),
-                )
-                for r in rows
-            ]
+    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
 
-        return list(self._run(work))
+        The narrow read recall ranks its candidates with (no text, metadata or edges).
+        """
+        return self._read(
+            "SELECT id, status, created, success, failure, n FROM memories WHERE namespace = %s AND id = ANY(%s)",
+            (namespace, list(dict.fromkeys(ids))),
+        )
 
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
         rows = self._run(
@@ -327,12 +501,10 @@ class PostgresBackend:
         return [r[0] for r in rows]
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
-        rows = self._run(
-            lambda c: c.execute(
-                "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s"
-                " AND octet_length(embedding) > 0 ORDER BY seq",
-                (namespace, after),
-            ).fetchall()
+        rows = self._read(
+            "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s"
+            " AND octet_length(embedding) > 0 ORDER BY seq",
+            (namespace, after),
         )
         if not rows:
             return [], [], np.zeros((0, 0), dtype=np.float32)
@@ -355,24 +527,28 @@ class PostgresBackend:
                 )
                 if not self._vec_column:
                     return []
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(n))}")
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             q = _vector_text(query)
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                (str(max(40, int(n))),),
+            )
             return conn.execute(
                 "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"
                 " AND vec IS NOT NULL ORDER BY vec <#> %s::vector LIMIT %s",
                 (q, namespace, q, int(n)),
             ).fetchall()
 
-        rows = self._run(work)
+        try:  # in a pipeline: BEGIN, the settings and the query go out together, then COMMIT
+            with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+                rows = work(conn)
+        except self._psycopg.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
         return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
 
     def inactive(self, namespace: str) -> list[str]:
-        rows = self._run(
-            lambda c: c.execute(
-                "SELECT id FROM memories WHERE namespace = %s AND status != 'active' AND octet_length(embedding) > 0",
-                (namespace,),
-            ).fetchall()
+        rows = self._read(
+            "SELECT id FROM memories WHERE namespace = %s AND status != 'active' AND octet_length(embedding) > 0",
+            (namespace,),
         )
         return [r[0] for r in rows]
 
@@ -407,7 +583,7 @@ class PostgresBackend:
                 "SELECT episode_id, position, memory_id, weight, propensity FROM episode_items"
                 " WHERE episode_id = ANY(%s) ORDER BY episode_id, position",
                 (unique,),
-            ):
+            ).fetchall():  # fetched at once: iterating the cursor costs a check per row
                 items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
             return {h[0]: Episode(h[0], h[1], h[2], h[3], h[4], tuple(items.get(h[0], [])), bool(h[5])) for h in heads}
 
@@ -419,43 +595,51 @@ class PostgresBackend:
     def append_verifications(
         self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
     ) -> None:
-        ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
+        """One transaction, three statements whatever the batch size (see the module docstring).
+
+        1. the verifications (usually none or one), refused if the episode has one already;
+        2. every counter of the batch in one statement (:data:`_COUNTERS`): the rows are
+           locked in (namespace, id) order, then each gets its increments added one by
+           one in the order given, starting from its current value, exactly as
+           per-increment updates would (so a replay adds the same numbers in the same
+           order and matches bit for bit);
+        3. the outcome rows, COPYed into the log in the order given: the unique key on
+           ``episode_id`` refuses an episode recorded already.
+        """
+        _no_repeats([v.episode_id for v in verifications], "is verified twice in one batch")
+        _no_repeats([o.episode_id for o in outcomes], "has two outcomes in one batch")
         recorded = outcomes[-1].recorded if outcomes else 0.0
 
         def work(conn: Any) -> None:
             with conn.cursor() as cur:
-                for v in verifications:
-                    cur.execute(
-                        "INSERT INTO verifications (episode_id, namespace, success, source, reported, recorded)"
-                        " VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (episode_id) DO NOTHING RETURNING seq",
-                        (v.episode_id, v.namespace, v.success, v.source, v.reported, v.recorded),
-                    )
-                    if cur.fetchone() is None:
-                        raise DuplicateError(f"episode {v.episode_id!r} is verified already")
-                if ordered:
-                    # Counters first, in id order (lock order): see the module docstring.
-                    cur.executemany(
-                        "UPDATE memories SET success = success + %s, failure = failure + %s, n = n + %s, updated = %s"
-                        " WHERE namespace = %s AND id = %s RETURNING id",
-                        [(i.success, i.failure, i.n, recorded, i.namespace, i.memory_id) for i in ordered],
-                        returning=True,
-                    )
-                    for inc in ordered:
-                        if cur.fetchone() is None:
-                            raise UnknownMemoryError(inc.memory_id)
-                        cur.nextset()
-                cur.executemany(
-                    "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (%s,%s,%s,%s,%s)"
-                    " ON CONFLICT (episode_id) DO NOTHING RETURNING episode_id",
-                    [(o.episode_id, o.success, o.source, o.confidence, o.recorded) for o in outcomes],
-                    returning=True,
-                )
-                for o in outcomes:
-                    if cur.fetchone() is None:
-                        raise DuplicateError(f"episode {o.episode_id!r} already has an outcome")
-                    cur.nextset()
+                if verifications:
+                    _insert_verifications(cur, verifications)
+                if increments:
+                    _add_to_counters(cur, increments, recorded)
+                if outcomes:
+                    with cur.copy(
+                        "COPY outcomes (episode_id, success, source, confidence, recorded) FROM STDIN (FORMAT BINARY)"
+                    ) as copy:
+                        copy.set_types(["text", "bool", "text", "float8", "float8"])
+                        for o in outcomes:
+                            copy.write_row((o.episode_id, o.success, o.source, o.confidence, o.recorded))
 
-        self._run(work)
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                work(conn)
+        except self._psycopg.errors.UniqueViolation as exc:  # rolled back: nothing was written
+            raise self._duplicate_outcome([o.episode_id for o in outcomes], exc) from None
+        except self._psycopg.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
+
+    def _duplicate_outcome(self, ids: Sequence[str], exc: Exception) -> DuplicateError:
+        """The error for a refused outcome batch: it names the first episode that had an outcome."""
+        logged = self.outcomes_of(ids)
+        for eid in ids:
+            if eid in logged:
+                return DuplicateError(f"episode {eid!r} already has an outcome")
+        detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
+        return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
 
     def outcome_log(self) -> Iterator[OutcomeRow]:
         rows = self._run(
@@ -561,9 +745,143 @@ class PostgresBackend:
         self._pool.close()
 
 
+_HNSW = "memories_vec_hnsw"
+_JSONB = 3802  # the oid of jsonb, fixed in every PostgreSQL
+REBUILD_AT = 1000
+"""Fewest vectors in one insert for which PostgreSQL rebuilds the HNSW index (when the
+batch also at least doubles the vectors stored) instead of adding to it row by row."""
+_BUILD_MEMORY_CAP = 1 << 30
+"""Most ``maintenance_work_mem`` (bytes) an index rebuild asks for, for its transaction only."""
+
+
+def _no_repeated_ids(rows: Sequence[NewMemory]) -> None:
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        key = (r.memory.namespace, r.memory.id)
+        if key in seen:
+            raise DuplicateError(f"memory {key[1]!r} appears twice in one insert into namespace {key[0]!r}")
+        seen.add(key)
+
+
+def _raise_build_memory(conn: Any, vectors: int, dimension: int) -> None:
+    """Let the HNSW build keep its graph in memory (pgvector slows down badly once it spills).
+
+    About ``dimension x 4`` bytes of vector and 512 bytes of graph per row, capped at
+    :data:`_BUILD_MEMORY_CAP`; never below the server's own setting. ``SET LOCAL``: this
+    transaction only.
+    """
+    want = min(_BUILD_MEMORY_CAP, vectors * (4 * dimension + 512)) // 1024
+    have = int(conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0])
+    if want > have:
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{int(want)}kB'")
+
+
+def _vector_binary(vector: np.ndarray) -> bytes:
+    """pgvector's binary form: dimension and a zero (uint16 each), then big-endian float32s."""
+    return struct.pack(">HH", vector.size, 0) + vector.astype(">f4").tobytes()
+
+
+def _jsonb(value: object) -> bytes:
+    """PostgreSQL's binary form of a jsonb value: version 1, then the JSON text."""
+    return b"\x01" + json.dumps(value).encode()
+
+
+def _binary_dumper(oid: int) -> type:
+    """A psycopg dumper for values already in the binary form of type ``oid`` (used by ``COPY``)."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    def dump(self: Any, obj: bytes) -> bytes:
+        return obj
+
+    return type("VectorBinaryDumper", (Dumper,), {"oid": oid, "format": Format.BINARY, "dump": dump})
+
+
 def _vector_text(vector: np.ndarray) -> str:
     """pgvector's text form of a vector: '[x1,x2,...]' (float32 values, repr-exact)."""
-    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
+    return "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).ravel().tolist())) + "]"
+
+
+# One statement for every counter a batch of outcomes changes. ``inc`` is the batch's
+# increments in the order given (``ord``). ``locked`` locks the memories in (namespace, id)
+# order, so two batches over the same hot memories cannot deadlock; under READ COMMITTED
+# a locking read returns each row's newest committed version. ``total`` adds, per memory,
+# the current value and then the increments in the order given: ``sum(x ORDER BY ord)``
+# over float8 is float8pl applied left to right from the first value, the very additions
+# one UPDATE per increment would make. A memory that does not exist has no locked row and
+# so matches no row to update: it is missing from RETURNING.
+_COUNTERS = """
+WITH inc AS (
+    SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[], %b::float8[])
+        WITH ORDINALITY AS t(namespace, id, success, failure, n, ord)
+), locked AS (
+    SELECT m.namespace, m.id, m.success, m.failure, m.n FROM memories m
+    WHERE (m.namespace, m.id) IN (SELECT namespace, id FROM inc)
+    ORDER BY m.namespace, m.id FOR NO KEY UPDATE
+), total AS (
+    SELECT namespace, id, sum(success ORDER BY ord) AS success, sum(failure ORDER BY ord) AS failure,
+        sum(n ORDER BY ord) AS n
+    FROM (
+        SELECT namespace, id, success, failure, n, 0::bigint AS ord FROM locked
+        UNION ALL SELECT namespace, id, success, failure, n, ord FROM inc
+    ) AS x
+    GROUP BY namespace, id
+)
+UPDATE memories m SET success = t.success, failure = t.failure, n = t.n, updated = %s
+FROM total t WHERE m.namespace = t.namespace AND m.id = t.id
+RETURNING m.namespace, m.id
+"""
+
+
+def _add_to_counters(cur: Any, increments: Sequence[Increment], recorded: float) -> None:
+    """Apply ``increments`` in one statement; UnknownMemoryError (first in id order) if a memory is missing."""
+    cur.execute(
+        _COUNTERS,
+        (
+            [i.namespace for i in increments],
+            [i.memory_id for i in increments],
+            [float(i.success) for i in increments],
+            [float(i.failure) for i in increments],
+            [float(i.n) for i in increments],
+            recorded,
+        ),
+    )
+    found = {(ns, mid) for ns, mid in cur.fetchall()}
+    for ns, mid in sorted({(i.namespace, i.memory_id) for i in increments}):
+        if (ns, mid) not in found:
+            raise UnknownMemoryError(mid)
+
+
+def _insert_verifications(cur: Any, verifications: Sequence[Verification]) -> None:
+    """Append verifications (in the order given); DuplicateError naming an episode verified already."""
+    cur.execute(
+        "INSERT INTO verifications (episode_id, namespace, success, source, reported, recorded)"
+        " SELECT episode_id, namespace, success, source, reported, recorded"
+        " FROM unnest(%s::text[], %s::text[], %s::bool[], %s::text[], %s::bool[], %s::float8[])"
+        " WITH ORDINALITY AS t(episode_id, namespace, success, source, reported, recorded, ord) ORDER BY ord"
+        " ON CONFLICT (episode_id) DO NOTHING RETURNING episode_id",
+        (
+            [v.episode_id for v in verifications],
+            [v.namespace for v in verifications],
+            [v.success for v in verifications],
+            [v.source for v in verifications],
+            [v.reported for v in verifications],
+            [v.recorded for v in verifications],
+        ),
+    )
+    written = {r[0] for r in cur.fetchall()}
+    for v in verifications:
+        if v.episode_id not in written:
+            raise DuplicateError(f"episode {v.episode_id!r} is verified already")
+
+
+def _no_repeats(ids: Sequence[str], what: str) -> None:
+    """DuplicateError naming the first id that appears twice in ``ids``."""
+    seen: set[str] = set()
+    for eid in ids:
+        if eid in seen:
+            raise DuplicateError(f"episode {eid!r} {what}")
+        seen.add(eid)
 
 
 def _bump(conn: Any) -> None:

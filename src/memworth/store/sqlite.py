@@ -175,35 +175,41 @@ class SQLiteBackend:
     # -- memories ---------------------------------------------------------------------
 
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+        """One transaction, two ``executemany`` (memory rows, then provenance edges)."""
+        records = [
+            (
+                r.memory.namespace,
+                r.memory.id,
+                i + 1,
+                r.memory.text,
+                json.dumps(r.memory.metadata) if r.memory.metadata else "{}",
+                json.dumps(list(r.memory.contexts)) if r.memory.contexts else "[]",
+                r.memory.status,
+                r.memory.created,
+                r.memory.updated,
+                r.memory.counts.success,
+                r.memory.counts.failure,
+                r.memory.counts.n,
+                np.ascontiguousarray(r.embedding, dtype=np.float32).tobytes(),
+            )
+            for i, r in enumerate(rows)
+        ]
+        edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
+        edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
         with self._write() as db:
             top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM memories").fetchone()[0]
-            for i, row in enumerate(rows):
-                m = row.memory
-                try:
-                    db.execute(
-                        "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
-                        " success, failure, n, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (
-                            m.namespace,
-                            m.id,
-                            top + i + 1,
-                            m.text,
-                            json.dumps(m.metadata),
-                            json.dumps(list(m.contexts)),
-                            m.status,
-                            m.created,
-                            m.updated,
-                            m.counts.success,
-                            m.counts.failure,
-                            m.counts.n,
-                            np.ascontiguousarray(row.embedding, dtype=np.float32).tobytes(),
-                        ),
-                    )
-                except sqlite3.IntegrityError:
-                    raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
-                edges = [(m.namespace, m.id, d, "derived_from") for d in m.derived_from]
-                edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
-                db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
+            start = db.total_changes
+            try:
+                db.executemany(
+                    "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
+                    " success, failure, n, embedding) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?)",
+                    ((rec[0], rec[1], top, *rec[2:]) for rec in records),
+                )
+            except sqlite3.IntegrityError:
+                # executemany stops at the offending row; the rows before it went in (and roll back).
+                m = rows[db.total_changes - start].memory
+                raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
+            db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
             _bump(db)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
@@ -221,9 +227,8 @@ class SQLiteBackend:
                 )
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
         edges: dict[str, dict[str, list[str]]] = {}
-        if rows:
-            for src, dst, kind in self._read("SELECT src, dst, kind FROM edges WHERE namespace = ?", (namespace,)):
-                edges.setdefault(src, {}).setdefault(kind, []).append(dst)
+        for src, dst, kind in self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []:
+            edges.setdefault(src, {}).setdefault(kind, []).append(dst)
         return [
             Memory(
                 id=r[0],
@@ -241,6 +246,35 @@ class SQLiteBackend:
             )
             for r in rows
         ]
+
+    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+
+        The narrow read recall ranks its candidates with (no text, metadata or edges).
+        """
+        found: list[tuple[Any, ...]] = []
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found += self._read(
+                f"SELECT id, status, created, success, failure, n FROM memories WHERE namespace = ? AND id IN ({marks})",
+                (namespace, *chunk),
+            )
+        return found
+
+    def _edges_of(self, namespace: str, ids: list[str] | None) -> list[tuple[Any, ...]]:
+        """Provenance edges from the given memories (all of the namespace's for None)."""
+        if ids is None:
+            return self._read("SELECT src, dst, kind FROM edges WHERE namespace = ?", (namespace,))
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found += self._read(
+                f"SELECT src, dst, kind FROM edges WHERE namespace = ? AND src IN ({marks})", (namespace, *chunk)
+            )
+        return found
 
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
         return [tuple(r) for r in self._read("SELECT src, dst, kind FROM edges WHERE namespace = ?", (namespace,))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import math
 import re
@@ -118,6 +119,8 @@ def _storable(value: str, field_name: str) -> str:
     """Refuse text no backend keeps faithfully: NUL (PostgreSQL's text type has none) and lone surrogates (not UTF-8)."""
     if "\x00" in value:
         raise ValidationError(field_name, "must not contain NUL characters (\\x00)")
+    if value.isascii():  # no surrogate possible: skip the encoding below
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -446,44 +449,31 @@ class MemoryStore:
         """Store one memory; see :meth:`add_many`."""
         item = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
         item |= {"derived_from": derived_from, "part_of": part_of}
-        return self.add_many([item], namespace=namespace)[0]
+        _name(namespace, "namespace")
+        return self._add(_new_memories([item], namespace, self.clock(), positions=False), namespace)[0]
 
     def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
         """Store many memories in one transaction (all or none), embedding them in one batch.
 
         Each item is a dict with ``text`` and optionally ``id`` (default: a random one),
         ``metadata`` (JSON object), ``contexts`` (labels), ``derived_from`` and ``part_of``
-        (ids of memories in the same namespace, or earlier in ``items``).
+        (ids of memories in the same namespace, or elsewhere in ``items``).
+
+        Every item is checked before anything is written: a bad one is refused with the
+        field at fault and its position (``items[i]``) in the reason. The memory rows go
+        to the backend in one bulk write (SQLite ``executemany``, PostgreSQL ``COPY``)
+        inside one transaction, so loading many memories costs one round trip, not one
+        per memory.
         """
         _name(namespace, "namespace")
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
-        now = self.clock()
-        memories = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise ValidationError(f"items[{i}]", "must be a dict with at least 'text'")
-            unknown = set(item) - {"text", "id", "metadata", "contexts", "derived_from", "part_of"}
-            if unknown:
-                raise ValidationError(f"items[{i}]", f"unknown field(s): {', '.join(sorted(unknown))}")
-            mid = item.get("id")
-            memories.append(
-                Memory(
-                    id=uuid.uuid4().hex if mid is None else _memory_id(mid),
-                    text=_text(item.get("text"), "text"),
-                    namespace=namespace,
-                    metadata=_metadata(item.get("metadata")),
-                    contexts=_labels(item.get("contexts"), "contexts"),
-                    derived_from=_labels(item.get("derived_from"), "derived_from"),
-                    part_of=_labels(item.get("part_of"), "part_of"),
-                    created=now,
-                    updated=now,
-                )
-            )
-        ids = [m.id for m in memories]
-        if len(set(ids)) != len(ids):
-            raise ValidationError("id", "the same id appears twice in one call")
-        linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - set(ids)
+        return self._add(_new_memories(items, namespace, self.clock(), positions=True), namespace)
+
+    def _add(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[Memory]:
+        """Check provenance, embed in one batch and insert in one backend call (one transaction)."""
+        known = {m.id for m in memories}
+        linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - known
         if linked:
             found = {m.id for m in self.backend.memories(namespace, sorted(linked))}
             missing = sorted(linked - found)
@@ -586,8 +576,7 @@ class MemoryStore:
                     diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
                 except StoreError as exc:
                     diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
-        mems: builtins.list[Memory] = []
-        sims = np.zeros(0)
+        cand: _Candidates | None = None
         in_database = None
         if hot is None and self.index in ("auto", "database"):
             search = getattr(self.backend, "search", None)
@@ -595,10 +584,7 @@ class MemoryStore:
         if in_database is not None:
             diagnostics["search"] = "database"
             found_ids, found_sims = in_database
-            by_id = {m.id: m for m in self.backend.memories(namespace, found_ids)}
-            keep = [i for i, mid in enumerate(found_ids) if mid in by_id and by_id[mid].status == "active"]
-            mems = [by_id[found_ids[i]] for i in keep]
-            sims = found_sims[keep]
+            cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float))
         space = self._space(namespace) if hot is None and in_database is None else None
         if hot is not None and hot:
             sims_all = np.stack([h.vector for h in hot]) @ q
@@ -606,43 +592,37 @@ class MemoryStore:
             mems = [
                 Memory(hot[i].id, hot[i].text, namespace, created=hot[i].created, counts=hot[i].counts) for i in order
             ]
-            sims = sims_all[order]
+            cand = _Candidates.of(mems, sims_all[order].astype(float))
         elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
             # Over-fetch by the number of inactive memories, which are dropped here.
             positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
-            pairs = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
-            pairs = [(mid, v) for mid, v in pairs if mid not in space.inactive]
-            by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in pairs])}
-            pairs = [(mid, v) for mid, v in pairs if mid in by_id and by_id[mid].status == "active"]
-            mems = [by_id[mid] for mid, _ in pairs]
-            sims = np.array([v for _, v in pairs])
-        if mems:
-            table = CountsTable(
-                np.array([m.counts.success for m in mems]),
-                np.array([m.counts.failure for m in mems]),
-                np.array([m.counts.n for m in mems]),
-            )
-            age = self.clock() - np.array([m.created for m in mems])
-            cand_sims = sims.astype(float)
+            keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
+            cand = self._candidates(namespace, [space.ids[positions[j]] for j in keep], found[keep].astype(float))
+        if cand is not None and cand.ids:
+            table = cand.table
+            age = self.clock() - cand.created
+            cand_sims = cand.sims
             scores = np.asarray(self.scoring.score(cand_sims, table, age), dtype=float)
             if not np.isfinite(scores).all():
                 raise StoreError("scoring produced a non-finite score")
             sel = select(scores, table.n < self.min_evidence, k, self.exploration, self._rng)
-            plan = None if self.ablation is None else self.ablation.plan([(namespace, mems[i].id) for i in sel.picked])
+            ids = cand.ids
+            plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[i]) for i in sel.picked])
             if plan is not None:
                 intended = sel.picked
                 sel = drop(sel, plan.position, scores, table.n < self.min_evidence, self.exploration)
                 diagnostics["ablation"] = {
-                    "dropped": mems[intended[plan.position]].id,
-                    "partner": next(mems[i].id for i in intended if (namespace, mems[i].id) == plan.partner),
-                    "stand_in": mems[sel.picked[-1]].id if sel.picked.size == intended.size else None,
+                    "dropped": ids[intended[plan.position]],
+                    "partner": next(ids[i] for i in intended if (namespace, ids[i]) == plan.partner),
+                    "stand_in": ids[sel.picked[-1]] if sel.picked.size == intended.size else None,
                 }
             weights = self._credit(scores[sel.picked])
+            picked = cand.memories(self.backend, namespace, sel.picked.tolist())
             worth = np.asarray(RawWorth().value(table))
             lo, hi = WilsonBound(evidence="retrievals").interval(table)
             classes = self.taxonomy.classify_table(table)
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
-                m = mems[i]
+                m = picked[pos]
                 items.append(EpisodeItem(m.id, float(w), float(p), pos))
                 picked_results.append(
                     Recalled(
@@ -660,6 +640,26 @@ class MemoryStore:
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
         self.backend.insert_episode(episode)
         return Recall(episode, tuple(picked_results), diagnostics)
+
+    def _candidates(self, namespace: str, ids: builtins.list[str], sims: np.ndarray) -> _Candidates:
+        """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
+
+        Only the counts, status and age of the candidates are read here; the ``k`` picked
+        memories are read whole afterwards (:meth:`_Candidates.memories`).
+        """
+        fetch = getattr(self.backend, "candidates", None)
+        if fetch is None:  # a backend without the narrow read: whole memories
+            return _Candidates.of([m for m in self.backend.memories(namespace, ids) if m.status == "active"], sims, ids)
+        rows = {r[0]: r for r in fetch(namespace, ids)}
+        keep = [i for i, mid in enumerate(ids) if mid in rows and rows[mid][1] == "active"]
+        got = [rows[ids[i]] for i in keep]
+        columns = np.array([r[2:] for r in got], dtype=float).reshape(len(got), 4)
+        return _Candidates(
+            [ids[i] for i in keep],
+            sims[keep],
+            CountsTable(columns[:, 1], columns[:, 2], columns[:, 3]),
+            columns[:, 0],
+        )
 
     def _recall_ungoverned(
         self, eid: str, q: np.ndarray, query: str, k: int, context: str | None, namespace: str
@@ -802,6 +802,7 @@ class MemoryStore:
         if self.reliability is not None and source != VERIFIED:
             self._refresh_agreement()
         earlier = self.backend.outcomes_of(ids) if source == VERIFIED else {}
+        parents = {ns: self._parents_of(ns) for ns in {ep.namespace for ep in episodes}}  # one read per call
         rows, increments, checks = [], [], []
         for ep, ok in zip(episodes, results, strict=True):
             if source == VERIFIED:
@@ -812,7 +813,7 @@ class MemoryStore:
                     continue
             conf = self._weight(source, ep.namespace, given)
             rows.append(OutcomeRow(ep.id, ok, source, conf, now))
-            increments += self._increments(ep, ok, conf)
+            increments += self._increments(ep, ok, conf, parents[ep.namespace])
         if source == VERIFIED:
             self.backend.append_verifications(checks, rows, increments)
         else:
@@ -875,9 +876,21 @@ class MemoryStore:
             )
         return out
 
-    def _increments(self, episode: Episode, success: bool, confidence: float) -> builtins.list[Increment]:
-        parents = self._provenance(episode.namespace) if self.propagation > 0 and self.max_hops > 0 else {}
+    def _increments(
+        self,
+        episode: Episode,
+        success: bool,
+        confidence: float,
+        parents: dict[str, builtins.list[str]] | None = None,
+    ) -> builtins.list[Increment]:
+        """The increments of one outcome; ``parents`` (the namespace's provenance) is read if not given."""
+        if parents is None:
+            parents = self._parents_of(episode.namespace)
         return credit_increments(episode, success, confidence, parents, self.propagation, self.max_hops)
+
+    def _parents_of(self, namespace: str) -> dict[str, builtins.list[str]]:
+        """The provenance credit propagates along: none when propagation is off."""
+        return self._provenance(namespace) if self.propagation > 0 and self.max_hops > 0 else {}
 
     def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
         generation = self.backend.generation()
@@ -1262,6 +1275,93 @@ class MemoryStore:
             for ns, fixes in by_ns.items():
                 self.backend.write_counts(ns, fixes)
         return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Recall candidates, most similar first: ids, similarities, counts and creation times.
+
+    ``known`` holds the whole memories when they came with the search (the hot tier);
+    otherwise :meth:`memories` reads the picked ones from the backend.
+    """
+
+    ids: list[str]
+    sims: np.ndarray
+    table: CountsTable
+    created: np.ndarray
+    known: dict[str, Memory] | None = None
+
+    @classmethod
+    def of(cls, memories: list[Memory], sims: np.ndarray, order: list[str] | None = None) -> _Candidates:
+        """From whole memories; with ``order``, the ids of ``sims`` (memories may lack some, in any order)."""
+        by_id = {m.id: m for m in memories}
+        keep = list(range(len(memories))) if order is None else [i for i, mid in enumerate(order) if mid in by_id]
+        mems = memories if order is None else [by_id[order[i]] for i in keep]
+        table = CountsTable(
+            np.array([m.counts.success for m in mems], dtype=float),
+            np.array([m.counts.failure for m in mems], dtype=float),
+            np.array([m.counts.n for m in mems], dtype=float),
+        )
+        created = np.array([m.created for m in mems], dtype=float)
+        return cls([m.id for m in mems], sims[keep], table, created, {m.id: m for m in mems})
+
+    def memories(self, backend: Backend, namespace: str, positions: list[int]) -> list[Memory]:
+        """The memories at ``positions``, as ranked: counts and status as the ranking read them."""
+        if self.known is not None:
+            return [self.known[self.ids[i]] for i in positions]
+        read = {m.id: m for m in backend.memories(namespace, [self.ids[i] for i in positions])}
+        out = []
+        for i in positions:
+            m = read[self.ids[i]]
+            counts = Counts(float(self.table.success[i]), float(self.table.failure[i]), float(self.table.n[i]))
+            if m.counts != counts or m.status != "active":  # changed since the ranking read: show what was ranked
+                m = dataclasses.replace(m, counts=counts, status="active")
+            out.append(m)
+        return out
+
+
+_FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of"})
+_NO_COUNTS = Counts()  # frozen: every new memory can share it
+
+
+def _new_memories(items: Sequence[Any], namespace: str, now: float, *, positions: bool) -> list[Memory]:
+    """Validate every item (nothing is written yet) and build its :class:`Memory`.
+
+    With ``positions``, a refused item's reason ends with its position, ``(items[i])``.
+    """
+    memories = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ValidationError(f"items[{i}]", "must be a dict with at least 'text'")
+        unknown = set(item) - _FIELDS
+        if unknown:
+            raise ValidationError(f"items[{i}]", f"unknown field(s): {', '.join(sorted(unknown))}")
+        try:
+            mid = item.get("id")
+            memories.append(
+                Memory(
+                    id=uuid.uuid4().hex if mid is None else _memory_id(mid),
+                    text=_text(item.get("text"), "text"),
+                    namespace=namespace,
+                    metadata=_metadata(item.get("metadata")),
+                    contexts=_labels(item.get("contexts"), "contexts"),
+                    derived_from=_labels(item.get("derived_from"), "derived_from"),
+                    part_of=_labels(item.get("part_of"), "part_of"),
+                    created=now,
+                    updated=now,
+                    counts=_NO_COUNTS,
+                )
+            )
+        except ValidationError as exc:
+            if not positions:
+                raise
+            raise ValidationError(exc.field, f"{exc.reason} (items[{i}])") from None
+    first: dict[str, int] = {}
+    for i, m in enumerate(memories):
+        j = first.setdefault(m.id, i)
+        if j != i:
+            raise ValidationError("id", f"the same id {m.id!r} appears twice in one call (items[{j}] and items[{i}])")
+    return memories
 
 
 class _Space:

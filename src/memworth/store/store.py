@@ -1252,8 +1252,12 @@ class MemoryStore:
         ids = [o.episode_id for o in log]
         for start in range(0, len(ids), 5000):
             episodes |= self.backend.episodes(ids[start : start + 5000])
+        parents: dict[str, dict[str, builtins.list[str]]] = {}  # one provenance read per namespace
         for o in log:
-            for inc in self._increments(episodes[o.episode_id], o.success, o.confidence):
+            ep = episodes[o.episode_id]
+            if ep.namespace not in parents:
+                parents[ep.namespace] = self._parents_of(ep.namespace)
+            for inc in self._increments(ep, o.success, o.confidence, parents[ep.namespace]):
                 acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
                 acc[0] += inc.success
                 acc[1] += inc.failure

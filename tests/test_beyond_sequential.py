@@ -98,6 +98,11 @@ def test_staleness_rules_on_a_scripted_break() -> None:
     assert 200 < flags[0] <= 260 and 200 < flags[1] <= 260  # both break: the pair is co-retrieved
     assert (flags[2:] == 0).all()  # no false alarm on the memories that did not change
     assert staleness.collateral(1, int(flags[1]), sets, y, stale=0, window=20)
+    ex = load_config("staleness")["explain"]
+    rule = staleness.ExplainingAway(ex["margin"], ex["suspect"], ex["tie"], ex["hold"])
+    held = staleness.cusum_flags(8, sets, y, det, cfg["reference_half_life"], rule)
+    assert 200 < held[0] <= 260 and (held[2:] == 0).all()
+    assert held[1] == 0 or held[1] >= held[0]  # never ahead of the memory whose failures it shares
     crossing = staleness.paper_flags(8, sets, credit, y, shift=200, theta=0.4, v_min=10)
     assert crossing[0] > flags[0]  # worth takes longer to fall below theta_L than the CUSUM to alarm
     window = staleness.window_flags(8, sets, credit, y, window=20, drop=0.25, theta=0.4)

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from memworth import ValidationError
-from memworth.change import BernoulliCusum, CusumState, OutcomeStream, reference_rates
+from memworth.change import (
+    BernoulliCusum,
+    CusumState,
+    ExplainingAway,
+    OutcomeStream,
+    SharedEvidence,
+    reference_rates,
+    scan_episodes,
+)
 
 
 def _sigmoid(z: float) -> float:
@@ -201,3 +209,121 @@ def test_bad_updates_are_refused_and_change_nothing() -> None:
         det.scan(np.array([1, 0]))
     with pytest.raises(ValidationError):
         reference_rates(np.array([True]), half_life=0)
+
+
+def _confounded(seed: int, together: float = 0.7) -> tuple[list[list[int]], np.ndarray]:
+    """Memory 0 breaks at episode 300; memory 1 comes with it in ``together`` of its
+    episodes and otherwise works; memories 2-5 never change."""
+    rng = np.random.default_rng(seed)
+    sets, y = [], []
+    for t in range(1, 601):
+        u = rng.random()
+        if u < 0.35:
+            rows = [0, 1] if rng.random() < together else [0]
+            rows = rows + rng.choice(np.arange(2, 6), 4 - len(rows), replace=False).tolist()
+            ok = rng.random() < (0.9 if t <= 300 else 0.0)
+        elif u < 0.5:
+            rows = [1, *rng.choice(np.arange(2, 6), 3, replace=False).tolist()]
+            ok = rng.random() < 0.9
+        else:
+            rows = rng.choice(np.arange(2, 6), 4, replace=False).tolist()
+            ok = rng.random() < 0.8
+        sets.append(rows)
+        y.append(ok)
+    return sets, np.array(y)
+
+
+def test_steps_are_what_update_adds_before_the_floor() -> None:
+    det = BernoulliCusum(min_history=2)
+    state = det.start(3)
+    rng = np.random.default_rng(5)
+    for t in range(60):
+        rows = np.array([0, 1, 2])
+        ok = rng.random(3) < (0.9 if t < 30 else 0.1)
+        before = state.statistic.copy()
+        steps = det.steps(state, rows, ok)
+        assert (state.statistic == before).all()  # steps change nothing
+        det.update(state, rows, ok, time=t)
+        np.testing.assert_allclose(state.statistic, np.maximum(0.0, before + steps))
+
+
+def test_shared_evidence_splits_each_statistic_by_co_retrieved_memory() -> None:
+    sets, y = _confounded(1)
+    det, rule = BernoulliCusum(), ExplainingAway()
+    state, shared = scan_episodes(det, rule, sets, y)
+    for m in range(6):
+        if state.statistic[m] <= 0:
+            assert shared.shared[m] == {}  # no excursion, nothing to split
+    # by hand for memory 1: its steps since it last left 0, in the episodes that also retrieved memory 0
+    state2, total, with0 = det.start(6), 0.0, 0.0
+    for t, rows in enumerate(sets):
+        r = np.asarray(rows)
+        steps = det.steps(state2, r, bool(y[t]))
+        det.update(state2, r, bool(y[t]), time=t + 1)
+        if 1 in rows:
+            i = rows.index(1)
+            if state2.statistic[1] <= 0:
+                total = with0 = 0.0
+            elif steps[i] != 0.0:
+                total += steps[i]
+                with0 += steps[i] if 0 in rows else 0.0
+    assert total == pytest.approx(state.statistic[1])
+    assert with0 == pytest.approx(shared.shared[1].get(0, 0.0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_broken_memory_is_flagged_and_its_companion_is_not(seed: int) -> None:
+    sets, y = _confounded(seed, together=0.8)
+    det, rule = BernoulliCusum(), ExplainingAway()
+    state, shared = det.start(6), rule.start(6)
+    ever = np.zeros(6, dtype=bool)
+    for t, rows in enumerate(sets):
+        steps = det.steps(state, rows, bool(y[t]))
+        det.update(state, rows, bool(y[t]), time=t + 1)
+        rule.update(shared, state, rows, steps)
+        ever |= rule.flagged(shared, state, det)
+    assert state.first_alarm[1] > 300  # its own CUSUM breaks too: it fails with memory 0
+    assert ever.tolist() == [True] + [False] * 5
+    if state.statistic[1] >= det.threshold:
+        assert rule.holding(shared, state, det, 1) == [0]
+    assert rule.holding(shared, state, det, 0) == []
+
+
+def test_memories_never_seen_apart_are_both_flagged() -> None:
+    sets, y = _confounded(2, together=1.0)
+    det, rule = BernoulliCusum(), ExplainingAway()
+    sets = [[0, 1, *r[2:]] if 0 in r else [x for x in r if x != 1] + ([2] if 2 not in r else [3]) for r in sets]
+    sets = [list(dict.fromkeys(r)) for r in sets]
+    state, shared = scan_episodes(det, rule, sets, y)
+    assert rule.flagged(shared, state, det)[:2].tolist() == [True, True]
+
+
+def test_a_near_tie_holds_a_fresh_alarm_until_hold() -> None:
+    sets, y = _confounded(0)
+    det = BernoulliCusum()
+    plain, held = ExplainingAway(), ExplainingAway(tie=1e6, hold=1e6)
+    state, shared = scan_episodes(det, plain, sets, y)
+    assert plain.flagged(shared, state, det)[0]
+    assert not held.flagged(shared, state, det)[0]  # memory 1 is within the (huge) tie of explaining it
+    assert held.holding(shared, state, det, 0) == [1]
+    assert ExplainingAway(tie=1e6, hold=0.0).flagged(shared, state, det)[0]  # hold 0: never held
+
+
+def test_explaining_away_refuses_bad_input() -> None:
+    det, rule = BernoulliCusum(), ExplainingAway()
+    with pytest.raises(ValidationError, match="suspect"):
+        ExplainingAway(suspect=-1.0).start(2)
+    with pytest.raises(ValidationError, match="tie"):
+        ExplainingAway(tie=float("nan")).start(2)
+    with pytest.raises(ValidationError, match="size"):
+        SharedEvidence.empty(-1)
+    with pytest.raises(ValidationError, match="shared"):
+        rule.update(rule.start(3), det.start(2), [0], np.zeros(1))
+    with pytest.raises(ValidationError, match="steps"):
+        rule.update(rule.start(2), det.start(2), [0, 1], np.zeros(3))
+    with pytest.raises(ValidationError, match="sets"):
+        scan_episodes(det, rule, [[0]], np.array([True, False]))
+    with pytest.raises(ValidationError, match="size"):
+        scan_episodes(det, rule, [[0, 3]], np.array([True]), size=2)
+    with pytest.raises(ValidationError, match="memory"):
+        rule.explained_by(rule.start(2), det.start(2), 5)

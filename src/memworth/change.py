@@ -47,7 +47,16 @@ import numpy as np
 
 from memworth.errors import ValidationError
 
-__all__ = ["BernoulliCusum", "CusumReading", "CusumState", "OutcomeStream", "reference_rates"]
+__all__ = [
+    "BernoulliCusum",
+    "CusumReading",
+    "CusumState",
+    "ExplainingAway",
+    "OutcomeStream",
+    "SharedEvidence",
+    "reference_rates",
+    "scan_episodes",
+]
 
 
 def _number(value: object, name: str, *, low: float, high: float = math.inf, open_low: bool = False) -> float:
@@ -119,7 +128,9 @@ class OutcomeStream:
 
     ``success`` (booleans), ``weight`` (in [0, 1]: the outcome's confidence), ``reference``
     (the success rate of all episodes just before each, or ``None``) and ``episode`` (the
-    position of each outcome in its namespace's log, counted from 1) are aligned arrays.
+    position of each outcome in its namespace's log, counted from 1) are aligned arrays;
+    ``explained_by`` names the co-retrieved memories that hold its alarm now
+    (:meth:`ExplainingAway.holding`): its failures are better explained by them.
 
     Examples
     --------
@@ -133,6 +144,7 @@ class OutcomeStream:
     weight: np.ndarray
     reference: np.ndarray | None
     episode: np.ndarray
+    explained_by: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)
@@ -228,7 +240,51 @@ class BernoulliCusum:
         ``time`` labels the observation (an episode number) for the change point and the
         first alarm. Nothing changes if an argument is refused.
         """
-        ratio, h, n0, _a = self._check()
+        if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
+            raise ValidationError("time", f"must be an integer, got {time!r}")
+        r, y, w, ref = self._observations(state, rows, success, weight, reference)
+        _ratio, h, _n0, _a = self._check()
+        step = self._steps(state, r, y, w, ref)
+        before = state.statistic[r]
+        after = np.maximum(0.0, before + step)
+        state.statistic[r] = after
+        started = (before <= 0) & (after > 0)
+        state.since[r[started]] = time
+        state.since[r[after <= 0]] = -1
+        alarm = after >= h
+        fresh = alarm & (state.first_alarm[r] < 0)
+        state.first_alarm[r[fresh]] = time
+        state.observations[r] += w
+        state.successes[r] += w * y
+        state.expected[r] += w * (0.5 if ref is None else ref)
+        return np.asarray(alarm)
+
+    def steps(
+        self,
+        state: CusumState,
+        rows: np.ndarray | list[int],
+        success: np.ndarray | list[bool] | bool,
+        *,
+        weight: np.ndarray | float = 1.0,
+        reference: np.ndarray | float | None = None,
+    ) -> np.ndarray:
+        """What one observation would add to each of ``rows``' statistic, before the floor at 0.
+
+        ``w`` times the log-likelihood ratio of the observation (0 for a memory not yet
+        watched); :meth:`update` adds it. Changes nothing.
+        """
+        r, y, w, ref = self._observations(state, rows, success, weight, reference)
+        return self._steps(state, r, y, w, ref)
+
+    def _observations(
+        self,
+        state: CusumState,
+        rows: np.ndarray | list[int],
+        success: np.ndarray | list[bool] | bool,
+        weight: np.ndarray | float,
+        reference: np.ndarray | float | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        self._check()
         r = np.asarray(rows, dtype=np.int64).ravel()
         if r.size and (r.min() < 0 or r.max() >= len(state)):
             raise ValidationError("rows", f"must index the state's {len(state)} memories")
@@ -241,26 +297,18 @@ class BernoulliCusum:
         if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
             raise ValidationError("weight", "must be within [0, 1]")
         ref = None if reference is None else np.broadcast_to(_check_rates(reference, None, "reference"), r.shape)
-        if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
-            raise ValidationError("time", f"must be an integer, got {time!r}")
+        return r, y, w, ref
+
+    def _steps(
+        self, state: CusumState, r: np.ndarray, y: np.ndarray, w: np.ndarray, ref: np.ndarray | None
+    ) -> np.ndarray:
+        ratio, _h, n0, _a = self._check()
         p0 = self.baseline(state, r, ref)
         z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
         shift = math.log(ratio)
         llr = np.where(y, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
         watched = state.observations[r] >= n0
-        before = state.statistic[r]
-        after = np.where(watched, np.maximum(0.0, before + w * llr), before)
-        state.statistic[r] = after
-        started = (before <= 0) & (after > 0)
-        state.since[r[started]] = time
-        state.since[r[after <= 0]] = -1
-        alarm = after >= h
-        fresh = alarm & (state.first_alarm[r] < 0)
-        state.first_alarm[r[fresh]] = time
-        state.observations[r] += w
-        state.successes[r] += w * y
-        state.expected[r] += w * (0.5 if ref is None else ref)
-        return np.asarray(alarm)
+        return np.asarray(np.where(watched, w * llr, 0.0))
 
     def scan(
         self,
@@ -302,6 +350,210 @@ class BernoulliCusum:
             baseline=float(self.baseline(state, row, last_ref)[0]),
             observations=float(state.observations[0]),
         )
+
+
+@dataclass
+class SharedEvidence:
+    """Where each memory's current excursion gathered its evidence: per co-retrieved memory.
+
+    ``shared[m][j]`` is the part of memory ``m``'s statistic (the sum of its steps since it
+    last left 0) that came from episodes which also retrieved ``j``; so
+    ``statistic[m] - shared[m][j]`` is the evidence against ``m`` from episodes without
+    ``j``. Sparse: only memories retrieved together during the excursion have an entry.
+    """
+
+    shared: list[dict[int, float]]
+
+    @classmethod
+    def empty(cls, size: int) -> SharedEvidence:
+        """No evidence for ``size`` memories."""
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise ValidationError("size", f"must be an integer >= 0, got {size!r}")
+        return cls([{} for _ in range(int(size))])
+
+    def __len__(self) -> int:
+        return len(self.shared)
+
+
+@dataclass(frozen=True)
+class ExplainingAway:
+    """Hold a memory's alarm while a co-retrieved memory explains its failures better.
+
+    A memory retrieved in the same episodes as a stale one fails with it: its own CUSUM
+    rises although nothing is wrong with it (the co-retrieval confound of the paper's
+    Experiment 4). Two memories ``m`` and ``j`` retrieved together are told apart only by
+    the episodes that retrieved one without the other; the evidence against ``m`` from
+    episodes without ``j`` is ``statistic[m] - shared[m][j]`` (:class:`SharedEvidence`).
+    ``j`` *explains* ``m`` when ``j`` was retrieved with ``m`` during ``m``'s current
+    excursion, ``j``'s statistic is at least ``suspect``, and ``j``'s evidence from
+    episodes without ``m`` exceeds ``m``'s evidence from episodes without ``j`` by more
+    than ``margin``. A memory is *flagged* when its CUSUM is in alarm and no other memory
+    explains it. Two memories always retrieved together explain neither: both are flagged.
+
+    Just after a change the co-retrieved memories have had few episodes apart, so the
+    first to alarm may not be the one that broke. A flag is therefore held while another
+    memory comes within ``tie`` of explaining it (its evidence from episodes without the
+    flagged one, plus ``tie``, exceeds the flagged one's from episodes without it), until
+    the statistic is ``hold`` above the threshold; then only a memory that explains it
+    outright holds it.
+
+    The statistics themselves are unchanged (each memory's false-alarm rate is still its
+    CUSUM's); the rule only withholds flags, so it cannot add false ones.
+
+    Parameters
+    ----------
+    margin
+        How much more evidence from the episodes without the other the explaining memory
+        needs (in log-likelihood-ratio units).
+    suspect
+        The least statistic of a memory that may explain another.
+    tie
+        How near explaining a co-retrieved memory must come to hold a fresh alarm.
+    hold
+        How far above the threshold the statistic must rise before a near tie stops
+        holding the flag (0: never hold).
+
+    Examples
+    --------
+    Memory 0 broke; memory 1 is retrieved with it in every episode and memory 0 also
+    alone. Both CUSUMs alarm, but only memory 0 is flagged:
+
+    >>> import numpy as np
+    >>> det, rule = BernoulliCusum(), ExplainingAway()
+    >>> sets = [[0, 1]] * 40 + [[0, 1], [0]] * 8
+    >>> success = np.array([True] * 40 + [False] * 16)
+    >>> state, shared = scan_episodes(det, rule, sets, success)
+    >>> bool(state.statistic[0] >= 12), bool(state.statistic[1] >= 12)
+    (True, True)
+    >>> rule.flagged(shared, state, det).tolist()
+    [True, False]
+    >>> rule.explained_by(shared, state, 1)
+    [0]
+    """
+
+    margin: float = 0.0
+    suspect: float = 6.0
+    tie: float = 2.0
+    hold: float = 4.0
+
+    def _check(self) -> tuple[float, float]:
+        _number(self.tie, "tie", low=0.0)
+        _number(self.hold, "hold", low=0.0)
+        return (
+            _number(self.margin, "margin", low=-math.inf),
+            _number(self.suspect, "suspect", low=0.0),
+        )
+
+    def start(self, size: int) -> SharedEvidence:
+        """Fresh shared evidence for ``size`` memories."""
+        self._check()
+        return SharedEvidence.empty(size)
+
+    def update(
+        self, shared: SharedEvidence, state: CusumState, rows: np.ndarray | list[int], steps: np.ndarray
+    ) -> None:
+        """Record one episode: ``rows`` were retrieved together and their CUSUMs moved by
+        ``steps`` (:meth:`BernoulliCusum.steps`, taken before :meth:`BernoulliCusum.update`;
+        ``state`` is after it)."""
+        r = np.asarray(rows, dtype=np.int64).ravel()
+        d = np.asarray(steps, dtype=float).ravel()
+        if len(shared) != len(state):
+            raise ValidationError("shared", f"has {len(shared)} memories, the CUSUM state {len(state)}")
+        if d.shape != r.shape:
+            raise ValidationError("steps", f"must have one value per row ({r.size}), got shape {d.shape}")
+        members = r.tolist()
+        for m, step in zip(members, d.tolist(), strict=True):
+            mine = shared.shared[m]
+            if state.statistic[m] <= 0:
+                mine.clear()
+                continue
+            if step == 0.0:
+                continue
+            for j in members:
+                if j != m:
+                    mine[j] = mine.get(j, 0.0) + step
+
+    def explained_by(self, shared: SharedEvidence, state: CusumState, memory: int) -> list[int]:
+        """The memories that explain ``memory``'s statistic now (its row), strongest first."""
+        margin, _suspect = self._check()
+        return self._explainers(shared, state, memory, margin)
+
+    def _explainers(self, shared: SharedEvidence, state: CusumState, memory: int, margin: float) -> list[int]:
+        _margin, suspect = self._check()
+        m = int(memory)
+        if not 0 <= m < len(state):
+            raise ValidationError("memory", f"must index the state's {len(state)} memories, got {memory!r}")
+        own = float(state.statistic[m])
+        found: list[tuple[float, int]] = []
+        for j, with_j in shared.shared[m].items():
+            other = float(state.statistic[j])
+            if other < suspect:
+                continue
+            theirs = other - shared.shared[j].get(m, 0.0)
+            if theirs > own - with_j + margin:
+                found.append((theirs, j))
+        return [j for _, j in sorted(found, key=lambda x: (-x[0], x[1]))]
+
+    def flagged(self, shared: SharedEvidence, state: CusumState, detector: BernoulliCusum) -> np.ndarray:
+        """Which memories are flagged now: in alarm, explained by no other and not held."""
+        _ratio, h, _n0, _a = detector._check()
+        alarm = state.statistic >= h
+        out = alarm.copy()
+        for m in np.flatnonzero(alarm).tolist():
+            out[m] = not self.holding(shared, state, detector, m)
+        return np.asarray(out)
+
+    def holding(self, shared: SharedEvidence, state: CusumState, detector: BernoulliCusum, memory: int) -> list[int]:
+        """The memories that hold ``memory``'s flag now: those that explain it, or, while
+        its statistic is below the threshold plus ``hold``, come within ``tie`` of it."""
+        margin, _suspect = self._check()
+        _ratio, h, _n0, _a = detector._check()
+        found = self._explainers(shared, state, memory, margin)
+        if not found and self.tie > 0 and state.statistic[int(memory)] < h + self.hold:
+            found = self._explainers(shared, state, memory, margin - self.tie)
+        return found
+
+
+def scan_episodes(
+    detector: BernoulliCusum,
+    rule: ExplainingAway,
+    sets: list[list[int]] | list[np.ndarray],
+    success: np.ndarray,
+    weight: np.ndarray | None = None,
+    reference: np.ndarray | None = None,
+    *,
+    size: int | None = None,
+) -> tuple[CusumState, SharedEvidence]:
+    """Run every memory's CUSUM over a log of episodes, with the shared evidence between them.
+
+    ``sets[t]`` are the rows retrieved in episode ``t`` (one observation each), ``success[t]``
+    its outcome, ``weight[t]`` its confidence and ``reference[t]`` the success rate of all
+    episodes before it (or ``None``); episodes are labelled 1, 2, ... in the state. ``size``:
+    the number of memories (default: the largest row + 1).
+    """
+    y = np.asarray(success)
+    if y.ndim != 1 or y.dtype != bool:
+        raise ValidationError("success", "must be a 1-D array of booleans")
+    if len(sets) != y.size:
+        raise ValidationError("sets", f"must have one set per outcome ({y.size}), got {len(sets)}")
+    w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=float)
+    if w.shape != y.shape:
+        raise ValidationError("weight", f"must have one value per outcome ({y.size}), got shape {w.shape}")
+    ref = None if reference is None else _check_rates(reference, y.size, "reference")
+    rows = [np.asarray(s, dtype=np.int64).ravel() for s in sets]
+    biggest = max((int(r.max()) for r in rows if r.size), default=-1)
+    n = biggest + 1 if size is None else size
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= biggest:
+        raise ValidationError("size", f"must be an integer above every row ({biggest}), got {size!r}")
+    state, shared = detector.start(int(n)), rule.start(int(n))
+    for t, r in enumerate(rows):
+        if not r.size:
+            continue
+        ok, wt, rt = bool(y[t]), float(w[t]), None if ref is None else float(ref[t])
+        steps = detector.steps(state, r, ok, weight=wt, reference=rt)
+        detector.update(state, r, ok, weight=wt, reference=rt, time=t + 1)
+        rule.update(shared, state, r, steps)
+    return state, shared
 
 
 def _check_rates(values: object, size: int | None, name: str) -> np.ndarray:

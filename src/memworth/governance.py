@@ -216,7 +216,9 @@ class GovernancePolicy:
             numbers["change_threshold"] = reading.threshold
             numbers["change_point"] = reading.change_point
             numbers["change_baseline"] = round(reading.baseline, 6)
-            if reading.alarm:
+            if reading.alarm and stream.explained_by:  # a co-retrieved memory explains its failures better
+                numbers["change_explained_by"] = list(stream.explained_by)
+            elif reading.alarm:
                 stale.append(
                     f"success rate broke: CUSUM {reading.statistic:.1f} >= {reading.threshold:g} "
                     f"since episode {reading.change_point}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memworth.adjusted import EpisodeStats
-from memworth.change import OutcomeStream, reference_rates
+from memworth.change import ExplainingAway, OutcomeStream, reference_rates, scan_episodes
 from memworth.coretrieval import AblationPlanner
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
@@ -1021,10 +1021,30 @@ class MemoryStore:
                 w.append(o.confidence)
                 ref.append(float(reference[i]))
                 at.append(i + 1)
+        held = self._held_alarms(rows, reference, list(seen))
         return {
-            mid: OutcomeStream(np.array(y, dtype=bool), np.array(w), np.array(ref), np.array(at, dtype=np.int64))
+            mid: OutcomeStream(
+                np.array(y, dtype=bool), np.array(w), np.array(ref), np.array(at, dtype=np.int64), held.get(mid, ())
+            )
             for mid, (y, w, ref, at) in seen.items()
         }
+
+    def _held_alarms(
+        self, rows: builtins.list[tuple[OutcomeRow, Episode]], reference: np.ndarray, ids: builtins.list[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """Per memory in alarm, the co-retrieved memories that explain its failures better
+        (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once)."""
+        if not rows:
+            return {}
+        index = {mid: i for i, mid in enumerate(ids)}
+        sets = [[index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows]
+        detector, rule = self.policy.detector(), ExplainingAway()
+        success = np.array([o.success for o, _ in rows], dtype=bool)
+        weight = np.array([o.confidence for o, _ in rows], dtype=float)
+        state, shared = scan_episodes(detector, rule, sets, success, weight, reference, size=len(ids))
+        alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
+        found = {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
+        return {mid: by for mid, by in found.items() if by}
 
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.

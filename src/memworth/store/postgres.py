@@ -349,7 +349,7 @@ class PostgresBackend:
         if self._vec_column:  # never dropped once made; ALTER TABLE would lock out every reader
             return
         conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {_HNSW} ON memories USING hnsw (vec vector_ip_ops)")
+        conn.execute(_CREATE_HNSW)
 
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
         """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges.
@@ -378,7 +378,7 @@ class PostgresBackend:
                     rebuild = batch >= int(have)
                 if rebuild:
                     _raise_build_memory(conn, int(have) + batch, max(sizes))
-                    conn.execute(f"DROP INDEX IF EXISTS {_HNSW}")
+                    conn.execute("DROP INDEX IF EXISTS memories_vec_hnsw")
             columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding"
             types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea"]
             with conn.cursor() as cur:
@@ -414,7 +414,7 @@ class PostgresBackend:
                 if edges:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
             if rebuild:
-                conn.execute(f"CREATE INDEX {_HNSW} ON memories USING hnsw (vec vector_ip_ops)")
+                conn.execute(_CREATE_HNSW)
 
         try:
             with self._pool.connection() as conn, conn.transaction():
@@ -745,7 +745,7 @@ class PostgresBackend:
         self._pool.close()
 
 
-_HNSW = "memories_vec_hnsw"
+_CREATE_HNSW = "CREATE INDEX IF NOT EXISTS memories_vec_hnsw ON memories USING hnsw (vec vector_ip_ops)"
 _JSONB = 3802  # the oid of jsonb, fixed in every PostgreSQL
 REBUILD_AT = 1000
 """Fewest vectors in one insert for which PostgreSQL rebuilds the HNSW index (when the
@@ -773,7 +773,7 @@ def _raise_build_memory(conn: Any, vectors: int, dimension: int) -> None:
     want = min(_BUILD_MEMORY_CAP, vectors * (4 * dimension + 512)) // 1024
     have = int(conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0])
     if want > have:
-        conn.execute(f"SET LOCAL maintenance_work_mem = '{int(want)}kB'")
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(want)}kB",))  # = SET LOCAL
 
 
 def _vector_binary(vector: np.ndarray) -> bytes:

@@ -217,14 +217,7 @@ class SQLiteBackend:
         if ids is None:
             rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = ? ORDER BY seq", (namespace,))
         else:
-            found: list[tuple[Any, ...]] = []
-            unique = list(dict.fromkeys(ids))
-            for start in range(0, len(unique), 500):
-                chunk = unique[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                found += self._read(
-                    f"SELECT {cols}, seq FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk)
-                )
+            found = self._rows_of(f"{cols}, seq", namespace, ids)
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
         edges: dict[str, dict[str, list[str]]] = {}
         for src, dst, kind in self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []:
@@ -252,15 +245,16 @@ class SQLiteBackend:
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
+        return self._rows_of("id, status, created, success, failure, n", namespace, ids)
+
+    def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""
         found: list[tuple[Any, ...]] = []
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            found += self._read(
-                f"SELECT id, status, created, success, failure, n FROM memories WHERE namespace = ? AND id IN ({marks})",
-                (namespace, *chunk),
-            )
+            found += self._read(f"SELECT {cols} FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk))
         return found
 
     def _edges_of(self, namespace: str, ids: list[str] | None) -> list[tuple[Any, ...]]:

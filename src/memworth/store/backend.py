@@ -9,7 +9,8 @@ same tests against every backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -173,3 +174,35 @@ def redact(url: str) -> str:
         return url
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
+
+
+def memories_from_rows(
+    namespace: str, rows: Sequence[Sequence[Any]], edges: Iterable[Sequence[str]], *, json_text: bool
+) -> list[Memory]:
+    """Memories from rows of :data:`MEMORY_COLUMNS` and their ``(src, dst, kind)`` edges.
+
+    ``json_text``: metadata and contexts come as JSON text (SQLite), not decoded (PostgreSQL).
+    """
+    links: dict[str, dict[str, list[str]]] = {}
+    for src, dst, kind in edges:
+        links.setdefault(src, {}).setdefault(kind, []).append(dst)
+    return [
+        Memory(
+            id=r[0],
+            text=r[1],
+            namespace=namespace,
+            metadata=json.loads(r[2]) if json_text else r[2],
+            contexts=tuple(json.loads(r[3]) if json_text else r[3]),
+            derived_from=tuple(sorted(links.get(r[0], {}).get("derived_from", []))),
+            part_of=tuple(sorted(links.get(r[0], {}).get("part_of", []))),
+            status=r[4],
+            standing=r[5],
+            created=r[6],
+            updated=r[7],
+            counts=Counts(r[8], r[9], r[10]),
+        )
+        for r in rows
+    ]

@@ -57,7 +57,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory, redact
+from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, memories_from_rows, redact
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
@@ -447,7 +447,7 @@ class PostgresBackend:
         return int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
-        cols = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
+        cols = MEMORY_COLUMNS
         if ids is None:
             rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = %s ORDER BY seq", (namespace,))
         else:
@@ -455,30 +455,15 @@ class PostgresBackend:
                 f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
                 (namespace, list(dict.fromkeys(ids))),
             )
-        edges: dict[str, dict[str, list[str]]] = {}
-        if rows:
-            for src, dst, kind in self._read(
+        edges = (
+            self._read(
                 "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
                 (namespace, [r[0] for r in rows]),
-            ):
-                edges.setdefault(src, {}).setdefault(kind, []).append(dst)
-        return [
-            Memory(
-                id=r[0],
-                text=r[1],
-                namespace=namespace,
-                metadata=r[2],
-                contexts=tuple(r[3]),
-                derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
-                part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
-                status=r[4],
-                standing=r[5],
-                created=r[6],
-                updated=r[7],
-                counts=Counts(r[8], r[9], r[10]),
             )
-            for r in rows
-        ]
+            if rows
+            else []
+        )
+        return memories_from_rows(namespace, rows, edges, json_text=False)
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.

@@ -23,7 +23,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, memories_from_rows
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
@@ -213,32 +213,14 @@ class SQLiteBackend:
             _bump(db)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
-        cols = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
+        cols = MEMORY_COLUMNS
         if ids is None:
             rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = ? ORDER BY seq", (namespace,))
         else:
             found = self._rows_of(f"{cols}, seq", namespace, ids)
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
-        edges: dict[str, dict[str, list[str]]] = {}
-        for src, dst, kind in self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []:
-            edges.setdefault(src, {}).setdefault(kind, []).append(dst)
-        return [
-            Memory(
-                id=r[0],
-                text=r[1],
-                namespace=namespace,
-                metadata=json.loads(r[2]),
-                contexts=tuple(json.loads(r[3])),
-                derived_from=tuple(sorted(edges.get(r[0], {}).get("derived_from", []))),
-                part_of=tuple(sorted(edges.get(r[0], {}).get("part_of", []))),
-                status=r[4],
-                standing=r[5],
-                created=r[6],
-                updated=r[7],
-                counts=Counts(r[8], r[9], r[10]),
-            )
-            for r in rows
-        ]
+        edges = self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []
+        return memories_from_rows(namespace, rows, edges, json_text=True)
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.

@@ -260,7 +260,7 @@ class MemoryStore:
     Examples
     --------
     >>> from memworth import MemoryStore, HashingEncoder
-    >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
+    >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)  # seed: the exploration draws
     >>> _ = store.add("Use list.reverse() or [::-1] to reverse a Python list.", id="reverse")
     >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
     >>> recall = store.recall("how to reverse a python list", k=1)

@@ -327,3 +327,38 @@ def test_explaining_away_refuses_bad_input() -> None:
         scan_episodes(det, rule, [[0, 3]], np.array([True]), size=2)
     with pytest.raises(ValidationError, match="memory"):
         rule.explained_by(rule.start(2), det.start(2), 5)
+
+
+def test_context_check_holds_failures_in_a_context_the_memory_always_failed() -> None:
+    from memworth.change import ContextCheck
+
+    det, check = BernoulliCusum(), ContextCheck()
+    times = np.arange(1, 81)
+    before = ["own", "own", "own", "hard"] * 15  # 60 retrievals: 45 successes, 15 failures in "hard"
+    success = np.array([c == "own" for c in before] + [False] * 20)
+    # The plain CUSUM alarms: the memory went from 75% to 0% success.
+    assert det.scan(success).alarm
+    assert check.holds(det, times, before + ["hard"] * 20, success, since=61)
+    # The same failures in a context it never saw, or in one where it used to succeed: a break.
+    assert not check.holds(det, times, before + ["new"] * 20, success, since=61)
+    assert not check.holds(det, times, before + ["own"] * 20, success, since=61)
+    # An excursion of successes where it used to succeed adds nothing.
+    fine = np.array([c == "own" for c in before] + [True] * 20)
+    assert check.statistic(det, times, before + ["own"] * 20, fine, since=61) == 0.0
+
+
+def test_context_check_refuses_bad_input() -> None:
+    from memworth.change import ContextCheck
+
+    det = BernoulliCusum()
+    ok = np.array([True, False])
+    with pytest.raises(ValidationError, match="strength"):
+        ContextCheck(strength=0.0).statistic(det, np.arange(2), ["a", "b"], ok, since=1)
+    with pytest.raises(ValidationError, match="contexts"):
+        ContextCheck().statistic(det, np.arange(2), ["a"], ok, since=1)
+    with pytest.raises(ValidationError, match="times"):
+        ContextCheck().statistic(det, np.arange(3), ["a", "b"], ok, since=1)
+    with pytest.raises(ValidationError, match="success"):
+        ContextCheck().statistic(det, np.arange(2), ["a", "b"], np.array([1, 0]), since=1)
+    with pytest.raises(ValidationError, match="since"):
+        ContextCheck().statistic(det, np.arange(2), ["a", "b"], ok, since=1.5)  # type: ignore[arg-type]

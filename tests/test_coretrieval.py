@@ -270,3 +270,54 @@ def test_store_recall_drops_a_habitual_member_and_logs_it() -> None:
 def test_store_refuses_a_planner_that_is_not_one() -> None:
     with pytest.raises(ValidationError, match="ablation"):
         MemoryStore.open("memory://", encoder=HashingEncoder(), ablation="yes")  # type: ignore[arg-type]
+
+
+def test_alarm_splitter_drops_suspects_only_and_takes_turns() -> None:
+    from memworth.coretrieval import AlarmSplitter
+
+    splitter = AlarmSplitter(share=1.0, suspect=6.0, seed=0)
+    splitter.watch({"a": 12.0, "b": 11.0, "c": 7.0, "fine": 1.0})
+    dropped = [splitter.plan(["fine", "a", "b", "c"]) for _ in range(30)]
+    assert all(p is not None and p.dropped in {"a", "b", "c"} and p.partner in {"a", "b", "c"} for p in dropped)
+    assert all(p is not None and p.dropped != p.partner for p in dropped)
+    assert [splitter.dropped(k) for k in "abc"] == [10, 10, 10]  # the least dropped goes next
+    assert splitter.plan(["fine", "a"]) is None  # one suspect: nothing to tell apart
+    splitter.watch({"a": 0.0, "b": 0.0, "c": 0.0})  # the alarms went back down
+    assert splitter.plan(["a", "b", "c"]) is None
+    assert splitter.plan(["x", "y"]) is None  # never watched: no suspects
+
+
+def test_alarm_splitter_share_and_bad_input() -> None:
+    from memworth.coretrieval import AlarmSplitter
+
+    splitter = AlarmSplitter(share=0.25, suspect=6.0, seed=1)
+    splitter.watch({"a": 9.0, "b": 9.0})
+    drops = sum(splitter.plan(["a", "b"]) is not None for _ in range(4000))
+    assert 900 <= drops <= 1100  # about a quarter
+    with pytest.raises(ValidationError, match="share"):
+        AlarmSplitter(share=0.0)
+    with pytest.raises(ValidationError, match="suspect"):
+        AlarmSplitter(suspect=-1.0)
+    with pytest.raises(ValidationError, match="statistics"):
+        splitter.watch([("a", 9.0)])  # type: ignore[arg-type]
+    sure = AlarmSplitter(share=1.0, seed=0)
+    sure.watch({"a": 9.0, "b": 9.0})
+    with pytest.raises(ValidationError, match="statistics"):
+        sure.watch({"b": 1.0, "a": float("nan")})
+    assert sure.plan(["a", "b"]) is not None  # nothing changed: "b" kept 9.0
+
+
+def test_the_store_returns_the_set_without_the_dropped_suspect() -> None:
+    from memworth.coretrieval import AlarmSplitter
+
+    splitter = AlarmSplitter(share=1.0, suspect=6.0, seed=0)
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0, seed=0, ablation=splitter)
+    store.add_many([{"id": f"m{i}", "text": f"python list note {i}"} for i in range(4)])
+    first = store.recall("python list note", k=2)
+    splitter.watch({("default", item.memory_id): 10.0 for item in first.episode.items})
+    second = store.recall("python list note", k=2)
+    gone = second.diagnostics["ablation"]["dropped"]
+    assert gone in {item.memory_id for item in first.episode.items}
+    assert gone not in {item.memory_id for item in second.episode.items}
+    assert len(second.episode.items) == 2  # the next candidate took the slot
+    store.close()

@@ -41,6 +41,7 @@ false alarms.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,7 @@ from memworth.errors import ValidationError
 
 __all__ = [
     "BernoulliCusum",
+    "ContextCheck",
     "CusumReading",
     "CusumState",
     "ExplainingAway",
@@ -130,7 +132,9 @@ class OutcomeStream:
     (the success rate of all episodes just before each, or ``None``) and ``episode`` (the
     position of each outcome in its namespace's log, counted from 1) are aligned arrays;
     ``explained_by`` names the co-retrieved memories that hold its alarm now
-    (:meth:`ExplainingAway.holding`): its failures are better explained by them.
+    (:meth:`ExplainingAway.holding`): its failures are better explained by them;
+    ``context`` is each outcome's context label (its episode's, ``None`` for an episode
+    without one) when any episode had one, else ``None`` (:class:`ContextCheck` reads it).
 
     Examples
     --------
@@ -145,6 +149,7 @@ class OutcomeStream:
     reference: np.ndarray | None
     episode: np.ndarray
     explained_by: tuple[str, ...] = ()
+    context: tuple[str | None, ...] | None = None
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)
@@ -512,6 +517,112 @@ class ExplainingAway:
         if not found and self.tie > 0 and state.statistic[int(memory)] < h + self.hold:
             found = self._explainers(shared, state, memory, margin - self.tie)
         return found
+
+
+@dataclass(frozen=True)
+class ContextCheck:
+    """Hold an alarm whose failures came in contexts where the memory failed before.
+
+    A memory's success rate can fall with nothing wrong with it: the task mix moved, and
+    it is now retrieved mostly for tasks it never helped with (in the paper's Experiment 5
+    setting, a memory about Everest that used to answer Everest questions and is now
+    retrieved only for an unanswerable question about boiling on Everest). Its CUSUM,
+    which compares it with its own history as a whole, sees a break.
+
+    The check re-reads the alarm's excursion (the observations since the change point,
+    ``since``) against the memory's own record *before* it, context by context: the
+    baseline in context ``c`` is its success rate there before the excursion, smoothed
+    toward its overall rate before the excursion with ``strength`` pseudo-observations
+    (so a context it had no record in gets its overall rate). The excursion is run
+    through the same CUSUM step (the detector's ``odds_ratio``); if it stays below the
+    detector's threshold, the failures are what the memory's record in those contexts
+    predicts, and the alarm is held. Like :class:`ExplainingAway` it only withholds
+    flags.
+
+    Parameters
+    ----------
+    strength
+        Pseudo-observations of the overall rate in each context's baseline (> 0; small:
+        trust the memory's own record in a context).
+    prior
+        Pseudo-counts of success and failure in the overall rate (0.5: Jeffreys).
+
+    Examples
+    --------
+    A memory that answered topic "a" and always failed topic "b" is retrieved only for
+    "b" after episode 100: its failures are its record in "b", not a break. One that
+    fails in a topic it never saw before is not held:
+
+    >>> import numpy as np
+    >>> det, check = BernoulliCusum(), ContextCheck()
+    >>> times = np.arange(1, 61)
+    >>> before = ["a", "a", "a", "b"] * 10
+    >>> success = np.array([c == "a" for c in before] + [False] * 20)
+    >>> check.statistic(det, times, before + ["b"] * 20, success, since=41) < det.threshold
+    True
+    >>> check.statistic(det, times, before + ["new"] * 20, success, since=41) >= det.threshold
+    True
+    """
+
+    strength: float = 0.25
+    prior: float = 0.5
+
+    def statistic(
+        self,
+        detector: BernoulliCusum,
+        times: np.ndarray,
+        contexts: Sequence[Hashable],
+        success: np.ndarray,
+        *,
+        since: int,
+    ) -> float:
+        """The excursion's CUSUM (observations with ``times >= since``) against the
+        memory's per-context record before ``since``."""
+        k = _number(self.strength, "strength", low=0.0, open_low=True)
+        a = _number(self.prior, "prior", low=0.0, open_low=True)
+        ratio, _h, _n0, _a = detector._check()
+        t = np.asarray(times)
+        y = np.asarray(success)
+        if y.ndim != 1 or y.dtype != bool:
+            raise ValidationError("success", "must be a 1-D array of booleans")
+        if t.shape != y.shape or not np.issubdtype(t.dtype, np.integer):
+            raise ValidationError("times", f"must be {y.size} integers, one per observation")
+        if len(contexts) != y.size:
+            raise ValidationError("contexts", f"must have one label per observation ({y.size}), got {len(contexts)}")
+        if isinstance(since, bool) or not isinstance(since, (int, np.integer)):
+            raise ValidationError("since", f"must be an integer, got {since!r}")
+        pre = t < since
+        overall = (float(y[pre].sum()) + a) / (float(pre.sum()) + 2 * a)
+        wins: dict[Hashable, float] = {}
+        seen: dict[Hashable, float] = {}
+        for c, ok in zip((contexts[i] for i in np.flatnonzero(pre).tolist()), y[pre].tolist(), strict=True):
+            wins[c] = wins.get(c, 0.0) + ok
+            seen[c] = seen.get(c, 0.0) + 1.0
+        shift = math.log(ratio)
+        stat = 0.0
+        for i in np.flatnonzero(~pre).tolist():
+            c = contexts[i]
+            p0 = (wins.get(c, 0.0) + k * overall) / (seen.get(c, 0.0) + k)
+            z0 = float(_logit(np.clip(np.array(p0), 1e-12, 1 - 1e-12)))
+            if y[i]:
+                step = -math.log1p(math.exp(-(z0 + shift))) + math.log1p(math.exp(-z0))
+            else:
+                step = -math.log1p(math.exp(z0 + shift)) + math.log1p(math.exp(z0))
+            stat = max(0.0, stat + step)
+        return stat
+
+    def holds(
+        self,
+        detector: BernoulliCusum,
+        times: np.ndarray,
+        contexts: Sequence[Hashable],
+        success: np.ndarray,
+        *,
+        since: int,
+    ) -> bool:
+        """Whether the memory's per-context record explains its excursion (the alarm is held)."""
+        stat = self.statistic(detector, times, contexts, success, since=since)
+        return stat < detector._check()[1]
 
 
 def scan_episodes(

@@ -25,7 +25,7 @@ import numpy as np
 from memworth._index import Index, check_key
 from memworth.errors import UnknownMemoryError, ValidationError
 
-__all__ = ["Ablation", "AblationPlanner", "CoRetrieval", "Confound", "Pair", "confounds"]
+__all__ = ["Ablation", "AblationPlanner", "AlarmSplitter", "CoRetrieval", "Confound", "Pair", "confounds"]
 
 
 class Pair(NamedTuple):
@@ -468,3 +468,83 @@ def _check_share(value: object) -> None:
 def _check_count(value: object, field: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValidationError(field, f"must be an integer >= 1, got {value!r}")
+
+
+class AlarmSplitter(AblationPlanner):
+    """Drop one of several co-retrieved memories in alarm, so that their alarms can be told apart.
+
+    Memories retrieved together fail together: when one of them breaks, every CUSUM in
+    the set rises (:class:`memworth.change.ExplainingAway` then holds the flags it
+    cannot tell apart). Separating them needs episodes that retrieve one without the
+    other. When the set recall intends to return holds at least two memories whose
+    change statistic is at least ``suspect``, the splitter drops one of them with
+    probability ``share``: the one it has dropped fewest times (seeded draws break ties).
+    Its slot goes to the next candidate, as for :class:`AblationPlanner`; the episode is
+    logged as it was returned.
+
+    The statistics come from whoever runs the change detectors: :meth:`watch` gives the
+    splitter the statistic of each memory key now (keys as :meth:`plan` sees them; a
+    :class:`memworth.MemoryStore` does it on every :meth:`~memworth.MemoryStore.govern`);
+    a key never watched counts as 0.
+
+    Parameters
+    ----------
+    share
+        Chance of dropping one suspect in an episode that retrieves two or more, in (0, 1].
+    suspect
+        The least statistic of a memory that counts as a suspect (>= 0).
+    seed
+        Seed of the draws (``None``: fresh randomness).
+
+    Examples
+    --------
+    >>> splitter = AlarmSplitter(share=1.0, suspect=6.0, seed=0)
+    >>> splitter.watch({"stale": 14.0, "neighbour": 13.5, "fine": 0.0})
+    >>> splitter.plan(["neighbour", "stale", "fine"]).dropped in {"stale", "neighbour"}
+    True
+    >>> splitter.plan(["stale", "fine"]) is None  # one suspect: nothing to tell apart
+    True
+    """
+
+    def __init__(self, share: float = 0.5, suspect: float = 6.0, *, seed: int | None = None) -> None:
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ValidationError("share", f"must be a chance in (0, 1], got {share!r}")
+        super().__init__(budget=share, seed=seed)
+        if isinstance(suspect, bool) or not isinstance(suspect, (int, float)) or not 0 <= suspect < float("inf"):
+            raise ValidationError("suspect", f"must be a finite number >= 0, got {suspect!r}")
+        self.share = float(share)
+        self.suspect = float(suspect)
+        self._statistics: dict[Hashable, float] = {}
+        self._dropped: dict[Hashable, int] = {}
+
+    def watch(self, statistics: Mapping[Hashable, float]) -> None:
+        """Set the change statistic of the given memories (read by the next :meth:`plan`);
+        other keys keep theirs. Nothing changes if a value is refused."""
+        if not isinstance(statistics, Mapping):
+            kind = type(statistics).__name__
+            raise ValidationError("statistics", f"must be a mapping of memory key to statistic, got {kind}")
+        fresh: dict[Hashable, float] = {}
+        for key, value in statistics.items():
+            ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+            if not ok or not np.isfinite(value):
+                raise ValidationError("statistics", f"the statistic of {key!r} must be a finite number, got {value!r}")
+            fresh[check_key(key, "statistics")] = float(value)
+        self._statistics.update(fresh)
+
+    def plan(self, ids: Sequence[Hashable]) -> Ablation | None:
+        """Return the suspect to drop from the intended set ``ids``, or ``None``."""
+        keys = check_ids(ids)
+        suspects = [i for i, key in enumerate(keys) if self._statistics.get(key, 0.0) >= self.suspect]
+        if len(suspects) < 2 or self._rng.random() >= self.share:
+            return None
+        draws = self._rng.random(len(suspects))
+        gone = min(zip(suspects, draws.tolist(), strict=True), key=lambda x: (self._dropped.get(keys[x[0]], 0), x[1]))[0]
+        partner = next(i for i in suspects if i != gone)
+        self._dropped[keys[gone]] = self._dropped.get(keys[gone], 0) + 1
+        ablation = Ablation(keys[gone], keys[partner], gone)
+        self.log.append(ablation)
+        return ablation
+
+    def dropped(self, key: Hashable) -> int:
+        """How many times ``key`` was dropped so far."""
+        return self._dropped.get(key, 0)

@@ -143,6 +143,47 @@ def test_govern_flags_a_broken_success_rate_with_its_numbers(store: MemoryStore)
     assert [p.action for p in store.govern().proposals if p.memory_id == "cz"] != ["re-verify"]
 
 
+def _drive_in(store: MemoryStore, query: str, context: str | None, ok: bool) -> None:
+    recall = store.recall(query, k=1, context=context)
+    store.record(recall.episode, ok)
+
+
+@pytest.mark.parametrize("labelled", [True, False])
+def test_govern_holds_an_alarm_that_the_memory_s_context_record_explains(store: MemoryStore, labelled: bool) -> None:
+    """cz answers questions about Prague and always fails the harder "history" questions;
+    then only history questions come. With context labels the failures are its record
+    there (no re-verify); without them its success rate broke (re-verify)."""
+    for ok in [True, True, True, False] * 15:
+        _drive_in(store, "capital of czechoslovakia", ("prague" if ok else "history") if labelled else None, ok)
+    for _ in range(20):
+        _drive_in(store, "capital of czechoslovakia", "history" if labelled else None, False)
+    stream = store.outcome_streams()["cz"]
+    assert (stream.context is not None) == labelled
+    (p,) = [p for p in store.govern().proposals if p.memory_id == "cz"] or [None]
+    if labelled:
+        assert p is None or p.action != "re-verify"
+        reading = store.policy.detector().scan(stream.success, stream.weight, stream.reference, stream.episode)
+        assert reading.alarm  # the CUSUM alone would flag it
+    else:
+        assert p is not None and p.action == "re-verify" and "success rate broke" in p.reason
+
+
+def test_govern_feeds_an_alarm_splitter(store: MemoryStore) -> None:
+    """The store's AlarmSplitter reads the statistics of the last govern()."""
+    from memworth.coretrieval import AlarmSplitter
+
+    splitter = AlarmSplitter(share=1.0, seed=0)
+    store.ablation = splitter
+    for ok in [True] * 40 + [False] * 10:
+        recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
+        assert "ablation" not in recall.diagnostics  # no statistics yet
+        store.record(recall.episode, ok)
+    store.govern()
+    recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
+    assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}  # both in alarm: one is dropped
+    assert len(recall.episode.items) == 1  # no other candidate to take the slot
+
+
 def test_outcome_streams_follow_the_log(store: MemoryStore) -> None:
     _drive(store, "capital of czechoslovakia", [True, False], source="implicit")
     _drive(store, "reverse a python list", [True])

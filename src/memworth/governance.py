@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, OutcomeStream
+from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.counts import Counts, check_counts, check_unit
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
@@ -77,7 +77,11 @@ class GovernancePolicy:
     odds of success that many times lower), ``change_threshold`` (about
     ``exp(threshold)`` retrievals between false alarms) and ``change_min_history``
     (retrievals before a memory is watched), against the success rate of all episodes
-    with half-life ``change_reference_half_life`` episodes. ``deprecation`` is
+    with half-life ``change_reference_half_life`` episodes. When the stream has context
+    labels, an alarm whose failures the memory's own record in those contexts explains is
+    held (:class:`memworth.change.ContextCheck` with ``change_context_strength``
+    pseudo-observations per context), and so is the window test when the record explains
+    the window's retrievals. ``deprecation`` is
     ``"fixed"`` (V_min and worth thresholds) or ``"sequential"`` (a
     ``1 - deprecation_alpha`` confidence sequence over ``deprecation_evidence``:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
@@ -88,7 +92,8 @@ class GovernancePolicy:
     ``demote_below <= promote_above``, ``min_evidence`` a finite number >= 0,
     ``staleness_window`` an integer >= 1, ``max_changes_per_day`` an integer >= 0,
     ``change_odds_ratio`` and ``deprecation_alpha`` in (0, 1), ``change_threshold`` and
-    ``change_reference_half_life`` finite and > 0, ``change_min_history`` >= 0,
+    ``change_reference_half_life`` and ``change_context_strength`` finite and > 0,
+    ``change_min_history`` >= 0,
     ``change_detection`` a bool. A bool is not a number and a string is not either.
 
     Raises
@@ -147,6 +152,7 @@ class GovernancePolicy:
     change_threshold: float = 12.0
     change_min_history: float = 10.0
     change_reference_half_life: float = 50.0
+    change_context_strength: float = 0.25
     deprecation: str = "fixed"
     deprecation_alpha: float = 0.05
     deprecation_evidence: str = "weighted"
@@ -161,6 +167,14 @@ class GovernancePolicy:
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
         return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
+
+    def _context_holds(self, stream: OutcomeStream | None, since: int | None) -> bool:
+        """Whether the memory's per-context record before ``since`` explains its outcomes
+        since then (no stream or no labels: no)."""
+        if stream is None or stream.context is None or since is None:
+            return False
+        check = ContextCheck(self.change_context_strength)
+        return check.holds(self.detector(), stream.episode, stream.context, stream.success, since=since)
 
     def sequential(self, threshold: float) -> SequentialDeprecation:
         """The confidence-sequence rule at ``threshold`` (for ``deprecation="sequential"``)."""
@@ -205,7 +219,10 @@ class GovernancePolicy:
             now = float(RawWorth().value(recent))
             numbers["recent_worth"] = round(now, 6)
             numbers["recent_retrievals"] = recent.n
-            if now < worth - self.staleness_drop and now < self.theta_low:
+            window_start = None if stream is None or len(stream) < recent.n else int(stream.episode[-int(recent.n)])
+            if now < worth - self.staleness_drop and now < self.theta_low and self._context_holds(stream, window_start):
+                numbers["window_explained_by_context"] = True
+            elif now < worth - self.staleness_drop and now < self.theta_low:
                 stale.append(
                     f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "
                     f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
@@ -218,6 +235,8 @@ class GovernancePolicy:
             numbers["change_baseline"] = round(reading.baseline, 6)
             if reading.alarm and stream.explained_by:  # a co-retrieved memory explains its failures better
                 numbers["change_explained_by"] = list(stream.explained_by)
+            elif reading.alarm and self._context_holds(stream, reading.change_point):
+                numbers["change_explained_by_context"] = True
             elif reading.alarm:
                 stale.append(
                     f"success rate broke: CUSUM {reading.statistic:.1f} >= {reading.threshold:g} "
@@ -340,6 +359,7 @@ def _check_policy(policy: GovernancePolicy) -> None:
     _number(policy, "change_threshold", 0.0, open_ends=True)
     _number(policy, "change_min_history", 0.0)
     _number(policy, "change_reference_half_life", 0.0, open_ends=True)
+    _number(policy, "change_context_strength", 0.0, open_ends=True)
     if not isinstance(policy.deprecation, str) or policy.deprecation not in DEPRECATION_MODES:
         raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {policy.deprecation!r}")
     _number(policy, "deprecation_alpha", 0.0, 1.0, open_ends=True)

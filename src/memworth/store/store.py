@@ -17,7 +17,7 @@ import numpy as np
 
 from memworth.adjusted import EpisodeStats
 from memworth.change import ExplainingAway, OutcomeStream, reference_rates, scan_episodes
-from memworth.coretrieval import AblationPlanner
+from memworth.coretrieval import AblationPlanner, AlarmSplitter
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
@@ -255,7 +255,10 @@ class MemoryStore:
         episodes that would retrieve a habitual pair, recall drops one member (the next
         candidate takes its slot), so that adjusted worth has independent evidence. The
         planner sees ``(namespace, id)`` keys; ``recall().diagnostics["ablation"]`` says
-        what was dropped; the episode logs the set actually returned.
+        what was dropped; the episode logs the set actually returned. An
+        :class:`memworth.coretrieval.AlarmSplitter` instead drops one of two or more
+        co-retrieved memories in change alarm, reading the statistics of the last
+        :meth:`govern` (or :meth:`outcome_streams`) of their namespace.
 
     Examples
     --------
@@ -1013,27 +1016,41 @@ class MemoryStore:
         reference = reference_rates(
             np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
         )
-        seen: dict[str, tuple[list[bool], list[float], list[float], list[int]]] = {}
+        seen: dict[str, tuple[list[bool], list[float], list[float], list[int], list[str | None]]] = {}
         for i, (o, ep) in enumerate(rows):
             for item in ep.items:
-                y, w, ref, at = seen.setdefault(item.memory_id, ([], [], [], []))
+                y, w, ref, at, ctx = seen.setdefault(item.memory_id, ([], [], [], [], []))
                 y.append(o.success)
                 w.append(o.confidence)
                 ref.append(float(reference[i]))
                 at.append(i + 1)
-        held = self._held_alarms(rows, reference, list(seen))
+                ctx.append(ep.context)
+        labelled = any(ep.context is not None for _, ep in rows)
+        held = self._held_alarms(rows, reference, list(seen), namespace)
         return {
             mid: OutcomeStream(
-                np.array(y, dtype=bool), np.array(w), np.array(ref), np.array(at, dtype=np.int64), held.get(mid, ())
+                np.array(y, dtype=bool),
+                np.array(w),
+                np.array(ref),
+                np.array(at, dtype=np.int64),
+                held.get(mid, ()),
+                tuple(ctx) if labelled else None,
             )
-            for mid, (y, w, ref, at) in seen.items()
+            for mid, (y, w, ref, at, ctx) in seen.items()
         }
 
     def _held_alarms(
-        self, rows: builtins.list[tuple[OutcomeRow, Episode]], reference: np.ndarray, ids: builtins.list[str]
+        self,
+        rows: builtins.list[tuple[OutcomeRow, Episode]],
+        reference: np.ndarray,
+        ids: builtins.list[str],
+        namespace: str,
     ) -> dict[str, tuple[str, ...]]:
         """Per memory in alarm, the co-retrieved memories that explain its failures better
-        (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once)."""
+        (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once).
+
+        An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
+        given the statistics found here (it splits suspects until the next scan)."""
         if not rows:
             return {}
         index = {mid: i for i, mid in enumerate(ids)}
@@ -1042,6 +1059,8 @@ class MemoryStore:
         success = np.array([o.success for o, _ in rows], dtype=bool)
         weight = np.array([o.confidence for o, _ in rows], dtype=float)
         state, shared = scan_episodes(detector, rule, sets, success, weight, reference, size=len(ids))
+        if isinstance(self.ablation, AlarmSplitter):
+            self.ablation.watch({(namespace, mid): float(state.statistic[i]) for i, mid in enumerate(ids)})
         alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
         found = {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
         return {mid: by for mid, by in found.items() if by}

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, Recall
+from memworth.coretrieval import AblationPlanner
 from memworth.encoders import Encoder
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 
@@ -67,14 +68,15 @@ def draw_task(cfg: dict[str, Any], t: int, rng: np.random.Generator) -> tuple[st
 
 
 def play(
-    cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder
+    cfg: dict[str, Any], seed: int, episodes: int, encoder: Encoder, ablation: AblationPlanner | None = None
 ) -> Iterator[tuple[int, MemoryStore, Recall, bool]]:
     """Run one seed's agent, yielding ``(episode, store, recall, success)`` after each outcome.
 
-    The store is closed when the generator finishes or is closed.
+    ``ablation``: the store's ablation planner (none in Experiment 5 itself). The store
+    is closed when the generator finishes or is closed.
     """
     rng = np.random.default_rng(seed)
-    store = MemoryStore.open("memory://", encoder=encoder, exploration=0.0, seed=seed)
+    store = MemoryStore.open("memory://", encoder=encoder, exploration=0.0, seed=seed, ablation=ablation)
     try:
         store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
         for t in range(1, episodes + 1):

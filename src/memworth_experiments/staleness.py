@@ -1,7 +1,8 @@
 """Early staleness detection on Experiment 5: a CUSUM on each memory's outcome stream.
 
-Experiment 5's agent runs unchanged (its episodes, through ``exp5.play``); three rules
-watch the same episodes, each checked after every episode:
+Experiment 5's agent runs unchanged (its episodes, through ``exp5.play``); four rules
+watch the same episodes, each checked after every episode (and ours watches a second
+play of each seed, in which its splitter drops memories from some recalls):
 
 * ``paper``: worth below theta_L = 0.40 after the shift, with at least V_min = 10
   retrievals (section 5.4's crossing; the taxonomy's low class);
@@ -9,9 +10,20 @@ watch the same episodes, each checked after every episode:
   the last 20 retrievals' worth more than 0.25 below the lifetime worth and below 0.40);
 * ``cusum``: :class:`memworth.change.BernoulliCusum` on every memory's retrievals,
   measured against the success rate of all episodes (:func:`memworth.change.reference_rates`);
-* ``explained`` (ours): the same CUSUMs, with :class:`memworth.change.ExplainingAway`:
+* ``explained``: the same CUSUMs, with :class:`memworth.change.ExplainingAway`:
   a memory in alarm is not flagged while a co-retrieved memory explains its failures
-  better (more evidence from the episodes without it); the store's governance runs this.
+  better (more evidence from the episodes without it); the store's governance runs this;
+* ``split`` (ours): ``explained`` plus two things. A flag is also held while the
+  memory's own record in the contexts of its failures explains them
+  (:class:`memworth.change.ContextCheck`; the context of an episode is its task, the
+  label an agent would pass to ``recall(context=...)``; ``split_clusters`` reports the
+  same rule with label-free contexts, the clusters of the queries' embeddings,
+  :class:`memworth.contexts.QueryClusters`). And the agent's store runs an
+  :class:`memworth.coretrieval.AlarmSplitter`: in an episode that would retrieve two or
+  more memories whose statistic is at least ``suspect``, recall drops one of them with
+  chance ``share``, so that co-retrieved alarms get episodes apart. This changes the
+  agent's episodes (a few dozen of 3,000 per seed), so this rule runs on its own play
+  of each seed.
 
 A memory is flagged at the first episode its rule fires (re-verify is a standing a
 person clears, so later alarms change nothing). Two readings of a false flag: strict,
@@ -23,24 +35,29 @@ retrievals up to the flag, fewer than half in episodes that also retrieved it).
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, ExplainingAway, reference_rates
+from memworth.change import BernoulliCusum, ContextCheck, ExplainingAway, reference_rates
+from memworth.contexts import QueryClusters
+from memworth.coretrieval import AlarmSplitter
 from memworth.encoders import Encoder
 from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, play
 from memworth_experiments.targets import Bound
 
-RULES = ("paper", "window", "cusum", "explained")
-OURS = "explained"
+RULES = ("paper", "window", "cusum", "explained", "split", "split_clusters")
+OURS = "split"
 LABELS = {
     "paper": "paper: MW < 0.40",
     "window": "store's window rule",
     "cusum": "CUSUM alone",
-    "explained": "CUSUM + explaining away (ours)",
+    "explained": "CUSUM + explaining away",
+    "split": "+ context check + alarm splitting (ours)",
+    "split_clusters": "the same, contexts from query clusters",
 }
 
 
@@ -132,6 +149,67 @@ def cusum_flags(
     return flag if rule is not None else np.where(state.first_alarm >= 0, state.first_alarm, 0)
 
 
+def task_labels(world: dict[str, Any]) -> dict[str, str]:
+    """Each query's task (``family:first answer keyword``): the context label of its episodes."""
+    return {q: f"{family}:{task['answer'][0]}" for family, tasks in world["tasks"].items() for task in tasks for q in task["queries"]}
+
+
+def split_flags(
+    world: dict[str, Any],
+    seed: int,
+    episodes: int,
+    encoder: Encoder,
+    detector: BernoulliCusum,
+    rule: ExplainingAway,
+    check: ContextCheck,
+    splitter: AlarmSplitter,
+    half_life: float,
+    labellers: dict[str, Callable[[str], Hashable]],
+) -> tuple[list[str], dict[str, np.ndarray], int]:
+    """One seed's agent with the splitter in its store, watched live: the flags under each
+    way of labelling contexts, and how many episodes were ablated.
+
+    After every outcome the CUSUMs and the shared evidence move (as in
+    :func:`cusum_flags`) and the splitter sees the new statistics. A memory is flagged
+    the first time it is in alarm, explained by no co-retrieved memory and not held by
+    its per-context record, contexts labelled by each of ``labellers`` (called once per
+    episode, in order, with the episode's query); the splitter does not read the flags,
+    so one play serves every labelling.
+    """
+    ids = list(world["memories"])
+    row = {mid: i for i, mid in enumerate(ids)}
+    n = len(ids)
+    state, shared = detector.start(n), rule.start(n)
+    flags = {name: np.zeros(n, dtype=np.int64) for name in labellers}
+    seen: list[list[tuple[int, bool, dict[str, Hashable]]]] = [[] for _ in range(n)]
+    keep, num, den, ablated = 0.5 ** (1.0 / half_life), 0.5, 1.0, 0
+    for t, _store, recall, ok in play(world, seed, episodes, encoder, ablation=splitter):
+        ablated += "ablation" in recall.diagnostics
+        r, ref = np.array([row[item.memory_id] for item in recall.episode.items]), num / den
+        steps = detector.steps(state, r, bool(ok), reference=ref)
+        detector.update(state, r, bool(ok), reference=ref, time=t)
+        rule.update(shared, state, r, steps)
+        labels = {name: label(recall.episode.query) for name, label in labellers.items()}
+        for m in r.tolist():
+            seen[m].append((t, bool(ok), labels))
+        for m in np.flatnonzero(rule.flagged(shared, state, detector)).tolist():
+            times = np.array([x[0] for x in seen[m]])
+            success = np.array([x[1] for x in seen[m]], dtype=bool)
+            for name, flag in flags.items():
+                contexts = [x[2][name] for x in seen[m]]
+                if flag[m] == 0 and not check.holds(detector, times, contexts, success, since=int(state.since[m])):
+                    flag[m] = t
+        num, den = keep * num + ok, keep * den + 1.0
+        splitter.watch({("default", mid): float(state.statistic[i]) for i, mid in enumerate(ids)})
+    return ids, flags, ablated
+
+
+def query_clusters(encoder: Encoder, threshold: float) -> Callable[[str], Hashable]:
+    """Label each query, in the order given, by its cluster (:class:`memworth.contexts.QueryClusters`)."""
+    clusters = QueryClusters(threshold)
+    return lambda query: clusters.assign(encoder.encode([query])[0])
+
+
 def collateral(memory: int, flag: int, sets: list[list[int]], y: np.ndarray, stale: int, window: int) -> bool:
     """Whether at least half the failures among ``memory``'s last ``window`` retrievals up to
     ``flag`` came in episodes that also retrieved the stale memory."""
@@ -156,10 +234,12 @@ def run(
     shift = world["run"]["phase_shift"]
     gov, det = cfg["governance"], cfg["cusum"]
     detector = BernoulliCusum(det["odds_ratio"], det["threshold"], det["min_history"], det["prior"])
-    ex = cfg["explain"]
+    ex, sp = cfg["explain"], cfg["split"]
     explainer = ExplainingAway(ex["margin"], ex["suspect"], ex["tie"], ex["hold"])
+    check = ContextCheck(sp["context_strength"])
     enc = CachedEncoder(encoder if encoder is not None else default_encoder())
     raw: list[dict[str, Any]] = []
+    ablations: list[int] = []
     for seed in progress(range(seeds), seeds, "staleness", show_progress):
         ids, sets, credit, y = record_episodes(world, seed, episodes, enc)
         n, stale = len(ids), ids.index("stale")
@@ -171,6 +251,16 @@ def run(
             "cusum": cusum_flags(n, sets, y, detector, det["reference_half_life"]),
             "explained": cusum_flags(n, sets, y, detector, det["reference_half_life"], explainer),
         }
+        splitter = AlarmSplitter(sp["share"], ex["suspect"], seed=seed)
+        tasks = task_labels(world)
+        labellers = {"split": tasks.__getitem__, "split_clusters": query_clusters(enc, sp["cluster_threshold"])}
+        split_ids, split, ablated = split_flags(
+            world, seed, episodes, enc, detector, explainer, check, splitter, det["reference_half_life"], labellers
+        )
+        flags.update(split)
+        if split_ids != ids:
+            raise RuntimeError("the split run saw other memories than the plain run")
+        ablations.append(ablated)
         for rule in RULES:
             for r, mid in enumerate(ids):
                 at = int(flags[rule][r])
@@ -186,7 +276,10 @@ def run(
                         "collateral": "" if mid == "stale" or not at else collateral(r, at, sets, y, stale, 20),
                     }
                 )
-    return Result("staleness", _rows(cfg, raw, seeds, episodes, shift), raw, {"seeds": seeds, "episodes": episodes})
+    rows = _rows(cfg, raw, seeds, episodes, shift)
+    m, s = mean_std([float(a) for a in ablations])
+    rows.append(Row("episodes ablated by the splitter", "per seed", None, m, s, None, f"of {episodes}; max {max(ablations)}"))
+    return Result("staleness", rows, raw, {"seeds": seeds, "episodes": episodes})
 
 
 def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], seeds: int, episodes: int, shift: int) -> list[Row]:
@@ -248,7 +341,10 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], seeds: int, episodes: 
 
 
 def figure(raw_csv: Path, out_png: Path) -> None:
-    """Detection delay of the stale memory per rule, and flags on other memories per seed."""
+    """Detection delay of the stale memory per rule, and flags on other memories per seed.
+
+    ``split_clusters`` shares its play with ``split`` (often the same delays): an outline.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,7 +352,14 @@ def figure(raw_csv: Path, out_png: Path) -> None:
 
     rows = read_raw(raw_csv)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    colours = {"paper": "tab:orange", "window": "tab:grey", "cusum": "tab:cyan", "explained": "tab:blue"}
+    colours = {
+        "paper": "tab:orange",
+        "window": "tab:grey",
+        "cusum": "tab:cyan",
+        "explained": "tab:purple",
+        "split": "tab:blue",
+        "split_clusters": "tab:green",
+    }
     delays = {
         rule: [int(r["delay"]) for r in rows if r["rule"] == rule and r["memory"] == "stale" and r["delay"]]
         for rule in RULES
@@ -264,6 +367,9 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     top = max([max(d) for d in delays.values() if d] + [100])
     bins = np.arange(0, top + 20, 10)
     for rule in RULES:
+        if rule == "split_clusters":  # shares its play with "split": an outline, so both show
+            left.hist(delays[rule], bins=bins, histtype="step", lw=1.5, color=colours[rule], label=LABELS[rule])
+            continue
         left.hist(delays[rule], bins=bins, alpha=0.6, color=colours[rule], label=LABELS[rule])
     left.axvline(60, color="red", ls=":", lw=1, label="60 episodes")
     left.set(xlabel="episodes after the shift until the stale memory is flagged", ylabel="seeds")
@@ -275,13 +381,13 @@ def figure(raw_csv: Path, out_png: Path) -> None:
         others = [r for r in rows if r["rule"] == rule and r["memory"] != "stale"]
         coll = [sum(1 for r in others if int(r["seed"]) == s and r["collateral"] == "True") for s in seeds]
         false = [sum(1 for r in others if int(r["seed"]) == s and r["collateral"] == "False") for s in seeds]
-        at = x + (i - 1.5) * 0.2
-        right.bar(at, coll, 0.2, color=colours[rule], alpha=0.45)
-        right.bar(at, false, 0.2, bottom=coll, color=colours[rule], label=LABELS[rule], hatch="//")
+        at = x + (i - 2.5) * 0.14
+        right.bar(at, coll, 0.14, color=colours[rule], alpha=0.45)
+        right.bar(at, false, 0.14, bottom=coll, color=colours[rule], label=LABELS[rule], hatch="//")
     right.set(xlabel="seed", ylabel="other memories flagged")
     right.set_title("Other memories flagged (all: strict; hatched: not collateral)")
     right.set_xticks(x, [str(s) for s in seeds], fontsize=7)
-    right.legend(fontsize=8)
+    right.legend(fontsize=7, loc="upper right", ncols=2)
     fig.tight_layout()
     fig.savefig(out_png, dpi=130)
     plt.close(fig)

@@ -168,6 +168,38 @@ def test_govern_holds_an_alarm_that_the_memory_s_context_record_explains(store: 
         assert p is not None and p.action == "re-verify" and "success rate broke" in p.reason
 
 
+def test_a_drop_within_one_context_still_raises_re_verify(store: MemoryStore) -> None:
+    """Labels do not excuse a fall in the same context: 75% then 30% success, all "a"."""
+    rng = np.random.default_rng(0)
+    for ok in rng.permutation([True] * 45 + [False] * 15).tolist() + [True] * 6 + [False] * 14:
+        _drive_in(store, "capital of czechoslovakia", "a", bool(ok))
+    (p,) = [p for p in store.govern().proposals if p.memory_id == "cz"]
+    assert p.action == "re-verify" and "expected from its record in their contexts" in p.reason
+    assert p.numbers["window_expected_from_contexts"] == pytest.approx(0.75, abs=0.01)
+
+
+def test_govern_feeds_an_alarm_splitter_per_namespace(store: MemoryStore) -> None:
+    """The store's AlarmSplitter reads the statistics of each namespace's last govern()."""
+    from memworth.coretrieval import AlarmSplitter
+
+    store.add("Prague was the capital of Czechoslovakia until 1993.", id="cz", namespace="other")
+    store.add("Use list.reverse() or [::-1] to reverse a Python list.", id="reverse", namespace="other")
+    splitter = AlarmSplitter(share=1.0, seed=0)
+    store.ablation = splitter
+    for ok in [True] * 40 + [False] * 10:
+        for ns in ("default", "other"):
+            recall = store.recall("capital of czechoslovakia reverse a python list", k=2, namespace=ns)
+            assert "ablation" not in recall.diagnostics  # no statistics yet
+            store.record(recall.episode, ok if ns == "default" else True)
+    store.govern()
+    store.govern(namespace="other")
+    recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
+    assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}  # both in alarm: one is dropped
+    assert len(recall.episode.items) == 1  # no other candidate to take the slot
+    other = store.recall("capital of czechoslovakia reverse a python list", k=2, namespace="other")
+    assert "ablation" not in other.diagnostics  # the same ids in a namespace that did not break
+
+
 def test_govern_feeds_an_alarm_splitter(store: MemoryStore) -> None:
     """The store's AlarmSplitter reads the statistics of the last govern()."""
     from memworth.coretrieval import AlarmSplitter

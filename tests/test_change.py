@@ -347,6 +347,23 @@ def test_context_check_holds_failures_in_a_context_the_memory_always_failed() ->
     assert check.statistic(det, times, before + ["own"] * 20, fine, since=61) == 0.0
 
 
+def test_context_check_weights_outcomes_and_survives_extreme_settings() -> None:
+    from memworth.change import ContextCheck
+
+    times = np.arange(1, 61)
+    before = ["own"] * 40
+    success = np.array([True] * 40 + [False] * 20)
+    check = ContextCheck()
+    full = check.statistic(BernoulliCusum(), times, before + ["new"] * 20, success, since=41)
+    light = np.r_[np.ones(40), np.full(20, 0.2)]
+    faint = check.statistic(BernoulliCusum(), times, before + ["new"] * 20, success, since=41, weight=light)
+    assert full >= 12 > faint > 0  # confidence-0.2 failures count a fifth
+    extreme = BernoulliCusum(odds_ratio=1e-300)
+    assert np.isfinite(check.statistic(extreme, times, before + ["new"] * 20, success, since=41))
+    assert check.expected(times, before + ["new"] * 20, success, since=41) == pytest.approx(40.5 / 41)  # a new context: the overall rate (Jeffreys)
+    assert np.isnan(check.expected(times, before + ["new"] * 20, success, since=100))
+
+
 def test_context_check_refuses_bad_input() -> None:
     from memworth.change import ContextCheck
 
@@ -362,3 +379,9 @@ def test_context_check_refuses_bad_input() -> None:
         ContextCheck().statistic(det, np.arange(2), ["a", "b"], np.array([1, 0]), since=1)
     with pytest.raises(ValidationError, match="since"):
         ContextCheck().statistic(det, np.arange(2), ["a", "b"], ok, since=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="contexts"):
+        ContextCheck().statistic(det, np.arange(2), None, ok, since=1)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="contexts"):
+        ContextCheck().statistic(det, np.arange(2), [["a"], "b"], ok, since=1)
+    with pytest.raises(ValidationError, match="weight"):
+        ContextCheck().statistic(det, np.arange(2), ["a", "b"], ok, since=1, weight=np.array([1.0, 2.0]))

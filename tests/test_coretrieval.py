@@ -290,7 +290,7 @@ def test_alarm_splitter_drops_suspects_only_and_takes_turns() -> None:
 def test_alarm_splitter_share_and_bad_input() -> None:
     from memworth.coretrieval import AlarmSplitter
 
-    splitter = AlarmSplitter(share=0.25, suspect=6.0, seed=1)
+    splitter = AlarmSplitter(share=0.25, suspect=6.0, limit=10_000, seed=1)
     splitter.watch({"a": 9.0, "b": 9.0})
     drops = sum(splitter.plan(["a", "b"]) is not None for _ in range(4000))
     assert 900 <= drops <= 1100  # about a quarter
@@ -298,6 +298,10 @@ def test_alarm_splitter_share_and_bad_input() -> None:
         AlarmSplitter(share=0.0)
     with pytest.raises(ValidationError, match="suspect"):
         AlarmSplitter(suspect=-1.0)
+    with pytest.raises(ValidationError, match="limit"):
+        AlarmSplitter(limit=0)
+    with pytest.raises(ValidationError, match="statistics"):
+        splitter.watch({"a": 10**400})
     with pytest.raises(ValidationError, match="statistics"):
         splitter.watch([("a", 9.0)])  # type: ignore[arg-type]
     sure = AlarmSplitter(share=1.0, seed=0)
@@ -305,6 +309,21 @@ def test_alarm_splitter_share_and_bad_input() -> None:
     with pytest.raises(ValidationError, match="statistics"):
         sure.watch({"b": 1.0, "a": float("nan")})
     assert sure.plan(["a", "b"]) is not None  # nothing changed: "b" kept 9.0
+
+
+def test_alarm_splitter_stops_at_its_limit() -> None:
+    from memworth.coretrieval import AlarmSplitter
+
+    splitter = AlarmSplitter(share=1.0, limit=3, seed=0)
+    splitter.watch({"a": 20.0, "b": 20.0})
+    plans = [splitter.plan(["a", "b"]) for _ in range(10)]
+    assert sum(p is not None for p in plans) == 6 and splitter.dropped("a") == splitter.dropped("b") == 3
+    assert splitter.log == [p for p in plans if p is not None]
+
+
+def test_the_store_refuses_a_planner_of_another_kind() -> None:
+    with pytest.raises(ValidationError, match="ablation"):
+        MemoryStore.open("memory://", encoder=HashingEncoder(), ablation=object())  # type: ignore[arg-type]
 
 
 def test_the_store_returns_the_set_without_the_dropped_suspect() -> None:

@@ -531,13 +531,15 @@ class ContextCheck:
 
     The check re-reads the alarm's excursion (the observations since the change point,
     ``since``) against the memory's own record *before* it, context by context: the
-    baseline in context ``c`` is its success rate there before the excursion, smoothed
-    toward its overall rate before the excursion with ``strength`` pseudo-observations
-    (so a context it had no record in gets its overall rate). The excursion is run
-    through the same CUSUM step (the detector's ``odds_ratio``); if it stays below the
-    detector's threshold, the failures are what the memory's record in those contexts
-    predicts, and the alarm is held. Like :class:`ExplainingAway` it only withholds
-    flags.
+    baseline in context ``c`` is its weighted success rate there before the excursion,
+    smoothed toward its overall rate before the excursion with ``strength``
+    pseudo-observations (so a context it had no record in gets its overall rate). The
+    excursion runs through the detector's CUSUM step (its ``odds_ratio``, each
+    observation weighted by ``weight``); if the statistic stays below the detector's
+    threshold, the failures are what the memory's record in those contexts predicts, and
+    the alarm is held. Like :class:`ExplainingAway` it only withholds flags.
+    :meth:`expected` gives the success rate the record predicts for the excursion (for
+    a windowed test).
 
     Parameters
     ----------
@@ -550,22 +552,69 @@ class ContextCheck:
     Examples
     --------
     A memory that answered topic "a" and always failed topic "b" is retrieved only for
-    "b" after episode 100: its failures are its record in "b", not a break. One that
-    fails in a topic it never saw before is not held:
+    "b" after its 40th retrieval: its failures are its record in "b", not a break. One
+    that fails in a topic it never saw before is not held:
 
     >>> import numpy as np
     >>> det, check = BernoulliCusum(), ContextCheck()
     >>> times = np.arange(1, 61)
     >>> before = ["a", "a", "a", "b"] * 10
     >>> success = np.array([c == "a" for c in before] + [False] * 20)
-    >>> check.statistic(det, times, before + ["b"] * 20, success, since=41) < det.threshold
+    >>> check.holds(det, times, before + ["b"] * 20, success, since=41)
     True
-    >>> check.statistic(det, times, before + ["new"] * 20, success, since=41) >= det.threshold
-    True
+    >>> check.holds(det, times, before + ["new"] * 20, success, since=41)
+    False
+    >>> round(check.expected(times, before + ["b"] * 20, success, since=41), 3)
+    0.018
     """
 
     strength: float = 0.25
     prior: float = 0.5
+
+    def _baselines(
+        self,
+        times: np.ndarray,
+        contexts: Sequence[Hashable],
+        success: np.ndarray,
+        weight: np.ndarray | None,
+        since: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The excursion's outcomes, weights and per-context baselines (checked inputs)."""
+        k = _number(self.strength, "strength", low=0.0, open_low=True)
+        a = _number(self.prior, "prior", low=0.0, open_low=True)
+        y = np.asarray(success)
+        if y.ndim != 1 or y.dtype != bool:
+            raise ValidationError("success", "must be a 1-D array of booleans")
+        t = np.asarray(times)
+        if t.shape != y.shape or not np.issubdtype(t.dtype, np.integer):
+            raise ValidationError("times", f"must be {y.size} integers, one per observation")
+        if isinstance(contexts, (str, bytes)) or not isinstance(contexts, (Sequence, np.ndarray)):
+            raise ValidationError("contexts", f"must be a sequence of labels, got {type(contexts).__name__}")
+        if len(contexts) != y.size:
+            raise ValidationError("contexts", f"must have one label per observation ({y.size}), got {len(contexts)}")
+        labels = list(contexts)
+        for label in labels:
+            try:
+                hash(label)
+            except TypeError:
+                raise ValidationError("contexts", f"a label must be hashable, got {type(label).__name__}") from None
+        w = np.ones(y.size) if weight is None else np.asarray(weight, dtype=float)
+        if w.shape != y.shape or not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
+            raise ValidationError("weight", f"must be {y.size} numbers within [0, 1], one per observation")
+        if isinstance(since, (bool, np.bool_)) or not isinstance(since, (int, np.integer)):
+            raise ValidationError("since", f"must be an integer, got {since!r}")
+        pre = t < since
+        overall = (float(np.sum(w[pre] * y[pre])) + a) / (float(np.sum(w[pre])) + 2 * a)
+        wins: dict[Hashable, float] = {}
+        seen: dict[Hashable, float] = {}
+        for i in np.flatnonzero(pre).tolist():
+            wins[labels[i]] = wins.get(labels[i], 0.0) + w[i] * y[i]
+            seen[labels[i]] = seen.get(labels[i], 0.0) + w[i]
+        after = np.flatnonzero(~pre)
+        p0 = np.array(
+            [(wins.get(labels[i], 0.0) + k * overall) / (seen.get(labels[i], 0.0) + k) for i in after.tolist()]
+        )
+        return y[after], w[after], p0
 
     def statistic(
         self,
@@ -575,39 +624,17 @@ class ContextCheck:
         success: np.ndarray,
         *,
         since: int,
+        weight: np.ndarray | None = None,
     ) -> float:
         """The excursion's CUSUM (observations with ``times >= since``) against the
         memory's per-context record before ``since``."""
-        k = _number(self.strength, "strength", low=0.0, open_low=True)
-        a = _number(self.prior, "prior", low=0.0, open_low=True)
         ratio, _h, _n0, _a = detector._check()
-        t = np.asarray(times)
-        y = np.asarray(success)
-        if y.ndim != 1 or y.dtype != bool:
-            raise ValidationError("success", "must be a 1-D array of booleans")
-        if t.shape != y.shape or not np.issubdtype(t.dtype, np.integer):
-            raise ValidationError("times", f"must be {y.size} integers, one per observation")
-        if len(contexts) != y.size:
-            raise ValidationError("contexts", f"must have one label per observation ({y.size}), got {len(contexts)}")
-        if isinstance(since, bool) or not isinstance(since, (int, np.integer)):
-            raise ValidationError("since", f"must be an integer, got {since!r}")
-        pre = t < since
-        overall = (float(y[pre].sum()) + a) / (float(pre.sum()) + 2 * a)
-        wins: dict[Hashable, float] = {}
-        seen: dict[Hashable, float] = {}
-        for c, ok in zip((contexts[i] for i in np.flatnonzero(pre).tolist()), y[pre].tolist(), strict=True):
-            wins[c] = wins.get(c, 0.0) + ok
-            seen[c] = seen.get(c, 0.0) + 1.0
+        y, w, p0 = self._baselines(times, contexts, success, weight, since)
+        z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
         shift = math.log(ratio)
+        llr = np.where(y, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
         stat = 0.0
-        for i in np.flatnonzero(~pre).tolist():
-            c = contexts[i]
-            p0 = (wins.get(c, 0.0) + k * overall) / (seen.get(c, 0.0) + k)
-            z0 = float(_logit(np.clip(np.array(p0), 1e-12, 1 - 1e-12)))
-            if y[i]:
-                step = -math.log1p(math.exp(-(z0 + shift))) + math.log1p(math.exp(-z0))
-            else:
-                step = -math.log1p(math.exp(z0 + shift)) + math.log1p(math.exp(z0))
+        for step in (w * llr).tolist():
             stat = max(0.0, stat + step)
         return stat
 
@@ -619,10 +646,26 @@ class ContextCheck:
         success: np.ndarray,
         *,
         since: int,
+        weight: np.ndarray | None = None,
     ) -> bool:
         """Whether the memory's per-context record explains its excursion (the alarm is held)."""
-        stat = self.statistic(detector, times, contexts, success, since=since)
+        stat = self.statistic(detector, times, contexts, success, since=since, weight=weight)
         return stat < detector._check()[1]
+
+    def expected(
+        self,
+        times: np.ndarray,
+        contexts: Sequence[Hashable],
+        success: np.ndarray,
+        *,
+        since: int,
+        weight: np.ndarray | None = None,
+    ) -> float:
+        """The success rate the memory's per-context record before ``since`` predicts for
+        its observations since then (weighted mean of their baselines; nan if none)."""
+        _y, w, p0 = self._baselines(times, contexts, success, weight, since)
+        total = float(w.sum())
+        return float(np.sum(w * p0) / total) if total > 0 else float("nan")
 
 
 def scan_episodes(

@@ -25,7 +25,16 @@ import numpy as np
 from memworth._index import Index, check_key
 from memworth.errors import UnknownMemoryError, ValidationError
 
-__all__ = ["Ablation", "AblationPlanner", "AlarmSplitter", "CoRetrieval", "Confound", "Pair", "confounds"]
+__all__ = [
+    "Ablation",
+    "AblationPlanner",
+    "AlarmSplitter",
+    "CoRetrieval",
+    "Confound",
+    "Pair",
+    "RecallPlanner",
+    "confounds",
+]
 
 
 class Pair(NamedTuple):
@@ -353,7 +362,28 @@ class Ablation:
     position: int
 
 
-class AblationPlanner:
+class RecallPlanner:
+    """What recall asks before it returns a set: whether to drop one of its members.
+
+    A :class:`memworth.MemoryStore` opened with a planner (its ``ablation``) calls
+    :meth:`plan` with the ids it intends to return (``(namespace, id)`` keys) and, when
+    a member is named, returns the set without it (the next candidate takes its slot).
+    Subclasses decide when: :class:`AblationPlanner` (habitual pairs, budgeted) and
+    :class:`AlarmSplitter` (memories in change alarm). Every planned drop is appended to
+    ``log``; ``seed`` seeds the draws.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+        self.log: list[Ablation] = []
+        self._rng = np.random.default_rng(seed)
+
+    def plan(self, ids: Sequence[Hashable]) -> Ablation | None:
+        """Count the intended retrieval set ``ids``; return the member to drop, or ``None``."""
+        raise NotImplementedError
+
+
+class AblationPlanner(RecallPlanner):
     """Decides, within a budget and seeded, when recall drops one member of a habitual pair.
 
     Every :meth:`plan` call sees the set recall intends to return and counts it. When the
@@ -393,8 +423,7 @@ class AblationPlanner:
         self.budget = float(budget)
         self.min_share = float(min_share)
         self.min_episodes = int(min_episodes)
-        self.seed = seed
-        self.log: list[Ablation] = []
+        super().__init__(seed)
         # Plain dicts and lists: plan() runs once per recall, where numpy's per-call cost dominates.
         self._rows: dict[Hashable, int] = {}
         self._ids: list[Hashable] = []
@@ -402,7 +431,6 @@ class AblationPlanner:
         self._together: dict[tuple[int, int], int] = {}
         self._spent: dict[tuple[int, int], int] = {}
         self._drops: dict[tuple[int, int, int], int] = {}
-        self._rng = np.random.default_rng(seed)
 
     def plan(self, ids: Sequence[Hashable]) -> Ablation | None:
         """Count the intended retrieval set ``ids``; return the member to drop, or ``None``."""
@@ -470,7 +498,7 @@ def _check_count(value: object, field: str) -> None:
         raise ValidationError(field, f"must be an integer >= 1, got {value!r}")
 
 
-class AlarmSplitter(AblationPlanner):
+class AlarmSplitter(RecallPlanner):
     """Drop one of several co-retrieved memories in alarm, so that their alarms can be told apart.
 
     Memories retrieved together fail together: when one of them breaks, every CUSUM in
@@ -479,20 +507,24 @@ class AlarmSplitter(AblationPlanner):
     other. When the set recall intends to return holds at least two memories whose
     change statistic is at least ``suspect``, the splitter drops one of them with
     probability ``share``: the one it has dropped fewest times (seeded draws break ties).
-    Its slot goes to the next candidate, as for :class:`AblationPlanner`; the episode is
-    logged as it was returned.
+    A memory is dropped at most ``limit`` times, so two memories that both broke and are
+    always retrieved together are not kept apart for ever. Its slot goes to the next
+    candidate; the episode is logged as it was returned.
 
     The statistics come from whoever runs the change detectors: :meth:`watch` gives the
     splitter the statistic of each memory key now (keys as :meth:`plan` sees them; a
-    :class:`memworth.MemoryStore` does it on every :meth:`~memworth.MemoryStore.govern`);
-    a key never watched counts as 0.
+    :class:`memworth.MemoryStore` gives it those of a namespace whenever it scans the
+    namespace's outcome streams, that is on :meth:`~memworth.MemoryStore.govern` with the
+    policy's ``change_detection`` on); a key never watched counts as 0.
 
     Parameters
     ----------
     share
         Chance of dropping one suspect in an episode that retrieves two or more, in (0, 1].
     suspect
-        The least statistic of a memory that counts as a suspect (>= 0).
+        The least statistic of a memory that counts as a suspect (finite, >= 0).
+    limit
+        Most drops of any one memory (an integer >= 1).
     seed
         Seed of the draws (``None``: fresh randomness).
 
@@ -506,14 +538,16 @@ class AlarmSplitter(AblationPlanner):
     True
     """
 
-    def __init__(self, share: float = 0.5, suspect: float = 6.0, *, seed: int | None = None) -> None:
+    def __init__(self, share: float = 0.8, suspect: float = 6.0, *, limit: int = 100, seed: int | None = None) -> None:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
             raise ValidationError("share", f"must be a chance in (0, 1], got {share!r}")
-        super().__init__(budget=share, seed=seed)
         if isinstance(suspect, bool) or not isinstance(suspect, (int, float)) or not 0 <= suspect < float("inf"):
             raise ValidationError("suspect", f"must be a finite number >= 0, got {suspect!r}")
+        _check_count(limit, "limit")
+        super().__init__(seed)
         self.share = float(share)
         self.suspect = float(suspect)
+        self.limit = int(limit)
         self._statistics: dict[Hashable, float] = {}
         self._dropped: dict[Hashable, int] = {}
 
@@ -525,20 +559,24 @@ class AlarmSplitter(AblationPlanner):
             raise ValidationError("statistics", f"must be a mapping of memory key to statistic, got {kind}")
         fresh: dict[Hashable, float] = {}
         for key, value in statistics.items():
-            ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-            if not ok or not np.isfinite(value):
+            ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+            number = float(value) if ok and abs(value) < 1e308 else float("nan")
+            if not np.isfinite(number):
                 raise ValidationError("statistics", f"the statistic of {key!r} must be a finite number, got {value!r}")
-            fresh[check_key(key, "statistics")] = float(value)
+            fresh[check_key(key, "statistics")] = number
         self._statistics.update(fresh)
 
     def plan(self, ids: Sequence[Hashable]) -> Ablation | None:
         """Return the suspect to drop from the intended set ``ids``, or ``None``."""
         keys = check_ids(ids)
         suspects = [i for i, key in enumerate(keys) if self._statistics.get(key, 0.0) >= self.suspect]
-        if len(suspects) < 2 or self._rng.random() >= self.share:
+        if len(suspects) < 2:
             return None
-        draws = self._rng.random(len(suspects))
-        gone = min(zip(suspects, draws.tolist(), strict=True), key=lambda x: (self._dropped.get(keys[x[0]], 0), x[1]))[0]
+        droppable = [i for i in suspects if self._dropped.get(keys[i], 0) < self.limit]
+        if not droppable or self._rng.random() >= self.share:
+            return None
+        draws = self._rng.random(len(droppable)).tolist()
+        gone = min(zip(droppable, draws, strict=True), key=lambda x: (self._dropped.get(keys[x[0]], 0), x[1]))[0]
         partner = next(i for i in suspects if i != gone)
         self._dropped[keys[gone]] = self._dropped.get(keys[gone], 0) + 1
         ablation = Ablation(keys[gone], keys[partner], gone)

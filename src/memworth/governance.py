@@ -80,8 +80,9 @@ class GovernancePolicy:
     with half-life ``change_reference_half_life`` episodes. When the stream has context
     labels, an alarm whose failures the memory's own record in those contexts explains is
     held (:class:`memworth.change.ContextCheck` with ``change_context_strength``
-    pseudo-observations per context), and so is the window test when the record explains
-    the window's retrievals. ``deprecation`` is
+    pseudo-observations per context), and the window test compares the window's worth
+    with what that record predicts for the window's contexts instead of with the
+    lifetime worth alone. ``deprecation`` is
     ``"fixed"`` (V_min and worth thresholds) or ``"sequential"`` (a
     ``1 - deprecation_alpha`` confidence sequence over ``deprecation_evidence``:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
@@ -168,13 +169,24 @@ class GovernancePolicy:
         """The change detector behind the change-detection test of re-verify."""
         return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
 
-    def _context_holds(self, stream: OutcomeStream | None, since: int | None) -> bool:
-        """Whether the memory's per-context record before ``since`` explains its outcomes
-        since then (no stream or no labels: no)."""
-        if stream is None or stream.context is None or since is None:
+    def _context_holds(self, stream: OutcomeStream, since: int | None) -> bool:
+        """Whether the memory's per-context record before ``since`` explains its excursion
+        since then (no labels: no)."""
+        if stream.context is None or since is None:
             return False
         check = ContextCheck(self.change_context_strength)
-        return check.holds(self.detector(), stream.episode, stream.context, stream.success, since=since)
+        return check.holds(
+            self.detector(), stream.episode, stream.context, stream.success, since=since, weight=stream.weight
+        )
+
+    def _context_expects(self, stream: OutcomeStream | None, recent: Counts) -> float | None:
+        """The worth the memory's per-context record predicts for the retrievals of the
+        window (``None`` without labels or without a record before the window)."""
+        if stream is None or stream.context is None or len(stream) <= recent.n:
+            return None
+        start = int(stream.episode[-int(recent.n)])
+        check = ContextCheck(self.change_context_strength)
+        return check.expected(stream.episode, stream.context, stream.success, since=start, weight=stream.weight)
 
     def sequential(self, threshold: float) -> SequentialDeprecation:
         """The confidence-sequence rule at ``threshold`` (for ``deprecation="sequential"``)."""
@@ -219,9 +231,18 @@ class GovernancePolicy:
             now = float(RawWorth().value(recent))
             numbers["recent_worth"] = round(now, 6)
             numbers["recent_retrievals"] = recent.n
-            window_start = None if stream is None or len(stream) < recent.n else int(stream.episode[-int(recent.n)])
-            if now < worth - self.staleness_drop and now < self.theta_low and self._context_holds(stream, window_start):
-                numbers["window_explained_by_context"] = True
+            predicted = self._context_expects(stream, recent)
+            if predicted is not None:
+                numbers["window_expected_from_contexts"] = round(predicted, 6)
+            if now < worth - self.staleness_drop and now < self.theta_low and predicted is not None:
+                if now >= predicted - self.staleness_drop:
+                    numbers["window_explained_by_context"] = True
+                else:
+                    stale.append(
+                        f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "
+                        f"and from {predicted:.3f} expected from its record in their contexts "
+                        f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
+                    )
             elif now < worth - self.staleness_drop and now < self.theta_low:
                 stale.append(
                     f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "

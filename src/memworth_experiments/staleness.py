@@ -151,7 +151,12 @@ def cusum_flags(
 
 def task_labels(world: dict[str, Any]) -> dict[str, str]:
     """Each query's task (``family:first answer keyword``): the context label of its episodes."""
-    return {q: f"{family}:{task['answer'][0]}" for family, tasks in world["tasks"].items() for task in tasks for q in task["queries"]}
+    return {
+        q: f"{family}:{task['answer'][0]}"
+        for family, tasks in world["tasks"].items()
+        for task in tasks
+        for q in task["queries"]
+    }
 
 
 def split_flags(
@@ -165,9 +170,10 @@ def split_flags(
     splitter: AlarmSplitter,
     half_life: float,
     labellers: dict[str, Callable[[str], Hashable]],
-) -> tuple[list[str], dict[str, np.ndarray], int]:
+) -> tuple[list[str], dict[str, np.ndarray], int, list[list[int]], np.ndarray]:
     """One seed's agent with the splitter in its store, watched live: the flags under each
-    way of labelling contexts, and how many episodes were ablated.
+    way of labelling contexts, how many episodes were ablated, and the play's episodes
+    (rows retrieved, outcomes: what the collateral reading of its flags reads).
 
     After every outcome the CUSUMs and the shared evidence move (as in
     :func:`cusum_flags`) and the splitter sees the new statistics. A memory is flagged
@@ -183,9 +189,13 @@ def split_flags(
     flags = {name: np.zeros(n, dtype=np.int64) for name in labellers}
     seen: list[list[tuple[int, bool, dict[str, Hashable]]]] = [[] for _ in range(n)]
     keep, num, den, ablated = 0.5 ** (1.0 / half_life), 0.5, 1.0, 0
+    sets: list[list[int]] = []
+    outcomes: list[bool] = []
     for t, _store, recall, ok in play(world, seed, episodes, encoder, ablation=splitter):
         ablated += "ablation" in recall.diagnostics
         r, ref = np.array([row[item.memory_id] for item in recall.episode.items]), num / den
+        sets.append(r.tolist())
+        outcomes.append(bool(ok))
         steps = detector.steps(state, r, bool(ok), reference=ref)
         detector.update(state, r, bool(ok), reference=ref, time=t)
         rule.update(shared, state, r, steps)
@@ -201,7 +211,7 @@ def split_flags(
                     flag[m] = t
         num, den = keep * num + ok, keep * den + 1.0
         splitter.watch({("default", mid): float(state.statistic[i]) for i, mid in enumerate(ids)})
-    return ids, flags, ablated
+    return ids, flags, ablated, sets, np.array(outcomes, dtype=bool)
 
 
 def query_clusters(encoder: Encoder, threshold: float) -> Callable[[str], Hashable]:
@@ -251,16 +261,17 @@ def run(
             "cusum": cusum_flags(n, sets, y, detector, det["reference_half_life"]),
             "explained": cusum_flags(n, sets, y, detector, det["reference_half_life"], explainer),
         }
-        splitter = AlarmSplitter(sp["share"], ex["suspect"], seed=seed)
+        splitter = AlarmSplitter(sp["share"], ex["suspect"], limit=sp["limit"], seed=seed)
         tasks = task_labels(world)
         labellers = {"split": tasks.__getitem__, "split_clusters": query_clusters(enc, sp["cluster_threshold"])}
-        split_ids, split, ablated = split_flags(
+        split_ids, split, ablated, split_sets, split_y = split_flags(
             world, seed, episodes, enc, detector, explainer, check, splitter, det["reference_half_life"], labellers
         )
         flags.update(split)
         if split_ids != ids:
             raise RuntimeError("the split run saw other memories than the plain run")
         ablations.append(ablated)
+        played = {rule: (sets, y) for rule in RULES} | {rule: (split_sets, split_y) for rule in split}
         for rule in RULES:
             for r, mid in enumerate(ids):
                 at = int(flags[rule][r])
@@ -273,12 +284,14 @@ def run(
                         "memory": mid,
                         "flag_episode": at,
                         "delay": at - shift if at else "",
-                        "collateral": "" if mid == "stale" or not at else collateral(r, at, sets, y, stale, 20),
+                        "collateral": "" if mid == "stale" or not at else collateral(r, at, *played[rule], stale, 20),
                     }
                 )
     rows = _rows(cfg, raw, seeds, episodes, shift)
     m, s = mean_std([float(a) for a in ablations])
-    rows.append(Row("episodes ablated by the splitter", "per seed", None, m, s, None, f"of {episodes}; max {max(ablations)}"))
+    rows.append(
+        Row("episodes ablated by the splitter", "per seed", None, m, s, None, f"of {episodes}; max {max(ablations)}")
+    )
     return Result("staleness", rows, raw, {"seeds": seeds, "episodes": episodes})
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from memworth.adjusted import EpisodeStats
 from memworth.change import ExplainingAway, OutcomeStream, reference_rates, scan_episodes
-from memworth.coretrieval import AblationPlanner, AlarmSplitter
+from memworth.coretrieval import AlarmSplitter, RecallPlanner
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
@@ -258,7 +258,8 @@ class MemoryStore:
         what was dropped; the episode logs the set actually returned. An
         :class:`memworth.coretrieval.AlarmSplitter` instead drops one of two or more
         co-retrieved memories in change alarm, reading the statistics of the last
-        :meth:`govern` (or :meth:`outcome_streams`) of their namespace.
+        :meth:`govern` (with the policy's ``change_detection`` on) or
+        :meth:`outcome_streams` of their namespace.
 
     Examples
     --------
@@ -297,7 +298,7 @@ class MemoryStore:
         limits: dict[str, SourceLimit] | None = None,
         burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
         holdout: float = 0.0,
-        ablation: AblationPlanner | None = None,
+        ablation: RecallPlanner | None = None,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
@@ -360,8 +361,9 @@ class MemoryStore:
             burst.validate()
         self.burst = burst
         self.holdout = check_share(holdout)
-        if ablation is not None and not isinstance(ablation, AblationPlanner):
-            raise ValidationError("ablation", f"must be an AblationPlanner or None, got {type(ablation).__name__}")
+        if ablation is not None and not isinstance(ablation, RecallPlanner):
+            kind = type(ablation).__name__
+            raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
         self.ablation = ablation
         self._holdout_seed = 0 if seed is None else int(seed)
         self._agreement: dict[tuple[str, str], Agreement] = {}

@@ -9,7 +9,7 @@ suppress, re-verify, deprecate.
 from memworth.adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
 from memworth.change import BernoulliCusum
 from memworth.contexts import QueryClusters
-from memworth.coretrieval import AblationPlanner, CoRetrieval, confounds
+from memworth.coretrieval import AblationPlanner, AlarmSplitter, CoRetrieval, confounds
 from memworth.counts import Counts, CountsTable, evidence_of
 from memworth.credit import normalise, normalise_rows, uniform
 from memworth.decay import decay_factor
@@ -39,6 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AblationPlanner",
+    "AlarmSplitter",
     "BernoulliCusum",
     "BetaBinomialCS",
     "BetaBound",

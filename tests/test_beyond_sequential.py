@@ -178,42 +178,72 @@ def test_a_drop_within_one_context_still_raises_re_verify(store: MemoryStore) ->
     assert p.numbers["window_expected_from_contexts"] == pytest.approx(0.75, abs=0.01)
 
 
-def test_govern_feeds_an_alarm_splitter_per_namespace(store: MemoryStore) -> None:
-    """The store's AlarmSplitter reads the statistics of each namespace's last govern()."""
+def test_the_splitter_splits_as_soon_as_both_alarm_in_their_namespace_only(store: MemoryStore) -> None:
+    """No govern() needed: the live statistics move with every outcome; the same ids in
+    another namespace that did not break are not split."""
     from memworth.coretrieval import AlarmSplitter
 
     store.add("Prague was the capital of Czechoslovakia until 1993.", id="cz", namespace="other")
     store.add("Use list.reverse() or [::-1] to reverse a Python list.", id="reverse", namespace="other")
     splitter = AlarmSplitter(share=1.0, seed=0)
     store.ablation = splitter
-    for ok in [True] * 40 + [False] * 10:
+    first_split = None
+    for t, ok in enumerate([True] * 40 + [False] * 10):
         for ns in ("default", "other"):
             recall = store.recall("capital of czechoslovakia reverse a python list", k=2, namespace=ns)
-            assert "ablation" not in recall.diagnostics  # no statistics yet
+            if "ablation" in recall.diagnostics:
+                assert ns == "default"
+                first_split = t if first_split is None else first_split
+                assert len(recall.episode.items) == 1  # no other candidate to take the slot
             store.record(recall.episode, ok if ns == "default" else True)
-    store.govern()
-    store.govern(namespace="other")
-    recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
-    assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}  # both in alarm: one is dropped
-    assert len(recall.episode.items) == 1  # no other candidate to take the slot
-    other = store.recall("capital of czechoslovakia reverse a python list", k=2, namespace="other")
-    assert "ablation" not in other.diagnostics  # the same ids in a namespace that did not break
+    assert first_split is not None and 40 < first_split < 50  # after the break, once both statistics >= 6
+    stats = store._live["default"].statistics()
+    assert min(stats.values()) >= splitter.suspect and max(store._live["other"].statistics().values()) == 0.0
 
 
-def test_govern_feeds_an_alarm_splitter(store: MemoryStore) -> None:
-    """The store's AlarmSplitter reads the statistics of the last govern()."""
+def test_the_splitter_s_live_statistics_equal_a_fresh_scan_of_the_log() -> None:
+    """Advanced outcome by outcome (weights, new memories, several namespaces), the live
+    statistics are those a scan of the whole log gives; splitting starts with no govern()."""
     from memworth.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=1.0, seed=0)
-    store.ablation = splitter
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0, ablation=splitter)
+    store.add_many([{"id": f"n{i}", "text": f"python list note number {i}"} for i in range(3)])
+    store.add("capital of czechoslovakia", id="cz", namespace="other")
+    rng = np.random.default_rng(3)
+    for t in range(120):
+        if t == 60:
+            store.add("python list note number 3", id="n3")  # a memory that arrives late
+        recall = store.recall("python list note number", k=2)
+        broken = t >= 70 and any(item.memory_id == "n0" for item in recall.episode.items)
+        source = "implicit" if t % 3 == 0 else "explicit"
+        store.record(recall.episode, bool(rng.random() < 0.9) and not broken, source=source)
+        other = store.recall("capital of czechoslovakia", k=1, namespace="other")
+        store.record(other.episode, True)
+    live = {ns: dict(store._live[ns].statistics()) for ns in ("default", "other")}
+    store._live.clear()
+    for ns in ("default", "other"):
+        store.outcome_streams(ns)  # a fresh scan
+        assert store._live[ns].statistics() == pytest.approx(live[ns], abs=1e-9)
+    assert max(live["default"], key=live["default"].__getitem__) == "n0"  # the one that broke
+    assert set(live["default"]) == {"n0", "n1", "n2", "n3"}
+    store.close()
+
+
+def test_govern_refreshes_the_splitter_from_the_log(store: MemoryStore) -> None:
+    """Outcomes another process logged reach the splitter at the next govern()."""
+    from memworth.coretrieval import AlarmSplitter
+
+    writer = MemoryStore(store.backend, encoder=HashingEncoder(), seed=0, exploration=0.0)  # no splitter
     for ok in [True] * 40 + [False] * 10:
-        recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
-        assert "ablation" not in recall.diagnostics  # no statistics yet
-        store.record(recall.episode, ok)
+        recall = writer.recall("capital of czechoslovakia reverse a python list", k=2)
+        writer.record(recall.episode, ok)
+    splitter = AlarmSplitter(share=1.0, seed=0)
+    store.ablation = splitter
+    assert "ablation" not in store.recall("capital of czechoslovakia reverse a python list", k=2).diagnostics
     store.govern()
     recall = store.recall("capital of czechoslovakia reverse a python list", k=2)
-    assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}  # both in alarm: one is dropped
-    assert len(recall.episode.items) == 1  # no other candidate to take the slot
+    assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}
 
 
 def test_outcome_streams_follow_the_log(store: MemoryStore) -> None:

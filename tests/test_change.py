@@ -385,3 +385,20 @@ def test_context_check_refuses_bad_input() -> None:
         ContextCheck().statistic(det, np.arange(2), [["a"], "b"], ok, since=1)
     with pytest.raises(ValidationError, match="weight"):
         ContextCheck().statistic(det, np.arange(2), ["a", "b"], ok, since=1, weight=np.array([1.0, 2.0]))
+
+
+def test_cusum_state_grows_with_empty_rows_and_refuses_to_shrink() -> None:
+    from memworth.change import CusumState
+
+    det = BernoulliCusum()
+    state = det.start(2)
+    det.update(state, [0, 1], [True, False], time=1)
+    before = state.observations.copy()
+    state.grow(5)
+    assert len(state) == 5 and state.observations[:2].tolist() == before.tolist()
+    assert state.observations[2:].tolist() == [0.0, 0.0, 0.0] and state.since[2:].tolist() == [-1, -1, -1]
+    det.update(state, [4], True, time=2)  # the new rows work like any other
+    assert state.observations[4] == 1.0
+    with pytest.raises(ValidationError, match="size"):
+        state.grow(3)
+    assert isinstance(CusumState.empty(0), CusumState)

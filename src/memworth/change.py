@@ -109,6 +109,19 @@ class CusumState:
     def __len__(self) -> int:
         return int(self.statistic.size)
 
+    def grow(self, size: int) -> None:
+        """Make room for ``size`` memories (new rows have no history); never shrinks."""
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < len(self):
+            raise ValidationError("size", f"must be an integer >= {len(self)}, got {size!r}")
+        more = int(size) - len(self)
+        if more == 0:
+            return
+        zeros, minus = np.zeros(more), np.full(more, -1, dtype=np.int64)
+        for name in ("statistic", "observations", "successes", "expected"):
+            setattr(self, name, np.concatenate([getattr(self, name), zeros]))
+        self.since = np.concatenate([self.since, minus])
+        self.first_alarm = np.concatenate([self.first_alarm, minus])
+
     def reset(self, rows: np.ndarray | list[int], *, forget_history: bool = False) -> None:
         """Restart the statistic of ``rows`` (after a person re-verified them).
 

@@ -45,6 +45,8 @@ from memworth.change import BernoulliCusum, ContextCheck, ExplainingAway, refere
 from memworth.contexts import QueryClusters
 from memworth.coretrieval import AlarmSplitter
 from memworth.encoders import Encoder
+from memworth.errors import ValidationError
+from memworth.governance import GovernancePolicy
 from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, play
 from memworth_experiments.targets import Bound
@@ -176,7 +178,8 @@ def split_flags(
     (rows retrieved, outcomes: what the collateral reading of its flags reads).
 
     After every outcome the CUSUMs and the shared evidence move (as in
-    :func:`cusum_flags`) and the splitter sees the new statistics. A memory is flagged
+    :func:`cusum_flags`); the store feeds the splitter its own live statistics (the
+    same detector and reference: the store's default policy). A memory is flagged
     the first time it is in alarm, explained by no co-retrieved memory and not held by
     its per-context record, contexts labelled by each of ``labellers`` (called once per
     episode, in order, with the episode's query); the splitter does not read the flags,
@@ -210,7 +213,6 @@ def split_flags(
                 if flag[m] == 0 and not check.holds(detector, times, contexts, success, since=int(state.since[m])):
                     flag[m] = t
         num, den = keep * num + ok, keep * den + 1.0
-        splitter.watch({("default", mid): float(state.statistic[i]) for i, mid in enumerate(ids)})
     return ids, flags, ablated, sets, np.array(outcomes, dtype=bool)
 
 
@@ -244,6 +246,9 @@ def run(
     shift = world["run"]["phase_shift"]
     gov, det = cfg["governance"], cfg["cusum"]
     detector = BernoulliCusum(det["odds_ratio"], det["threshold"], det["min_history"], det["prior"])
+    store_policy = GovernancePolicy()  # the agent's store feeds the splitter with its own detector
+    if store_policy.detector() != detector or store_policy.change_reference_half_life != det["reference_half_life"]:
+        raise ValidationError("cusum", "must match the store's default GovernancePolicy (the splitter reads its statistics)")
     ex, sp = cfg["explain"], cfg["split"]
     explainer = ExplainingAway(ex["margin"], ex["suspect"], ex["tie"], ex["hold"])
     check = ContextCheck(sp["context_strength"])

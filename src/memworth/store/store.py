@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memworth.adjusted import EpisodeStats
-from memworth.change import ExplainingAway, OutcomeStream, reference_rates, scan_episodes
+from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
 from memworth.coretrieval import AlarmSplitter, RecallPlanner
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
@@ -31,6 +32,7 @@ from memworth.policy_replay import ReplaySettings
 from memworth.ranking import Blend, ScoreRule, drop, select
 from memworth.sources import Agreement, BurstAlert, BurstDetector, Reliability, SourceLimit
 from memworth.store import outcome_log
+from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.outcome_log import PolicyReplayReport, SourceReport
 from memworth.store.records import (
@@ -365,6 +367,8 @@ class MemoryStore:
             kind = type(ablation).__name__
             raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
         self.ablation = ablation
+        self._live: dict[str, LiveAlarms] = {}  # per namespace, for an AlarmSplitter
+        self._live_lock = threading.Lock()
         self._holdout_seed = 0 if seed is None else int(seed)
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
@@ -808,7 +812,9 @@ class MemoryStore:
             self._refresh_agreement()
         earlier = self.backend.outcomes_of(ids) if source == VERIFIED else {}
         parents = {ns: self._parents_of(ns) for ns in {ep.namespace for ep in episodes}}  # one read per call
+        self._start_live({ep.namespace for ep in episodes})
         rows, increments, checks = [], [], []
+        credited: builtins.list[tuple[Episode, bool, float]] = []
         for ep, ok in zip(episodes, results, strict=True):
             if source == VERIFIED:
                 before = earlier.get(ep.id)
@@ -819,11 +825,32 @@ class MemoryStore:
             conf = self._weight(source, ep.namespace, given)
             rows.append(OutcomeRow(ep.id, ok, source, conf, now))
             increments += self._increments(ep, ok, conf, parents[ep.namespace])
+            credited.append((ep, ok, conf))
         if source == VERIFIED:
             self.backend.append_verifications(checks, rows, increments)
         else:
             self.backend.append_outcomes(rows, increments)
+        self._advance_live(credited)
         return checks
+
+    def _start_live(self, namespaces: set[str]) -> None:
+        """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""
+        if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change_detection:
+            return
+        for ns in sorted(namespaces):
+            if ns not in self._live:
+                self.outcome_streams(ns)
+
+    def _advance_live(self, credited: builtins.list[tuple[Episode, bool, float]]) -> None:
+        """Advance the live change statistics with outcomes just logged; tell the splitter."""
+        if not isinstance(self.ablation, AlarmSplitter):
+            return
+        with self._live_lock:
+            for ep, ok, conf in credited:
+                live = self._live.get(ep.namespace)
+                if live is not None:
+                    moved = live.advance([item.memory_id for item in ep.items], ok, conf)
+                    self.ablation.watch({(ep.namespace, mid): stat for mid, stat in moved.items()})
 
     def _weight(self, source: str, namespace: str, given: float | None) -> float:
         """The confidence an outcome of ``source`` is credited with."""
@@ -1054,6 +1081,11 @@ class MemoryStore:
         An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
         if not rows:
+            if isinstance(self.ablation, AlarmSplitter):
+                with self._live_lock:
+                    nothing = np.zeros(0, dtype=bool)
+                    half_life = self.policy.change_reference_half_life
+                    self._live[namespace] = LiveAlarms(self.policy.detector(), half_life, [], CusumState.empty(0), nothing)
             return {}
         index = {mid: i for i, mid in enumerate(ids)}
         sets = [[index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows]
@@ -1062,7 +1094,10 @@ class MemoryStore:
         weight = np.array([o.confidence for o, _ in rows], dtype=float)
         state, shared = scan_episodes(detector, rule, sets, success, weight, reference, size=len(ids))
         if isinstance(self.ablation, AlarmSplitter):
-            self.ablation.watch({(namespace, mid): float(state.statistic[i]) for i, mid in enumerate(ids)})
+            with self._live_lock:
+                live = LiveAlarms(detector, self.policy.change_reference_half_life, ids, state, success)
+                self._live[namespace] = live
+                self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
         alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
         found = {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
         return {mid: by for mid, by in found.items() if by}

@@ -1,0 +1,71 @@
+"""Each memory's change statistic in one namespace, kept current outcome by outcome.
+
+:meth:`memworth.MemoryStore.govern` scans a namespace's whole outcome log to run the
+change detectors. An :class:`memworth.coretrieval.AlarmSplitter` needs the statistics at
+every recall, not only at the last scan: :class:`LiveAlarms` starts from a scan and
+advances each memory's CUSUM with every outcome this process records, exactly as the
+scan would (same detector, same reference rate, same order). Outcomes that other
+processes record reach it at the next scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from memworth.change import BernoulliCusum, CusumState
+
+__all__ = ["LiveAlarms"]
+
+
+class LiveAlarms:
+    """The CUSUM state of one namespace's memories, and the reference rate, to advance.
+
+    ``ids`` name the rows of ``state``; ``rate`` and ``weight`` are the exponentially
+    weighted success count and weight of all the namespace's outcomes so far (the
+    reference rate is their ratio, :func:`memworth.change.reference_rates`); ``logged``
+    is how many outcomes the state has seen.
+    """
+
+    def __init__(
+        self,
+        detector: BernoulliCusum,
+        half_life: float,
+        ids: Sequence[str],
+        state: CusumState,
+        successes: np.ndarray,
+        prior: float = 0.5,
+    ) -> None:
+        self.detector = detector
+        self.keep = 0.5 ** (1.0 / half_life)
+        self.rows = {mid: i for i, mid in enumerate(ids)}
+        self.state = state
+        self.rate, self.weight = prior, 2 * prior
+        for ok in np.asarray(successes, dtype=bool).tolist():
+            self.rate = self.keep * self.rate + ok
+            self.weight = self.keep * self.weight + 1.0
+        self.logged = int(np.asarray(successes).size)
+
+    def advance(self, memory_ids: Sequence[str], success: bool, confidence: float) -> dict[str, float]:
+        """Add one outcome of an episode that retrieved ``memory_ids``; return their statistics now."""
+        unique = list(dict.fromkeys(memory_ids))
+        for mid in unique:
+            if mid not in self.rows:
+                self.rows[mid] = len(self.rows)
+        if len(self.rows) > len(self.state):
+            self.state.grow(max(len(self.rows), 2 * len(self.state)))
+        self.logged += 1
+        reference = self.rate / self.weight
+        if unique:
+            rows = np.array([self.rows[mid] for mid in unique], dtype=np.int64)
+            self.detector.update(
+                self.state, rows, bool(success), weight=float(confidence), reference=reference, time=self.logged
+            )
+        self.rate = self.keep * self.rate + bool(success)
+        self.weight = self.keep * self.weight + 1.0
+        return {mid: float(self.state.statistic[self.rows[mid]]) for mid in unique}
+
+    def statistics(self) -> dict[str, float]:
+        """Every known memory's statistic now."""
+        return {mid: float(self.state.statistic[row]) for mid, row in self.rows.items()}

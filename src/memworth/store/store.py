@@ -259,9 +259,10 @@ class MemoryStore:
         planner sees ``(namespace, id)`` keys; ``recall().diagnostics["ablation"]`` says
         what was dropped; the episode logs the set actually returned. An
         :class:`memworth.coretrieval.AlarmSplitter` instead drops one of two or more
-        co-retrieved memories in change alarm, reading the statistics of the last
-        :meth:`govern` (with the policy's ``change_detection`` on) or
-        :meth:`outcome_streams` of their namespace.
+        co-retrieved memories in change alarm (with the policy's ``change_detection``
+        on): their statistics come from a scan of the namespace's log (at its first
+        outcome recorded here and at every :meth:`govern`), advanced by every outcome
+        this store object records; other processes' outcomes count from the next scan.
 
     Examples
     --------

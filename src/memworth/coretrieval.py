@@ -513,9 +513,9 @@ class AlarmSplitter(RecallPlanner):
 
     The statistics come from whoever runs the change detectors: :meth:`watch` gives the
     splitter the statistic of each memory key now (keys as :meth:`plan` sees them; a
-    :class:`memworth.MemoryStore` gives it those of a namespace whenever it scans the
-    namespace's outcome streams, that is on :meth:`~memworth.MemoryStore.govern` with the
-    policy's ``change_detection`` on); a key never watched counts as 0.
+    :class:`memworth.MemoryStore` with the policy's ``change_detection`` on gives it those
+    of a namespace after every outcome it records, and on every
+    :meth:`~memworth.MemoryStore.govern`); a key never watched counts as 0.
 
     Parameters
     ----------

@@ -246,6 +246,30 @@ def test_govern_refreshes_the_splitter_from_the_log(store: MemoryStore) -> None:
     assert recall.diagnostics["ablation"]["dropped"] in {"cz", "reverse"}
 
 
+def test_the_window_test_is_held_when_a_flagged_memory_came_with_the_failures() -> None:
+    """friend is retrieved with stale in the questions stale now fails, and alone-ish (with
+    other) in a few that succeed: stale is re-verified, friend's window test is held."""
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add("prague capital stale fact", id="stale")
+    store.add("prague python friend fact", id="friend")
+    store.add("python other fact", id="other")
+    a, b = "prague capital fact", "python friend other fact"
+    assert {r.memory.id for r in store.recall(a, k=2)} == {"stale", "friend"}
+    assert {r.memory.id for r in store.recall(b, k=2)} == {"friend", "other"}
+    for query, ok in [(a, True), (b, True)] * 30 + [(a, False)] * 16 + [(b, True)] * 2 + [(a, False)] * 4:
+        recall = store.recall(query, k=2)
+        store.record(recall.episode, ok)
+    proposals = {p.memory_id: p for p in store.govern().proposals}
+    assert proposals["stale"].action == "re-verify"
+    friend = proposals.get("friend")
+    assert friend is None or friend.action != "re-verify"
+    streams = store.outcome_streams()
+    assert streams["friend"].window_explained_by == ("stale",)
+    assert streams["stale"].window_explained_by == ()  # friend's alarm does not stand
+    store.policy = GovernancePolicy(change_detection=False)  # no streams: the window test alone
+    assert {p.memory_id: p.action for p in store.govern().proposals}.get("friend") == "re-verify"
+
+
 def test_outcome_streams_follow_the_log(store: MemoryStore) -> None:
     _drive(store, "capital of czechoslovakia", [True, False], source="implicit")
     _drive(store, "reverse a python list", [True])

@@ -147,7 +147,10 @@ class OutcomeStream:
     ``explained_by`` names the co-retrieved memories that hold its alarm now
     (:meth:`ExplainingAway.holding`): its failures are better explained by them;
     ``context`` is each outcome's context label (its episode's, ``None`` for an episode
-    without one) when any episode had one, else ``None`` (:class:`ContextCheck` reads it).
+    without one) when any episode had one, else ``None`` (:class:`ContextCheck` reads it);
+    ``window_explained_by`` names memories whose change alarm stands (not held) that came
+    with at least half of the failures among its last retrievals (the window test's):
+    those failures are theirs.
 
     Examples
     --------
@@ -163,6 +166,7 @@ class OutcomeStream:
     episode: np.ndarray
     explained_by: tuple[str, ...] = ()
     context: tuple[str | None, ...] | None = None
+    window_explained_by: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)

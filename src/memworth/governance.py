@@ -82,7 +82,9 @@ class GovernancePolicy:
     held (:class:`memworth.change.ContextCheck` with ``change_context_strength``
     pseudo-observations per context), and the window test compares the window's worth
     with what that record predicts for the window's contexts instead of with the
-    lifetime worth alone. ``deprecation`` is
+    lifetime worth alone. The window test is also held when at least half of the
+    window's failures came with a memory whose change alarm stands
+    (``OutcomeStream.window_explained_by``). ``deprecation`` is
     ``"fixed"`` (V_min and worth thresholds) or ``"sequential"`` (a
     ``1 - deprecation_alpha`` confidence sequence over ``deprecation_evidence``:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
@@ -234,18 +236,15 @@ class GovernancePolicy:
             predicted = self._context_expects(stream, recent)
             if predicted is not None:
                 numbers["window_expected_from_contexts"] = round(predicted, 6)
-            if now < worth - self.staleness_drop and now < self.theta_low and predicted is not None:
-                if now >= predicted - self.staleness_drop:
-                    numbers["window_explained_by_context"] = True
-                else:
-                    stale.append(
-                        f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "
-                        f"and from {predicted:.3f} expected from its record in their contexts "
-                        f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
-                    )
-            elif now < worth - self.staleness_drop and now < self.theta_low:
+            fired = now < worth - self.staleness_drop and now < self.theta_low
+            if fired and predicted is not None and now >= predicted - self.staleness_drop:
+                numbers["window_explained_by_context"] = True
+            elif fired and stream is not None and stream.window_explained_by:  # their failures, not its
+                numbers["window_explained_by"] = list(stream.window_explained_by)
+            elif fired:
+                expected = "" if predicted is None else f" and from {predicted:.3f} expected from its record in their contexts"
                 stale.append(
-                    f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall "
+                    f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall{expected} "
                     f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
                 )
         if stream is not None and self.change_detection and len(stream):

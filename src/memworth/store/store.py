@@ -1056,15 +1056,18 @@ class MemoryStore:
                 at.append(i + 1)
                 ctx.append(ep.context)
         labelled = any(ep.context is not None for _, ep in rows)
-        held = self._held_alarms(rows, reference, list(seen), namespace)
+        alarms = self._held_alarms(rows, reference, list(seen), namespace)
+        flagged = {mid for mid, by in alarms.items() if not by}
+        window = self.policy.staleness_window
         return {
             mid: OutcomeStream(
                 np.array(y, dtype=bool),
                 np.array(w),
                 np.array(ref),
                 np.array(at, dtype=np.int64),
-                held.get(mid, ()),
+                alarms.get(mid, ()),
                 tuple(ctx) if labelled else None,
+                _failing_with(mid, [rows[i - 1][1] for i, ok in zip(at[-window:], y[-window:], strict=True) if not ok], flagged),
             )
             for mid, (y, w, ref, at, ctx) in seen.items()
         }
@@ -1076,8 +1079,9 @@ class MemoryStore:
         ids: builtins.list[str],
         namespace: str,
     ) -> dict[str, tuple[str, ...]]:
-        """Per memory in alarm, the co-retrieved memories that explain its failures better
-        (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once).
+        """Every memory in alarm, with the co-retrieved memories that explain its failures
+        better (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once;
+        none: the alarm stands).
 
         An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
@@ -1100,8 +1104,7 @@ class MemoryStore:
                 self._live[namespace] = live
                 self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
         alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
-        found = {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
-        return {mid: by for mid, by in found.items() if by}
+        return {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
 
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
@@ -1399,6 +1402,17 @@ class _Candidates:
                 m = dataclasses.replace(m, counts=counts, status="active")
             out.append(m)
         return out
+
+
+def _failing_with(memory_id: str, failures: builtins.list[Episode], flagged: set[str]) -> tuple[str, ...]:
+    """The flagged memories (other than ``memory_id``) that came with at least half of the
+    failed episodes ``failures`` (none if they did not)."""
+    if not failures:
+        return ()
+    present = [{item.memory_id for item in ep.items} & flagged - {memory_id} for ep in failures]
+    if 2 * sum(1 for found in present if found) < len(failures):
+        return ()
+    return tuple(sorted(set().union(*present)))
 
 
 _FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of"})

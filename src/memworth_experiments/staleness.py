@@ -6,8 +6,8 @@ play of each seed, in which its splitter drops memories from some recalls):
 
 * ``paper``: worth below theta_L = 0.40 after the shift, with at least V_min = 10
   retrievals (section 5.4's crossing; the taxonomy's low class);
-* ``window``: the store's rule before this change (``GovernancePolicy``'s windowed test:
-  the last 20 retrievals' worth more than 0.25 below the lifetime worth and below 0.40);
+* ``window``: ``GovernancePolicy``'s window test alone, with no hold (the last 20
+  retrievals' worth more than 0.25 below the lifetime worth and below 0.40);
 * ``cusum``: :class:`memworth.change.BernoulliCusum` on every memory's retrievals,
   measured against the success rate of all episodes (:func:`memworth.change.reference_rates`);
 * ``explained``: the same CUSUMs, with :class:`memworth.change.ExplainingAway`:
@@ -55,7 +55,7 @@ RULES = ("paper", "window", "cusum", "explained", "split", "split_clusters")
 OURS = "split"
 LABELS = {
     "paper": "paper: MW < 0.40",
-    "window": "store's window rule",
+    "window": "window test alone",
     "cusum": "CUSUM alone",
     "explained": "CUSUM + explaining away",
     "split": "+ context check + alarm splitting (ours)",

@@ -103,6 +103,14 @@ def test_staleness_rules_on_a_scripted_break() -> None:
     held = staleness.cusum_flags(8, sets, y, det, cfg["reference_half_life"], rule)
     assert 200 < held[0] <= 260 and (held[2:] == 0).all()
     assert held[1] == 0 or held[1] >= held[0]  # never ahead of the memory whose failures it shares
+    # The context check: the pair's episodes are context "ab", where both succeeded before
+    # the break, so their record there does not explain the failures: it holds nothing.
+    contexts = ["ab" if 1 in rows else "rest" for rows in sets]
+    check = staleness.ContextCheck(load_config("staleness")["split"]["context_strength"])
+    checked = staleness.cusum_flags(8, sets, y, det, cfg["reference_half_life"], rule, check, contexts)
+    assert checked[0] == held[0] and (checked[2:] == 0).all()
+    with pytest.raises(ValidationError, match="check"):
+        staleness.cusum_flags(8, sets, y, det, cfg["reference_half_life"], rule, check, contexts[:-1])
     crossing = staleness.paper_flags(8, sets, credit, y, shift=200, theta=0.4, v_min=10)
     assert crossing[0] > flags[0]  # worth takes longer to fall below theta_L than the CUSUM to alarm
     window = staleness.window_flags(8, sets, credit, y, window=20, drop=0.25, theta=0.4)

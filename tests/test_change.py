@@ -388,7 +388,6 @@ def test_context_check_refuses_bad_input() -> None:
 
 
 def test_cusum_state_grows_with_empty_rows_and_refuses_to_shrink() -> None:
-    from memworth.change import CusumState
 
     det = BernoulliCusum()
     state = det.start(2)
@@ -401,4 +400,3 @@ def test_cusum_state_grows_with_empty_rows_and_refuses_to_shrink() -> None:
     assert state.observations[4] == 1.0
     with pytest.raises(ValidationError, match="size"):
         state.grow(3)
-    assert isinstance(CusumState.empty(0), CusumState)

@@ -55,6 +55,7 @@ __all__ = [
     "CusumState",
     "ExplainingAway",
     "OutcomeStream",
+    "ReferenceRate",
     "SharedEvidence",
     "reference_rates",
     "scan_episodes",
@@ -78,6 +79,15 @@ def _log_sigmoid(z: np.ndarray) -> np.ndarray:
 
 def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
+
+
+def _log_likelihood_ratio(success: np.ndarray, p0: np.ndarray, ratio: float) -> np.ndarray:
+    """log Pr[y | odds x ratio] - log Pr[y | p0] for each observation (the CUSUM step)."""
+    z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
+    shift = math.log(ratio)
+    return np.asarray(
+        np.where(success, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
+    )
 
 
 @dataclass
@@ -325,10 +335,7 @@ class BernoulliCusum:
         self, state: CusumState, r: np.ndarray, y: np.ndarray, w: np.ndarray, ref: np.ndarray | None
     ) -> np.ndarray:
         ratio, _h, n0, _a = self._check()
-        p0 = self.baseline(state, r, ref)
-        z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
-        shift = math.log(ratio)
-        llr = np.where(y, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
+        llr = _log_likelihood_ratio(y, self.baseline(state, r, ref), ratio)
         watched = state.observations[r] >= n0
         return np.asarray(np.where(watched, w * llr, 0.0))
 
@@ -647,9 +654,7 @@ class ContextCheck:
         memory's per-context record before ``since``."""
         ratio, _h, _n0, _a = detector._check()
         y, w, p0 = self._baselines(times, contexts, success, weight, since)
-        z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
-        shift = math.log(ratio)
-        llr = np.where(y, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
+        llr = _log_likelihood_ratio(y, p0, ratio)
         stat = 0.0
         for step in (w * llr).tolist():
             stat = max(0.0, stat + step)
@@ -752,13 +757,42 @@ def reference_rates(success: np.ndarray, half_life: float = 50.0, prior: float =
     y = np.asarray(success)
     if y.ndim != 1 or y.dtype != bool:
         raise ValidationError("success", "must be a 1-D array of booleans")
-    hl = _number(half_life, "half_life", low=0.0, open_low=True)
-    a = _number(prior, "prior", low=0.0, open_low=True)
-    keep = 0.5 ** (1.0 / hl)
+    running = ReferenceRate(half_life, prior)
     out = np.empty(y.size)
-    num, den = a, 2 * a
     for i, ok in enumerate(y.tolist()):
-        out[i] = num / den
-        num = keep * num + ok
-        den = keep * den + 1.0
+        out[i] = running.rate
+        running.add(ok)
     return out
+
+
+class ReferenceRate:
+    """The exponentially weighted success rate of all episodes so far, one outcome at a time.
+
+    Each earlier outcome weighs ``0.5 ** (age / half_life)``; ``prior`` pseudo-counts of
+    success and failure keep the rate off 0 and 1 (:func:`reference_rates` gives it before
+    every episode of a log).
+
+    Examples
+    --------
+    >>> running = ReferenceRate(half_life=1e9)
+    >>> running.rate
+    0.5
+    >>> running.add(True); running.add(True); round(running.rate, 3)
+    0.833
+    """
+
+    def __init__(self, half_life: float = 50.0, prior: float = 0.5) -> None:
+        hl = _number(half_life, "half_life", low=0.0, open_low=True)
+        a = _number(prior, "prior", low=0.0, open_low=True)
+        self._keep = 0.5 ** (1.0 / hl)
+        self._successes, self._weight = a, 2 * a
+
+    @property
+    def rate(self) -> float:
+        """The rate now (before the next outcome)."""
+        return self._successes / self._weight
+
+    def add(self, success: bool) -> None:
+        """Age every earlier outcome by one episode and count ``success``."""
+        self._successes = self._keep * self._successes + bool(success)
+        self._weight = self._keep * self._weight + 1.0

@@ -35,7 +35,7 @@ retrievals up to the flag, fewer than half in episodes that also retrieved it).
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,16 +128,23 @@ def cusum_flags(
     detector: BernoulliCusum,
     half_life: float,
     rule: ExplainingAway | None = None,
+    check: ContextCheck | None = None,
+    contexts: Sequence[Hashable] | None = None,
 ) -> np.ndarray:
     """First episode at which each memory is flagged (0: never); one observation per retrieval.
 
     Without ``rule`` a memory is flagged when its CUSUM alarms; with it, when it is in
-    alarm and no co-retrieved memory explains it (checked after every episode).
+    alarm and no co-retrieved memory explains it (checked after every episode); with
+    ``check`` too, only if its record in the ``contexts`` (one label per episode) does
+    not explain its excursion either.
     """
+    if check is not None and (rule is None or contexts is None or len(contexts) != len(sets)):
+        raise ValidationError("check", "needs the explaining-away rule and one context label per episode")
     state = detector.start(n)
     shared = rule.start(n) if rule is not None else None
     flag = np.zeros(n, dtype=np.int64)
     ref = reference_rates(y, half_life=half_life)
+    seen: list[list[int]] = [[] for _ in range(n)]  # each memory's episodes (0-based), for the check
     for t, rows in enumerate(sets, start=1):
         r, ok, rt = np.asarray(rows), bool(y[t - 1]), float(ref[t - 1])
         if rule is None or shared is None:
@@ -146,8 +153,15 @@ def cusum_flags(
         steps = detector.steps(state, r, ok, reference=rt)
         detector.update(state, r, ok, reference=rt, time=t)
         rule.update(shared, state, r, steps)
-        fresh = rule.flagged(shared, state, detector) & (flag == 0)
-        flag[fresh] = t
+        for m in rows:
+            seen[m].append(t - 1)
+        for m in np.flatnonzero(rule.flagged(shared, state, detector) & (flag == 0)).tolist():
+            if check is not None and contexts is not None:
+                at = np.array(seen[m])
+                labels = [contexts[e] for e in seen[m]]
+                if check.holds(detector, at + 1, labels, y[at], since=int(state.since[m])):
+                    continue
+            flag[m] = t
     return flag if rule is not None else np.where(state.first_alarm >= 0, state.first_alarm, 0)
 
 
@@ -161,59 +175,24 @@ def task_labels(world: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def split_flags(
-    world: dict[str, Any],
-    seed: int,
-    episodes: int,
-    encoder: Encoder,
-    detector: BernoulliCusum,
-    rule: ExplainingAway,
-    check: ContextCheck,
-    splitter: AlarmSplitter,
-    half_life: float,
-    labellers: dict[str, Callable[[str], Hashable]],
-) -> tuple[list[str], dict[str, np.ndarray], int, list[list[int]], np.ndarray]:
-    """One seed's agent with the splitter in its store, watched live: the flags under each
-    way of labelling contexts, how many episodes were ablated, and the play's episodes
-    (rows retrieved, outcomes: what the collateral reading of its flags reads).
-
-    After every outcome the CUSUMs and the shared evidence move (as in
-    :func:`cusum_flags`); the store feeds the splitter its own live statistics (the
-    same detector and reference: the store's default policy). A memory is flagged
-    the first time it is in alarm, explained by no co-retrieved memory and not held by
-    its per-context record, contexts labelled by each of ``labellers`` (called once per
-    episode, in order, with the episode's query); the splitter does not read the flags,
-    so one play serves every labelling.
-    """
+def split_play(
+    world: dict[str, Any], seed: int, episodes: int, encoder: Encoder, splitter: AlarmSplitter
+) -> tuple[list[str], list[list[int]], np.ndarray, list[str], int]:
+    """One seed's agent with the splitter in its store (which feeds it its live change
+    statistics): memory ids, per episode the rows retrieved, the outcomes and the
+    queries, and how many episodes were ablated."""
     ids = list(world["memories"])
     row = {mid: i for i, mid in enumerate(ids)}
-    n = len(ids)
-    state, shared = detector.start(n), rule.start(n)
-    flags = {name: np.zeros(n, dtype=np.int64) for name in labellers}
-    seen: list[list[tuple[int, bool, dict[str, Hashable]]]] = [[] for _ in range(n)]
-    keep, num, den, ablated = 0.5 ** (1.0 / half_life), 0.5, 1.0, 0
     sets: list[list[int]] = []
     outcomes: list[bool] = []
-    for t, _store, recall, ok in play(world, seed, episodes, encoder, ablation=splitter):
+    queries: list[str] = []
+    ablated = 0
+    for _t, _store, recall, ok in play(world, seed, episodes, encoder, ablation=splitter):
         ablated += "ablation" in recall.diagnostics
-        r, ref = np.array([row[item.memory_id] for item in recall.episode.items]), num / den
-        sets.append(r.tolist())
+        sets.append([row[item.memory_id] for item in recall.episode.items])
         outcomes.append(bool(ok))
-        steps = detector.steps(state, r, bool(ok), reference=ref)
-        detector.update(state, r, bool(ok), reference=ref, time=t)
-        rule.update(shared, state, r, steps)
-        labels = {name: label(recall.episode.query) for name, label in labellers.items()}
-        for m in r.tolist():
-            seen[m].append((t, bool(ok), labels))
-        for m in np.flatnonzero(rule.flagged(shared, state, detector)).tolist():
-            times = np.array([x[0] for x in seen[m]])
-            success = np.array([x[1] for x in seen[m]], dtype=bool)
-            for name, flag in flags.items():
-                contexts = [x[2][name] for x in seen[m]]
-                if flag[m] == 0 and not check.holds(detector, times, contexts, success, since=int(state.since[m])):
-                    flag[m] = t
-        num, den = keep * num + ok, keep * den + 1.0
-    return ids, flags, ablated, sets, np.array(outcomes, dtype=bool)
+        queries.append(recall.episode.query)
+    return ids, sets, np.array(outcomes, dtype=bool), queries, ablated
 
 
 def query_clusters(encoder: Encoder, threshold: float) -> Callable[[str], Hashable]:
@@ -248,7 +227,9 @@ def run(
     detector = BernoulliCusum(det["odds_ratio"], det["threshold"], det["min_history"], det["prior"])
     store_policy = GovernancePolicy()  # the agent's store feeds the splitter with its own detector
     if store_policy.detector() != detector or store_policy.change_reference_half_life != det["reference_half_life"]:
-        raise ValidationError("cusum", "must match the store's default GovernancePolicy (the splitter reads its statistics)")
+        raise ValidationError(
+            "cusum", "must match the store's default GovernancePolicy (the splitter reads its statistics)"
+        )
     ex, sp = cfg["explain"], cfg["split"]
     explainer = ExplainingAway(ex["margin"], ex["suspect"], ex["tie"], ex["hold"])
     check = ContextCheck(sp["context_strength"])
@@ -267,16 +248,17 @@ def run(
             "explained": cusum_flags(n, sets, y, detector, det["reference_half_life"], explainer),
         }
         splitter = AlarmSplitter(sp["share"], ex["suspect"], limit=sp["limit"], seed=seed)
-        tasks = task_labels(world)
-        labellers = {"split": tasks.__getitem__, "split_clusters": query_clusters(enc, sp["cluster_threshold"])}
-        split_ids, split, ablated, split_sets, split_y = split_flags(
-            world, seed, episodes, enc, detector, explainer, check, splitter, det["reference_half_life"], labellers
-        )
-        flags.update(split)
+        split_ids, split_sets, split_y, queries, ablated = split_play(world, seed, episodes, enc, splitter)
         if split_ids != ids:
             raise RuntimeError("the split run saw other memories than the plain run")
+        tasks, clusters = task_labels(world), query_clusters(enc, sp["cluster_threshold"])
+        labellings = {"split": [tasks[q] for q in queries], "split_clusters": [clusters(q) for q in queries]}
+        for name, contexts in labellings.items():
+            flags[name] = cusum_flags(
+                n, split_sets, split_y, detector, det["reference_half_life"], explainer, check, contexts
+            )
         ablations.append(ablated)
-        played = {rule: (sets, y) for rule in RULES} | {rule: (split_sets, split_y) for rule in split}
+        played = {rule: (sets, y) for rule in RULES} | {rule: (split_sets, split_y) for rule in labellings}
         for rule in RULES:
             for r, mid in enumerate(ids):
                 at = int(flags[rule][r])

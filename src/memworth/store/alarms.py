@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, CusumState
+from memworth.change import BernoulliCusum, CusumState, ReferenceRate
 
 __all__ = ["LiveAlarms"]
 
@@ -22,10 +22,10 @@ __all__ = ["LiveAlarms"]
 class LiveAlarms:
     """The CUSUM state of one namespace's memories, and the reference rate, to advance.
 
-    ``ids`` name the rows of ``state``; ``rate`` and ``weight`` are the exponentially
-    weighted success count and weight of all the namespace's outcomes so far (the
-    reference rate is their ratio, :func:`memworth.change.reference_rates`); ``logged``
-    is how many outcomes the state has seen.
+    ``ids`` name the rows of ``state``, which a scan of the namespace's outcomes
+    ``successes`` (in log order) produced; ``reference`` is the success rate of all of
+    them (:class:`memworth.change.ReferenceRate`); ``logged`` is how many outcomes the
+    state has seen.
     """
 
     def __init__(
@@ -35,16 +35,13 @@ class LiveAlarms:
         ids: Sequence[str],
         state: CusumState,
         successes: np.ndarray,
-        prior: float = 0.5,
     ) -> None:
         self.detector = detector
-        self.keep = 0.5 ** (1.0 / half_life)
         self.rows = {mid: i for i, mid in enumerate(ids)}
         self.state = state
-        self.rate, self.weight = prior, 2 * prior
+        self.reference = ReferenceRate(half_life)
         for ok in np.asarray(successes, dtype=bool).tolist():
-            self.rate = self.keep * self.rate + ok
-            self.weight = self.keep * self.weight + 1.0
+            self.reference.add(ok)
         self.logged = int(np.asarray(successes).size)
 
     def advance(self, memory_ids: Sequence[str], success: bool, confidence: float) -> dict[str, float]:
@@ -56,14 +53,17 @@ class LiveAlarms:
         if len(self.rows) > len(self.state):
             self.state.grow(max(len(self.rows), 2 * len(self.state)))
         self.logged += 1
-        reference = self.rate / self.weight
         if unique:
             rows = np.array([self.rows[mid] for mid in unique], dtype=np.int64)
             self.detector.update(
-                self.state, rows, bool(success), weight=float(confidence), reference=reference, time=self.logged
+                self.state,
+                rows,
+                bool(success),
+                weight=float(confidence),
+                reference=self.reference.rate,
+                time=self.logged,
             )
-        self.rate = self.keep * self.rate + bool(success)
-        self.weight = self.keep * self.weight + 1.0
+        self.reference.add(bool(success))
         return {mid: float(self.state.statistic[self.rows[mid]]) for mid in unique}
 
     def statistics(self) -> dict[str, float]:

@@ -273,6 +273,7 @@ def test_the_sidecar_package_keeps_its_public_names() -> None:
     assert set(package.__all__) == {
         "MAX_CANDIDATES",
         "MAX_RETRIEVED",
+        "MemoryReport",
         "Ranked",
         "Retrieval",
         "Sidecar",

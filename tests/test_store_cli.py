@@ -68,7 +68,7 @@ def test_a_whole_session_through_the_cli(capsys: pytest.CaptureFixture[str], url
         (["add", "x", "--metadata", "{not json"], "--metadata"),
         (["show", "missing"], "unknown memory"),
         (["recall", "q", "-k", "0"], "k:"),
-        (["restore", "7"], "audit_seq"),
+        (["restore", "7"], "no audit entry 7"),
     ],
 )
 def test_errors_are_one_line_with_the_reason(capsys: pytest.CaptureFixture[str], url: str, argv: list[str], needle: str) -> None:

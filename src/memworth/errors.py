@@ -2,25 +2,48 @@
 
 ::
 
-    MemworthError                      root: ``except MemworthError`` catches them all
-    ├── ValidationError(ValueError)    bad input; names the field and the reason
-    │   └── OutcomeError               an outcome that is not success / failure
-    ├── DuplicateError(ValueError)     a memory id or an episode's outcome that exists already
-    ├── UnknownMemoryError(KeyError)   an id the tracker or store has never seen
-    ├── UnknownEpisodeError(KeyError)  an episode id the store never handed out
-    └── StoreError                     the database, its schema or the store's settings
+    MemworthError                        root: ``except MemworthError`` catches them all (400)
+    ├── ValidationError(ValueError)      bad input; names the field and the reason (422)
+    │   └── OutcomeError                 an outcome that is not success / failure
+    ├── NotFoundError(KeyError)          an id nobody handed out (404)
+    │   ├── UnknownMemoryError           a memory id the tracker or store has never seen
+    │   ├── UnknownEpisodeError          an episode id the store never handed out
+    │   └── UnknownEntryError            an audit entry that does not exist
+    ├── ConflictError                    the request is at odds with the store's state (409)
+    │   ├── DuplicateError(ValueError)   a memory id or an episode's outcome that exists already
+    │   └── ChangedError(StoreError)     the memory changed since it was read; nothing was written
+    └── StoreError                       the database, its schema or the store's settings (500)
+        ├── UnavailableError             the database or the hot tier cannot be reached (503)
+        ├── RateLimitError               a rate limit or quota holds the change back (429)
+        ├── ChangedError                 (also a ConflictError, above)
+        └── SettingsError                the store is not set up for what was asked (409)
 
 Each error also inherits the matching built-in, so ``except ValueError`` keeps working
-for callers that do not know memworth.
+for callers that do not know memworth, and carries its HTTP status on the class
+(``status``): every face maps errors to statuses by reading it, in one place.
+
+Examples
+--------
+>>> from memworth.errors import RateLimitError, StoreError
+>>> err = RateLimitError("rate limit: 3 promote/demote changes in the last 24 h")
+>>> isinstance(err, StoreError), err.status
+(True, 429)
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ChangedError",
+    "ConflictError",
     "DuplicateError",
     "MemworthError",
+    "NotFoundError",
     "OutcomeError",
+    "RateLimitError",
+    "SettingsError",
     "StoreError",
+    "UnavailableError",
+    "UnknownEntryError",
     "UnknownEpisodeError",
     "UnknownMemoryError",
     "ValidationError",
@@ -29,6 +52,9 @@ __all__ = [
 
 class MemworthError(Exception):
     """Root of every error memworth raises."""
+
+    status = 400
+    """The HTTP status every face answers this error with."""
 
 
 class ValidationError(MemworthError, ValueError):
@@ -46,9 +72,11 @@ class ValidationError(MemworthError, ValueError):
     >>> err = ValidationError("weights", "must not be negative")
     >>> str(err)
     'weights: must not be negative'
-    >>> err.field, err.reason
-    ('weights', 'must not be negative')
+    >>> err.field, err.reason, err.status
+    ('weights', 'must not be negative', 422)
     """
+
+    status = 422
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")
@@ -60,7 +88,16 @@ class OutcomeError(ValidationError):
     """An outcome that is neither success nor failure."""
 
 
-class UnknownMemoryError(MemworthError, KeyError):
+class NotFoundError(MemworthError, KeyError):
+    """Something asked for by id that does not exist (in this namespace)."""
+
+    status = 404
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class UnknownMemoryError(NotFoundError):
     """A memory id that was never recorded.
 
     Examples
@@ -77,15 +114,7 @@ class UnknownMemoryError(MemworthError, KeyError):
         return f"unknown memory id: {self.memory_id!r}"
 
 
-class StoreError(MemworthError):
-    """A store could not do what was asked (its database, its schema, its settings)."""
-
-
-class DuplicateError(MemworthError, ValueError):
-    """Something that must be unique already exists: a memory id, an episode's outcome."""
-
-
-class UnknownEpisodeError(MemworthError, KeyError):
+class UnknownEpisodeError(NotFoundError):
     """An episode id the store has never handed out (or one from another namespace)."""
 
     def __init__(self, episode_id: object) -> None:
@@ -94,3 +123,56 @@ class UnknownEpisodeError(MemworthError, KeyError):
 
     def __str__(self) -> str:
         return f"unknown episode id: {self.episode_id!r}"
+
+
+class UnknownEntryError(NotFoundError):
+    """An audit entry (by its sequence number) that the namespace does not hold."""
+
+    def __init__(self, seq: object, namespace: str) -> None:
+        super().__init__(seq)
+        self.seq = seq
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        return f"no audit entry {self.seq!r} in namespace {self.namespace!r}"
+
+
+class ConflictError(MemworthError):
+    """The request is at odds with what the store holds now."""
+
+    status = 409
+
+
+class DuplicateError(ConflictError, ValueError):
+    """Something that must be unique already exists: a memory id, an episode's outcome."""
+
+
+class StoreError(MemworthError):
+    """A store could not do what was asked (its database, its schema, its settings)."""
+
+    status = 500
+
+
+class UnavailableError(StoreError):
+    """The database (or the Redis hot tier) cannot be reached now; try again later."""
+
+    status = 503
+
+
+class RateLimitError(StoreError):
+    """A rate limit or a quota holds the change back; nothing was written."""
+
+    status = 429
+
+
+class ChangedError(StoreError, ConflictError):
+    """The memory changed since it was read (by someone else, or by an earlier call);
+    nothing was written."""
+
+    status = 409
+
+
+class SettingsError(StoreError):
+    """The store is not set up for what was asked (no hot tier, another encoder)."""
+
+    status = 409

@@ -41,7 +41,7 @@ from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.counts import Counts, check_counts, check_unit
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
-from memworth.policy import DecisionRule, Taxonomy, ValueClass
+from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
 from memworth.sequences import SequentialDeprecation
 
 __all__ = ["GovernancePolicy", "Proposal"]
@@ -111,7 +111,7 @@ class GovernancePolicy:
     >>> p.action, p.new
     ('deprecate', 'deprecated')
     >>> print(p.reason)
-    worth 0.200 < 0.3 with 20 retrievals >= 10
+    worth 0.200 < 0.3 with evidence 20 >= 10
     >>> policy.propose("new-fact", Counts(success=1.0, failure=0.0, n=2), "active", "normal") is None
     True
 
@@ -167,6 +167,29 @@ class GovernancePolicy:
         """The settings as a plain dict, for the audit log."""
         return asdict(self)
 
+    @classmethod
+    def from_settings(cls, settings: object) -> GovernancePolicy:
+        """The policy :meth:`settings` describes (as a store keeps it); an unknown setting is
+        refused, naming it.
+
+        Examples
+        --------
+        >>> GovernancePolicy.from_settings({"theta_low": 0.2}).theta_low
+        0.2
+        >>> try:
+        ...     GovernancePolicy.from_settings({"theta_lo": 0.2})
+        ... except ValidationError as exc:
+        ...     print(exc.field)
+        theta_lo
+        """
+        if not isinstance(settings, dict):
+            raise ValidationError("policy", f"must be a dict of settings, got {type(settings).__name__}")
+        known = sorted(f.name for f in dataclasses.fields(cls))
+        for name in settings:
+            if name not in known:
+                raise ValidationError(str(name), f"not a governance setting (known: {', '.join(known)})")
+        return cls(**settings)
+
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
         return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
@@ -195,7 +218,13 @@ class GovernancePolicy:
         return SequentialDeprecation(threshold, self.deprecation_alpha, evidence=self.deprecation_evidence)
 
     def taxonomy(self) -> Taxonomy:
+        """The value classes (the paper's 3.4) at this policy's thresholds: the one taxonomy every face shows."""
         return Taxonomy(self.theta_high, self.theta_low, self.min_evidence, evidence="retrievals")
+
+    def deprecation_rule(self) -> DeprecationRule:
+        """The fixed deprecation rule (note 004's test) at this policy's settings: worth below
+        ``deprecate_below`` with at least ``min_evidence`` retrievals."""
+        return DeprecationRule(self.min_evidence, self.deprecate_below, evidence="retrievals")
 
     def propose(
         self,
@@ -269,11 +298,9 @@ class GovernancePolicy:
         if self.deprecation == "sequential":
             return self._sequential(counts, numbers, make, standing)
         if counts.n >= self.min_evidence:
-            if worth < self.deprecate_below:
-                return make(
-                    "deprecate",
-                    f"worth {worth:.3f} < {self.deprecate_below:g} with {counts.n:g} retrievals >= {self.min_evidence:g}",
-                )
+            deprecation = self.deprecation_rule().check(counts)
+            if deprecation.action == "deprecate":
+                return make("deprecate", deprecation.reason)
             if self.taxonomy().classify(counts).value_class is ValueClass.LOW:
                 return make(
                     "suppress",

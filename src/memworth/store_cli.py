@@ -18,6 +18,7 @@ from typing import Any
 
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import ValidationError
+from memworth.governance import GovernancePolicy
 from memworth.store import Memory, MemoryStore
 
 __all__ = ["register"]
@@ -47,6 +48,12 @@ def register(commands: Any) -> None:
         ("recall", "recall memories for a query (logs an episode)", _recall_args, _recall),
         ("record", "record the outcome of a recalled episode", _record_args, _record),
         ("show", "one memory: text, counts, worth, audit trail", _show_args, _show),
+        (
+            "worth",
+            "one memory's report: worth, interval, class, hot tier and the change governance proposes now",
+            _show_args,
+            _worth,
+        ),
         ("list", "memories with worth, evidence and status", _list_args, _list),
         (
             "govern",
@@ -67,6 +74,12 @@ def register(commands: Any) -> None:
             _holdout,
         ),
         ("restore", "undo one audited change", _restore_args, _restore),
+        (
+            "config",
+            "show the governance policy the store keeps, or set its settings (a new version)",
+            _config_args,
+            _config,
+        ),
         ("replay", "rebuild every counter from the outcome log and compare", _replay_args, _replay),
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
         ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
@@ -253,6 +266,51 @@ def _show(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
+def _worth(store: MemoryStore, args: argparse.Namespace) -> int:
+    report = store.report(args.id, namespace=args.namespace).row()  # the same report HTTP and MCP give
+    i, p = report["interval"], report["proposal"]
+    lines = [
+        f"{report['id']}: worth {report['worth']:.3f} [{i['lower']:.3f}, {i['upper']:.3f}] ({i['method']})",
+        f"  class {report['class']} ({report['class_reason']})",
+        f"  status {report['status']}, standing {report['standing']}, hot tier {'yes' if report['hot'] else 'no'}",
+        "  proposal: none" if p is None else f"  proposal: {p['action']} ({p['reason']})",
+    ]
+    _emit(args, report, "\n".join(lines))
+    return 0
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["show", "set", "history"], help="show, set or list the versions")
+    p.add_argument("settings", nargs="*", metavar="NAME=VALUE", help="with set: settings to change (JSON values)")
+
+
+def _config(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.action == "set":
+        if not args.settings:
+            raise ValidationError("settings", "give at least one NAME=VALUE to set")
+        changes: dict[str, Any] = {}
+        for item in args.settings:
+            name, sep, text = item.partition("=")
+            if not sep or not name:
+                raise ValidationError("settings", f"expected NAME=VALUE, got {item!r}")
+            try:
+                changes[name] = json.loads(text)
+            except json.JSONDecodeError:
+                changes[name] = text  # a word: deprecation=sequential
+        store.set_policy(GovernancePolicy.from_settings({**store.policy.settings(), **changes}))
+    if args.action == "history":
+        versions = store.policy_history()
+        _emit(args, versions, "\n".join(f"version {v['version']} at {v['at']:.0f}" for v in versions) or "never set")
+        return 0
+    kept = store.policy_record()
+    settings = store.policy.settings()
+    data = {"version": 0 if kept is None else kept["version"], "settings": settings}
+    text = [f"policy version {data['version']}{' (defaults, never set)' if kept is None else ''}"]
+    text += [f"  {k} = {v!r}" for k, v in settings.items()]
+    _emit(args, data, "\n".join(text))
+    return 0
+
+
 def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", help="only this status")
     p.add_argument("--context", help="only this context label")
@@ -410,7 +468,7 @@ def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
         by_status[m.status] = by_status.get(m.status, 0) + 1
         klass = store.taxonomy.classify(m.counts).value_class.value
         by_class[klass] = by_class.get(klass, 0) + 1
-    outcomes = list(store.backend.outcome_log())
+    outcomes = list(store.backend.outcome_log(args.namespace))  # this namespace's only
     data = {
         "memories": len(memories),
         "status": by_status,
@@ -429,12 +487,8 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 
 def _export(store: MemoryStore, args: argparse.Namespace) -> int:
     lines = [json.dumps({"type": "memory", **_memory_dict(store, m)}) for m in store.list(namespace=args.namespace)]
-    log = list(store.backend.outcome_log())
-    episodes = store.backend.episodes([o.episode_id for o in log])
-    for o in log:
-        ep = episodes[o.episode_id]
-        if ep.namespace == args.namespace:
-            lines.append(json.dumps({"type": "outcome", **dataclasses.asdict(o), "episode": dataclasses.asdict(ep)}))
+    for o, ep in store.backend.history(args.namespace):
+        lines.append(json.dumps({"type": "outcome", **dataclasses.asdict(o), "episode": dataclasses.asdict(ep)}))
     lines += [json.dumps({"type": "audit", **dataclasses.asdict(e)}) for e in store.audit(namespace=args.namespace)]
     body = "\n".join(lines) + ("\n" if lines else "")
     if args.out is None:

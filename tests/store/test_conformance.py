@@ -278,3 +278,28 @@ def test_a_duplicate_in_a_batch_is_named(filled: MemoryStore) -> None:
     with pytest.raises(DuplicateError, match=b.id):
         filled.record_many([(a, True), (b, False), (c, True)])
     assert [o.episode_id for o in filled.backend.outcome_log()] == [b.id]
+
+
+def test_each_namespace_reads_its_own_log_and_history(store: MemoryStore) -> None:
+    for ns in ("default", "tenant-b"):
+        store.add("Water boils at 100 C at sea level.", id="w", namespace=ns)
+        store.add("Prague is the capital of the Czech Republic.", id="p", namespace=ns)
+    mine = store.recall("water boils", k=2, episode_id="a1")
+    theirs = [store.recall("prague capital", k=1, namespace="tenant-b", episode_id=f"b{i}") for i in range(3)]
+    store.record(theirs[0], success=False)
+    store.record(mine, success=True)  # a Recall is accepted as it was returned
+    store.record_many([(r, True) for r in theirs[1:]])
+    assert [(o.episode_id, o.namespace) for o in store.backend.outcome_log("default")] == [("a1", "default")]
+    assert [o.episode_id for o in store.backend.outcome_log("tenant-b")] == ["b0", "b1", "b2"]
+    history = store.backend.history("tenant-b")
+    assert [(o.episode_id, o.success, ep.id, ep.namespace) for o, ep in history] == [
+        ("b0", False, "b0", "tenant-b"),
+        ("b1", True, "b1", "tenant-b"),
+        ("b2", True, "b2", "tenant-b"),
+    ]
+    assert [it.memory_id for it in history[0][1].items] == [r.memory.id for r in theirs[0]]
+    after = history[0][0].seq
+    assert [o.episode_id for o, _ in store.backend.history("tenant-b", after=after)] == ["b1", "b2"]
+    assert store.backend.history("nobody") == []
+    # counts and proposals of one namespace never see another's outcomes
+    assert store.episode_stats().episodes == 1 and store.episode_stats("tenant-b").episodes == 3

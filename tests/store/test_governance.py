@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from memworth import MemoryStore, StoreError, ValidationError
+from memworth.errors import ChangedError, UnknownEntryError
 from memworth.governance import GovernancePolicy
 
 
@@ -36,10 +37,12 @@ def test_a_failing_memory_is_proposed_for_deprecation_then_applied_and_restored(
     assert target not in {r.memory.id for r in filled.recall("capital of czechoslovakia", k=6)}
     back = filled.restore(entry.seq, reason="a historian needs it")
     assert filled.get(target).status == "active" and back.action == "restore" and str(entry.seq) in back.reason
-    with pytest.raises(StoreError):  # already undone: the memory is no longer as that entry left it
+    with pytest.raises(ChangedError) as changed:  # already undone: the memory is no longer as that entry left it
         filled.restore(entry.seq)
-    with pytest.raises(ValidationError):
+    assert changed.value.status == 409 and isinstance(changed.value, StoreError)
+    with pytest.raises(UnknownEntryError) as unknown:
         filled.restore(99999)
+    assert unknown.value.status == 404
 
 
 def test_low_value_between_thresholds_is_suppressed_not_deprecated(filled: MemoryStore) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memworth import Counts, DuplicateError, HashingEncoder, MemoryStore, ValidationError
+from memworth.errors import RateLimitError
 from memworth.governance import GovernancePolicy
 from memworth.policy_replay import ReplaySettings
 from memworth.sources import BurstDetector, Reliability, SourceLimit
@@ -103,9 +104,9 @@ def test_a_quota_refuses_outcomes_beyond_it_and_writes_nothing(make_store: Calla
         store.record(store.recall("water boils", k=1).episode, True, source="heuristic")
     before, size = store.get("water").counts, log_size(store)
     extra = store.recall("water boils", k=1).episode
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(RateLimitError) as info:  # 429 on every face, not a bad request
         store.record(extra, True, source="heuristic")
-    assert info.value.field == "source" and "quota" in str(info.value) and "'water'" in str(info.value)
+    assert info.value.status == 429 and "quota" in str(info.value) and "'water'" in str(info.value)
     assert store.get("water").counts == before and log_size(store) == size
     store.record(extra, True, source="explicit")  # other sources are not limited
     clock.now += 3601  # the window slides past the first three
@@ -116,7 +117,7 @@ def test_a_quota_refuses_outcomes_beyond_it_and_writes_nothing(make_store: Calla
 def test_a_rate_limit_refuses_a_whole_batch(make_store: Callable[..., MemoryStore]) -> None:
     store = filled(make_store, clock=Clock(), limits={"implicit": SourceLimit(max_outcomes=2)})
     eps = [store.recall(q, k=1).episode for q in ("water", "prague", "recursion")]
-    with pytest.raises(ValidationError, match="rate limit"):
+    with pytest.raises(RateLimitError, match="rate limit"):
         store.record_many([(e, True) for e in eps], source="implicit")
     assert log_size(store) == 0
     with pytest.raises(ValidationError):
@@ -199,10 +200,17 @@ def test_a_version_1_sqlite_store_is_migrated(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.executescript(MIGRATIONS[1] + "; INSERT INTO meta VALUES ('schema_version', '1');")
     db.execute("INSERT INTO episodes VALUES ('old', 'default', 'q', NULL, 0.0)")
+    db.execute("INSERT INTO episodes VALUES ('other', 'b', 'q', NULL, 0.0)")
+    db.execute("INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES ('old', 1, 'explicit', 1.0, 1.0)")
+    db.execute("INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES ('other', 0, 'explicit', 1.0, 2.0)")
     db.commit()
     db.close()
     for _ in range(2):  # a second open finds nothing to do
         with MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder(), holdout=0.5) as store:
-            assert store.backend.get_meta("schema_version") == "2"
+            assert store.backend.get_meta("schema_version") == "3"
+            # version 3: each outcome learnt its episode's namespace, and a namespace's log reads alone
+            assert [(o.episode_id, o.namespace) for o in store.backend.outcome_log()] == [("old", "default"), ("other", "b")]
+            assert [o.episode_id for o in store.backend.outcome_log("b")] == ["other"]
+            assert [(o.episode_id, ep.namespace) for o, ep in store.backend.history("default")] == [("old", "default")]
             assert store.backend.episodes(["old"])["old"].holdout is False
             assert store.backend.verifications() == []

@@ -22,18 +22,15 @@ from pydantic import AnyUrl, Field
 
 from memworth import __version__
 from memworth.errors import MemworthError, UnknownMemoryError, ValidationError
-from memworth.estimators import BetaMean, WilsonBound
 from memworth.mcp_server.views import (
     CreditedView,
     GovernanceView,
-    IntervalView,
     MemoryView,
     OutcomeView,
     ProposalView,
     RecalledView,
     RecallView,
     WorthView,
-    counts_view,
     memory_view,
 )
 from memworth.store import MemoryStore
@@ -302,24 +299,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         governance change it would get now (if any)."""
 
         def read() -> WorthView:
-            m = store.get(id, namespace=namespace)
-            klass = store.taxonomy.classify(m.counts)
-            lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
-            p = store.policy.propose(m.id, m.counts, m.status, m.standing)
-            return WorthView(
-                id=m.id,
-                worth=klass.worth,
-                value_class=klass.value_class.value,
-                class_reason=klass.reason,
-                evidence=klass.evidence,
-                counts=counts_view(m),
-                interval=IntervalView(lower=float(lo), upper=float(hi), method="wilson-95"),
-                posterior_mean=float(BetaMean().value(m.counts)),
-                status=m.status,
-                standing=m.standing,
-                hot=store.policy.hot(m.counts, m.status),
-                proposal=None if p is None else ProposalView(**p.__dict__),
-            )
+            return WorthView.model_validate(store.report(id, namespace=namespace).row())
 
         return call(read, "id")
 

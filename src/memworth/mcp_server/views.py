@@ -104,7 +104,10 @@ class ProposalView(_View):
 
 
 class WorthView(_View):
+    """:meth:`memworth.store.report.MemoryReport.row`, field for field (the HTTP ``/worth`` body too)."""
+
     id: str
+    namespace: str
     worth: float
     value_class: str = Field(validation_alias="class", serialization_alias="class")
     class_reason: str
@@ -115,6 +118,7 @@ class WorthView(_View):
     status: str
     standing: str
     hot: bool = Field(description="eligible for the hot tier (active, worth >= 0.5, enough evidence)")
+    may_consolidate: bool = Field(description="False for high-value memories, which are kept as they are")
     proposal: ProposalView | None = Field(description="what governance would change now, if anything")
 
 

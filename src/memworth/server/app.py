@@ -4,8 +4,9 @@ Every error, whatever raised it, is answered as::
 
     {"ok": false, "error": {"type": "ValidationError", "field": "text", "reason": "...", "status": 422}}
 
-Memworth errors map by class (validation 422, unknown id 404, duplicate 409, store
-unavailable 503); a missing or unknown key is 401; a body over ``max_body`` bytes is 413.
+Memworth errors carry their status on the class (:mod:`memworth.errors`: validation 422,
+unknown id 404, conflict 409, rate limit 429, database unreachable 503); a missing or unknown
+key is 401; a body over ``max_body`` bytes is 413.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
 request.
@@ -27,12 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
 from memworth.errors import (
-    DuplicateError,
     MemworthError,
-    StoreError,
-    UnknownEpisodeError,
-    UnknownMemoryError,
-    ValidationError,
 )
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
@@ -87,16 +83,6 @@ class GovernRequest(_Strict):
 
 class RestoreRequest(_Strict):
     reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
-
-
-STATUS = [
-    (ValidationError, 422),
-    (UnknownMemoryError, 404),
-    (UnknownEpisodeError, 404),
-    (DuplicateError, 409),
-    (StoreError, 503),
-    (MemworthError, 400),
-]
 
 
 def _error(status: int, kind: str, reason: str, field: str | None = None) -> JSONResponse:
@@ -190,7 +176,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.exception_handler(MemworthError)
     async def memworth_error(request: Request, exc: MemworthError) -> JSONResponse:
-        status = next(code for cls, code in STATUS if isinstance(exc, cls))
+        status = exc.status  # each error class carries its status (memworth.errors)
         field = getattr(exc, "field", None)
         reason = getattr(exc, "reason", None) or str(exc)
         return _error(status, type(exc).__name__, reason, field)
@@ -237,24 +223,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     # sub-resource route comes before the bare id's, so a trailing literal /worth is the worth.
     @app.get("/v1/memories/{memory_id:path}/worth")
     def worth(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
-        from memworth.estimators import BetaMean, WilsonBound
-
-        m = call(lambda: store.get(path_id(memory_id), namespace=namespace))
-        lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
-        d = _memory(store, m)
-        decision = store.policy.propose(m.id, m.counts, m.status, m.standing)
-        return {
-            "id": m.id,
-            "worth": d["worth"],
-            "class": d["class"],
-            "counts": d["counts"],
-            "interval": {"lower": float(lo), "upper": float(hi), "method": "wilson-95"},
-            "posterior_mean": float(BetaMean().value(m.counts)),
-            "status": m.status,
-            "standing": m.standing,
-            "hot": store.policy.hot(m.counts, m.status),
-            "proposal": None if decision is None else {"action": decision.action, "reason": decision.reason},
-        }
+        return call(lambda: store.report(path_id(memory_id), namespace=namespace).row())
 
     @app.get("/v1/memories/{memory_id:path}")
     def get_memory(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworth.errors import ValidationError
-from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar, WorthReport
+from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar
 from memworth.store import MemoryStore
 from memworth.store.store import MAX_K, MAX_TEXT
 
@@ -77,21 +77,6 @@ def _ranked(r: Ranked) -> dict[str, Any]:
     return out
 
 
-def _worth(w: WorthReport) -> dict[str, Any]:
-    c = w.counts
-    return {
-        "id": w.id,
-        "worth": w.worth,
-        "interval": {"lower": w.lower, "upper": w.upper, "method": "wilson-95"},
-        "counts": {"success": c.success, "failure": c.failure, "retrievals": c.n},
-        "class": w.value_class,
-        "status": w.status,
-        "standing": w.standing,
-        "hot": w.hot,
-        "proposal": None if w.proposal is None else {"action": w.proposal.action, "reason": w.proposal.reason},
-    }
-
-
 def sidecar_router(
     store: MemoryStore, call: Callable[[Callable[[], Any]], Any], tenant: Callable[..., str]
 ) -> APIRouter:
@@ -143,6 +128,6 @@ def sidecar_router(
     @router.post("/worth")
     def worth(body: IdsRequest, namespace: Tenant) -> dict[str, Any]:
         """Worth, interval, evidence, class, standing and suggested action of registered ids."""
-        return {"results": [_worth(w) for w in call(lambda: sidecar.worth_many(body.ids, namespace=namespace))]}
+        return {"results": [w.row() for w in call(lambda: sidecar.worth_many(body.ids, namespace=namespace))]}
 
     return router

@@ -19,7 +19,20 @@ The parts: ``sidecar`` holds the :class:`Sidecar` itself, ``records`` what it re
 """
 
 from memworth.sidecar.arguments import MAX_CANDIDATES, MAX_RETRIEVED, rank_scores
-from memworth.sidecar.records import Ranked, Retrieval, WorthReport
+from memworth.sidecar.records import Ranked, Retrieval
 from memworth.sidecar.sidecar import Sidecar
+from memworth.store.report import MemoryReport
 
-__all__ = ["MAX_CANDIDATES", "MAX_RETRIEVED", "Ranked", "Retrieval", "Sidecar", "WorthReport", "rank_scores"]
+WorthReport = MemoryReport
+"""What :meth:`Sidecar.worth` returns: the store's one :class:`memworth.store.report.MemoryReport`."""
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "MAX_RETRIEVED",
+    "MemoryReport",
+    "Ranked",
+    "Retrieval",
+    "Sidecar",
+    "WorthReport",
+    "rank_scores",
+]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from memworth.counts import Counts
-from memworth.governance import Proposal
 from memworth.store.records import Episode
 
-__all__ = ["Ranked", "Retrieval", "WorthReport"]
+__all__ = ["Ranked", "Retrieval"]
 
 
 @dataclass(frozen=True)
@@ -39,27 +38,11 @@ class Retrieval:
 
     episode: Episode
     results: tuple[Ranked, ...]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    """``ablation`` (what the store's planner dropped) and ``holdout`` (an ungoverned episode)."""
 
     @property
     def ids(self) -> list[str]:
         return [r.id for r in self.results]
 
 
-@dataclass(frozen=True)
-class WorthReport:
-    """A memory's worth, its 95% Wilson interval, evidence, class, standing and suggested action."""
-
-    id: str
-    worth: float
-    lower: float
-    upper: float
-    counts: Counts
-    value_class: str
-    status: str
-    standing: str
-    hot: bool
-    proposal: Proposal | None
-
-    @property
-    def retrievals(self) -> float:
-        return self.counts.n

@@ -13,7 +13,7 @@ from memworth.credit import normalise
 from memworth.errors import DuplicateError, UnknownMemoryError, ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import Proposal
-from memworth.ranking import ScoreRule, select
+from memworth.ranking import ScoreRule, Selection
 from memworth.sidecar.arguments import (
     MAX_RETRIEVED,
     candidate_scores,
@@ -22,10 +22,12 @@ from memworth.sidecar.arguments import (
     check_k,
     check_query,
 )
-from memworth.sidecar.records import Ranked, Retrieval, WorthReport
+from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
+from memworth.store.report import MemoryReport
 from memworth.store.store import (
+    UNGOVERNED,
     GovernanceReport,
     MemoryStore,
     ReplayReport,
@@ -152,13 +154,14 @@ class Sidecar:
     # -- ranking and episodes -----------------------------------------------------------
 
     def _rank(
-        self, candidates: object, namespace: str, scoring: ScoreRule | None
-    ) -> tuple[list[str], np.ndarray, np.ndarray, CountsTable, dict[str, Memory]]:
-        """Active-or-unknown candidates with their given similarity, final score, counts."""
+        self, candidates: object, namespace: str, statuses: tuple[str, ...] = ("active",)
+    ) -> tuple[list[str], np.ndarray, CountsTable, np.ndarray, dict[str, Memory]]:
+        """Unknown candidates and those with one of ``statuses``, with their given similarity,
+        counts and creation time."""
         _name(namespace, "namespace")
         ids, sims = candidate_scores(candidates)
         known = self._known(ids, namespace)
-        keep = [i for i, mid in enumerate(ids) if mid not in known or known[mid].status == "active"]
+        keep = [i for i, mid in enumerate(ids) if mid not in known or known[mid].status in statuses]
         ids = [ids[i] for i in keep]
         sims = sims[keep]
         mems = [known.get(mid) for mid in ids]
@@ -169,12 +172,8 @@ class Sidecar:
             np.array([(m.counts if m else zero).n for m in mems], dtype=float),
         )
         now = self.store.clock()
-        age = np.array([now - m.created if m else 0.0 for m in mems], dtype=float)
-        rule = self.store.scoring if scoring is None else scoring
-        scores = np.asarray(rule.score(sims, table, age), dtype=float) if ids else np.zeros(0)
-        if not np.isfinite(scores).all():
-            raise ValidationError("scoring", "produced a non-finite score")
-        return ids, sims, scores, table, known
+        created = np.array([m.created if m else now for m in mems], dtype=float)  # unknown: new
+        return ids, sims, table, created, known
 
     def _ranked(
         self,
@@ -233,7 +232,8 @@ class Sidecar:
         """
         if k is not None:
             check_k(k)
-        ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
+        ids, sims, table, created, known = self._rank(candidates, namespace)
+        scores = self.store.score(sims, table, created, scoring) if ids else np.zeros(0)
         order = np.argsort(-scores, kind="stable")[: len(ids) if k is None else k]
         return self._ranked(ids, sims, scores, table, known, order)
 
@@ -253,22 +253,36 @@ class Sidecar:
         Each pick's inclusion probability is logged with it. Unregistered picks are
         registered first (or refused: see ``auto_register``). Report the outcome with
         :meth:`record`.
+
+        The pick is the store's own recall step (:meth:`MemoryStore.choose`): the store's
+        ``ablation`` planner acts here too, and in a store with a ``holdout`` share a holdout
+        episode takes the ``k`` most similar candidates without governance (suppressed and
+        deprecated ones included), marked ``episode.holdout``, as :meth:`MemoryStore.recall` does.
         """
         check_k(k)
         query = check_query(query)
         check_context(context)
-        ids, sims, scores, table, known = self._rank(candidates, namespace, scoring)
-        sel = select(scores, table.n < self.store.min_evidence, k, self.store.exploration, self.store._rng)
+        eid = uuid.uuid4().hex
+        diagnostics: dict[str, Any] = {}
+        if self.store.holdout_episode(eid):
+            ids, sims, table, _created, known = self._rank(candidates, namespace, UNGOVERNED)
+            scores = sims
+            order = np.argsort(-sims, kind="stable")[:k]
+            sel = Selection(order, np.zeros(order.size, dtype=bool), np.ones(order.size))
+            weights = self.store._credit(sims[order])
+            diagnostics["holdout"] = True
+        else:
+            ids, sims, table, created, known = self._rank(candidates, namespace)
+            sel, scores, weights = self.store.choose(namespace, ids, sims, table, created, k, diagnostics, scoring)
         picked = [ids[i] for i in sel.picked]
         self._ensure(picked, known, namespace)
-        weights = self.store._credit(scores[sel.picked])
         items = tuple(
             EpisodeItem(mid, float(w), float(p), pos)
             for pos, (mid, w, p) in enumerate(zip(picked, weights, sel.propensity, strict=True))
         )
-        episode = self._log(items, query, context, namespace)
+        episode = self._log(items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout")))
         results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored)
-        return Retrieval(episode, tuple(results))
+        return Retrieval(episode, tuple(results), diagnostics)
 
     def retrieved(
         self,
@@ -308,50 +322,46 @@ class Sidecar:
         if missing:
             self.register(missing, namespace=namespace)
 
-    def _log(self, items: tuple[EpisodeItem, ...], query: str, context: str | None, namespace: str) -> Episode:
-        episode = Episode(uuid.uuid4().hex, namespace, query, context, self.store.clock(), items)
+    def _log(
+        self,
+        items: tuple[EpisodeItem, ...],
+        query: str,
+        context: str | None,
+        namespace: str,
+        episode_id: str | None = None,
+        *,
+        holdout: bool = False,
+    ) -> Episode:
+        eid = uuid.uuid4().hex if episode_id is None else episode_id
+        episode = Episode(eid, namespace, query, context, self.store.clock(), items, holdout=holdout)
         self.store.backend.insert_episode(episode)
         return episode
 
     # -- outcomes and evidence ----------------------------------------------------------
 
     def record(
-        self, episode: Episode | str, success: object, *, source: str = "explicit", confidence: float | None = None
+        self,
+        episode: Retrieval | Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
     ) -> None:
-        """Record an episode's outcome (see :meth:`MemoryStore.record`): credit its memories, log it."""
-        self.store.record(episode, success, source=source, confidence=confidence)
+        """Record an episode's outcome (see :meth:`MemoryStore.record`): credit its memories, log it.
 
-    def worth(self, memory_id: str, *, namespace: str = "default") -> WorthReport:
-        """One registered memory's worth, interval, evidence, class, status and suggested action."""
+        ``episode``: the :class:`Retrieval` :meth:`retrieve` returned, an episode, or its id."""
+        self.store.record(
+            episode.episode if isinstance(episode, Retrieval) else episode, success, source=source, confidence=confidence
+        )
+
+    def worth(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
+        """One registered memory's report (:meth:`MemoryStore.report`): worth, interval,
+        evidence, class, status and the change governance proposes now."""
         return self.worth_many([memory_id], namespace=namespace)[0]
 
-    def worth_many(self, ids: Sequence[str], *, namespace: str = "default") -> list[WorthReport]:
+    def worth_many(self, ids: Sequence[str], *, namespace: str = "default") -> list[MemoryReport]:
         """:meth:`worth` for many ids, in the order given; an unregistered id raises UnknownMemoryError."""
-        _name(namespace, "namespace")
-        wanted = check_ids(ids)
-        known = self._known(wanted, namespace)
-        out = []
-        for mid in wanted:
-            m = known.get(mid)
-            if m is None:
-                raise UnknownMemoryError(mid)
-            lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
-            klass = self.store.taxonomy.classify(m.counts)
-            out.append(
-                WorthReport(
-                    mid,
-                    klass.worth,
-                    float(lo),
-                    float(hi),
-                    m.counts,
-                    klass.value_class.value,
-                    m.status,
-                    m.standing,
-                    self.store.policy.hot(m.counts, m.status),
-                    self.store.policy.propose(m.id, m.counts, m.status, m.standing),
-                )
-            )
-        return out
+        return self.store.reports(check_ids(ids), namespace=namespace)
 
     # -- governance (the store's, on the same memories) ---------------------------------
 

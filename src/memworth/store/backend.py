@@ -18,11 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
-__all__ = ["Backend", "Increment", "NewMemory", "redact"]
+__all__ = ["Backend", "Increment", "NewMemory", "joined", "redact"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,13 @@ class Backend(Protocol):
         """
         ...
 
-    def outcome_log(self) -> Iterator[OutcomeRow]:
-        """Every outcome, in the order it was committed."""
+    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+        """Every outcome (of one namespace, or of all), in the order it was committed."""
+        ...
+
+    def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
+        """The namespace's outcomes with a log sequence number above ``after``, each with
+        its episode, in commit order: one indexed read, whatever other namespaces hold."""
         ...
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
@@ -205,4 +210,25 @@ def memories_from_rows(
             counts=Counts(r[8], r[9], r[10]),
         )
         for r in rows
+    ]
+
+
+def joined(
+    namespace: str, heads: Sequence[Sequence[Any]], items: Iterable[Sequence[Any]]
+) -> list[tuple[OutcomeRow, Episode]]:
+    """Outcomes with their episodes, from the two reads of :meth:`Backend.history`.
+
+    ``heads``: ``(seq, episode_id, success, source, confidence, recorded, query, context,
+    created, holdout)`` in commit order; ``items``: ``(episode_id, position, memory_id,
+    weight, propensity)`` in the same order, by position within an episode.
+    """
+    by_episode: dict[str, list[EpisodeItem]] = {}
+    for eid, pos, mid, w, p in items:
+        by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
+    return [
+        (
+            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace),
+            Episode(eid, namespace, query, context, created, tuple(by_episode.get(eid, ())), bool(holdout)),
+        )
+        for seq, eid, ok, source, conf, recorded, query, context, created, holdout in heads
     ]

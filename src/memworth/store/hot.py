@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import StoreError, ValidationError
+from memworth.errors import StoreError, UnavailableError, ValidationError
 from memworth.store.backend import redact
 
 __all__ = ["HotMemory", "HotTier"]
@@ -89,7 +89,7 @@ class HotTier:
         try:
             return fn()
         except self._errors as exc:
-            raise StoreError(f"hot tier {self.url} unavailable: {exc}") from exc
+            raise UnavailableError(f"hot tier {self.url} unavailable: {exc}") from exc
 
     def replace(self, namespace: str, memories: list[HotMemory]) -> None:
         """Make Redis hold exactly ``memories`` for ``namespace``, atomically."""

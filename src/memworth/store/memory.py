@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError
+from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
 from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
@@ -144,7 +144,9 @@ class MemoryBackend:
                     raise UnknownMemoryError(inc.memory_id)
             recorded = outcomes[-1].recorded if outcomes else 0.0
             for o in outcomes:
-                row = dataclasses.replace(o, seq=len(self._outcomes) + 1)
+                ep = self._episodes.get(o.episode_id)
+                ns = ep.namespace if ep is not None else o.namespace
+                row = dataclasses.replace(o, seq=len(self._outcomes) + 1, namespace=ns)
                 self._outcomes.append(row)
                 self._has_outcome.add(o.episode_id)
                 self._outcome_of[o.episode_id] = row
@@ -158,10 +160,18 @@ class MemoryBackend:
                 counts = Counts(c.success + inc.success, c.failure + inc.failure, c.n + inc.n)
                 self._memories[key] = dataclasses.replace(m, counts=counts, updated=recorded)
 
-    def outcome_log(self) -> Iterator[OutcomeRow]:
+    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
         with self._lock:
-            rows = list(self._outcomes)
+            rows = [o for o in self._outcomes if namespace is None or o.namespace == namespace]
         yield from rows
+
+    def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
+        with self._lock:
+            return [
+                (o, self._episodes[o.episode_id])
+                for o in self._outcomes
+                if o.namespace == namespace and o.seq > after and o.episode_id in self._episodes
+            ]
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
         with self._lock:
@@ -191,7 +201,7 @@ class MemoryBackend:
             if m is None:
                 raise UnknownMemoryError(entry.memory_id)
             if getattr(m, entry.field) != entry.old:
-                raise StoreError(
+                raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
             if entry.field == "status":

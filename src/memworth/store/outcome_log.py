@@ -87,7 +87,11 @@ class PolicyReplayReport:
 def logged(
     backend: Backend, namespace: str | None = None, rows: Sequence[OutcomeRow] | None = None
 ) -> Iterator[tuple[OutcomeRow, Episode]]:
-    """Outcomes (all, or ``rows``) with their episodes, in log order; only ``namespace`` when given."""
+    """Outcomes (all, or ``rows``) with their episodes, in log order; only ``namespace`` when given
+    (then one indexed read of that namespace's history, when no ``rows`` are given)."""
+    if rows is None and namespace is not None:
+        yield from backend.history(namespace)
+        return
     log = list(backend.outcome_log()) if rows is None else list(rows)
     for start in range(0, len(log), 5000):
         chunk = log[start : start + 5000]

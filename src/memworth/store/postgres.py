@@ -56,8 +56,23 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, memories_from_rows, redact
+from memworth.errors import (
+    ChangedError,
+    DuplicateError,
+    StoreError,
+    UnavailableError,
+    UnknownMemoryError,
+    ValidationError,
+)
+from memworth.store.backend import (
+    MEMORY_COLUMNS,
+    SCHEMA_VERSION,
+    Increment,
+    NewMemory,
+    joined,
+    memories_from_rows,
+    redact,
+)
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
@@ -128,6 +143,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE episodes ADD COLUMN IF NOT EXISTS holdout BOOLEAN NOT NULL DEFAULT FALSE",
         "CREATE INDEX IF NOT EXISTS outcomes_by_time ON outcomes (recorded)",
         "CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded)",
+    ],
+    # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
+    # indexed read (governance, stats and the dashboard never scan other tenants' logs).
+    3: [
+        "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS namespace TEXT NOT NULL DEFAULT ''",
+        "UPDATE outcomes o SET namespace = e.namespace FROM episodes e WHERE e.id = o.episode_id AND o.namespace = ''",
+        "CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq)",
     ],
 }
 
@@ -210,12 +232,12 @@ def _open_pool(c: _Connection, where: str, configure: Callable[[Any], None]) -> 
             return conn
 
     class Pool(ConnectionPool[Any]):
-        def unreachable(self) -> StoreError:
+        def unreachable(self) -> UnavailableError:
             if failures or not self.get_stats().get("pool_size"):
                 last = f": {' '.join(str(failures[0]).split())}" if failures else ""
                 why = f"no connection within {c.pool_timeout:g} s (?pool_timeout=){last}"
-                return StoreError(f"PostgreSQL at {where} is unreachable: {why}")
-            return StoreError(
+                return UnavailableError(f"PostgreSQL at {where} is unreachable: {why}")
+            return UnavailableError(
                 f"no free connection to PostgreSQL at {where} within {c.pool_timeout:g} s: all "
                 f"{c.pool_size} pooled connections are busy (?pool_size=, ?pool_timeout=)"
             )
@@ -277,13 +299,19 @@ class PostgresBackend:
 
     # -- plumbing -------------------------------------------------------------------
 
+    def _failure(self, exc: Exception) -> StoreError:
+        """The error for a database error: UnavailableError when the server or the
+        connection is down (psycopg's OperationalError), else StoreError."""
+        kind = UnavailableError if isinstance(exc, self._psycopg.OperationalError) else StoreError
+        return kind(f"{self.url}: {exc}")
+
     def _run(self, fn: Any) -> Any:
         """Run ``fn(conn)`` in one transaction; database errors become StoreError."""
         try:
             with self._pool.connection() as conn, conn.transaction():
                 return fn(conn)
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise self._failure(exc) from exc
 
     def _migrate(self) -> None:
         def work(conn: Any) -> None:
@@ -341,7 +369,7 @@ class PostgresBackend:
                 finally:
                     conn.autocommit = False
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise self._failure(exc) from exc
 
     # -- memories ---------------------------------------------------------------------
 
@@ -423,7 +451,7 @@ class PostgresBackend:
             detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
             raise DuplicateError(f"a memory of the batch already exists ({detail})") from None
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise self._failure(exc) from exc
         if fresh_column:
             self._vec_column = True
 
@@ -527,7 +555,7 @@ class PostgresBackend:
             with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 rows = work(conn)
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise self._failure(exc) from exc
         return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
 
     def inactive(self, namespace: str) -> list[str]:
@@ -603,11 +631,12 @@ class PostgresBackend:
                     _add_to_counters(cur, increments, recorded)
                 if outcomes:
                     with cur.copy(
-                        "COPY outcomes (episode_id, success, source, confidence, recorded) FROM STDIN (FORMAT BINARY)"
+                        "COPY outcomes (episode_id, success, source, confidence, recorded, namespace)"
+                        " FROM STDIN (FORMAT BINARY)"
                     ) as copy:
-                        copy.set_types(["text", "bool", "text", "float8", "float8"])
+                        copy.set_types(["text", "bool", "text", "float8", "float8", "text"])
                         for o in outcomes:
-                            copy.write_row((o.episode_id, o.success, o.source, o.confidence, o.recorded))
+                            copy.write_row((o.episode_id, o.success, o.source, o.confidence, o.recorded, o.namespace))
 
         try:
             with self._pool.connection() as conn, conn.transaction():
@@ -615,7 +644,7 @@ class PostgresBackend:
         except self._psycopg.errors.UniqueViolation as exc:  # rolled back: nothing was written
             raise self._duplicate_outcome([o.episode_id for o in outcomes], exc) from None
         except self._psycopg.Error as exc:
-            raise StoreError(f"{self.url}: {exc}") from exc
+            raise self._failure(exc) from exc
 
     def _duplicate_outcome(self, ids: Sequence[str], exc: Exception) -> DuplicateError:
         """The error for a refused outcome batch: it names the first episode that had an outcome."""
@@ -626,33 +655,62 @@ class PostgresBackend:
         detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
         return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
 
-    def outcome_log(self) -> Iterator[OutcomeRow]:
-        rows = self._run(
-            lambda c: c.execute(
-                "SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes ORDER BY seq"
+    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        if namespace is None:
+            rows = self._run(lambda c: c.execute(f"SELECT {cols} FROM outcomes ORDER BY seq").fetchall())
+        else:
+            rows = self._run(
+                lambda c: c.execute(
+                    f"SELECT {cols} FROM outcomes WHERE namespace = %s ORDER BY seq", (namespace,)
+                ).fetchall()
+            )
+        for seq, eid, ok, source, conf, recorded, ns in rows:
+            yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns)
+
+    def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
+        """Two indexed reads in one repeatable-read transaction (one snapshot)."""
+
+        def work(conn: Any) -> list[tuple[OutcomeRow, Episode]]:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            heads = conn.execute(
+                "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
+                " e.query, e.context, e.created, e.holdout"
+                " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
+                " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq",
+                (namespace, after),
             ).fetchall()
-        )
-        for seq, eid, ok, source, conf, recorded in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq))
+            items = conn.execute(
+                "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity"
+                " FROM outcomes o JOIN episode_items i ON i.episode_id = o.episode_id"
+                " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position",
+                (namespace, after),
+            ).fetchall()
+            return joined(namespace, heads, items)
+
+        return list(self._run(work))
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
         sql = f"SELECT {cols} FROM outcomes WHERE recorded >= %s ORDER BY seq"
         args: tuple[Any, ...] = (since,)
         if source is not None:
             sql = f"SELECT {cols} FROM outcomes WHERE source = %s AND recorded >= %s ORDER BY seq"
             args = (source, since)
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
-        return [OutcomeRow(eid, bool(ok), src, conf, rec, int(seq)) for seq, eid, ok, src, conf, rec in rows]
+        return [OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns) for seq, eid, ok, src, conf, rec, ns in rows]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes WHERE episode_id = ANY(%s)",
+                "SELECT seq, episode_id, success, source, confidence, recorded, namespace FROM outcomes"
+                " WHERE episode_id = ANY(%s)",
                 (list(dict.fromkeys(episode_ids)),),
             ).fetchall()
         )
-        return {eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq)) for seq, eid, ok, src, conf, rec in rows}
+        return {
+            eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns) for seq, eid, ok, src, conf, rec, ns in rows
+        }
 
     def verifications(self, after: int = 0) -> list[Verification]:
         rows = self._run(
@@ -689,7 +747,7 @@ class PostgresBackend:
                 (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
             )
             if cur.rowcount != 1:
-                raise StoreError(
+                raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
             seq = conn.execute(

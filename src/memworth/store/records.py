@@ -80,6 +80,8 @@ class OutcomeRow:
     confidence: float
     recorded: float
     seq: int = 0
+    namespace: str = ""
+    """The namespace of its episode (the log is read namespace by namespace)."""
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, memories_from_rows
+from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError, ValidationError
+from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, joined, memories_from_rows
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
@@ -92,6 +92,13 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE episodes ADD COLUMN holdout INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX IF NOT EXISTS outcomes_by_time ON outcomes (recorded);
     CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded);
+    """,
+    # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
+    # indexed read (governance, stats and the dashboard never scan other tenants' logs).
+    3: """
+    ALTER TABLE outcomes ADD COLUMN namespace TEXT NOT NULL DEFAULT '';
+    UPDATE outcomes SET namespace = COALESCE((SELECT e.namespace FROM episodes e WHERE e.id = outcomes.episode_id), '');
+    CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq);
     """,
 }
 
@@ -352,8 +359,10 @@ class SQLiteBackend:
         start = db.total_changes
         try:
             db.executemany(
-                "INSERT INTO outcomes (episode_id, success, source, confidence, recorded) VALUES (?,?,?,?,?)",
-                [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded) for o in outcomes],
+                "INSERT INTO outcomes (episode_id, success, source, confidence, recorded, namespace)"
+                " VALUES (?,?,?,?,?, COALESCE((SELECT namespace FROM episodes WHERE id = ?), ?))",
+                [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded, o.episode_id, o.namespace)
+                 for o in outcomes],
             )
         except sqlite3.IntegrityError:
             # executemany stops at the offending row: the rows before it went in.
@@ -380,20 +389,49 @@ class SQLiteBackend:
             )
             raise UnknownMemoryError(missing)
 
-    def outcome_log(self) -> Iterator[OutcomeRow]:
-        rows = self._read("SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes ORDER BY seq")
-        for seq, eid, ok, source, conf, recorded in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq)
+    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        if namespace is None:
+            rows = self._read(f"SELECT {cols} FROM outcomes ORDER BY seq")
+        else:
+            rows = self._read(f"SELECT {cols} FROM outcomes WHERE namespace = ? ORDER BY seq", (namespace,))
+        for seq, eid, ok, source, conf, recorded, ns in rows:
+            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns)
+
+    def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
+        """Two indexed reads (outcomes with their episode heads, then their items), one snapshot."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN")
+                heads = self._db.execute(
+                    "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
+                    " e.query, e.context, e.created, e.holdout"
+                    " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
+                    " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq",
+                    (namespace, after),
+                ).fetchall()
+                rows = self._db.execute(
+                    "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity"
+                    " FROM outcomes o JOIN episode_items i ON i.episode_id = o.episode_id"
+                    " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq, i.position",
+                    (namespace, after),
+                ).fetchall()
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"{self.url}: {exc}") from exc
+        return joined(namespace, heads, rows)
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
         if source is None:
             rows = self._read(f"SELECT {cols} FROM outcomes WHERE recorded >= ? ORDER BY seq", (since,))
         else:
             rows = self._read(
                 f"SELECT {cols} FROM outcomes WHERE source = ? AND recorded >= ? ORDER BY seq", (source, since)
             )
-        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq) for seq, eid, ok, src, conf, rec in rows]
+        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns) for seq, eid, ok, src, conf, rec, ns in rows]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
@@ -401,12 +439,12 @@ class SQLiteBackend:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for seq, eid, ok, src, conf, rec in self._read(
-                f"SELECT seq, episode_id, success, source, confidence, recorded FROM outcomes"
+            for seq, eid, ok, src, conf, rec, ns in self._read(
+                f"SELECT seq, episode_id, success, source, confidence, recorded, namespace FROM outcomes"
                 f" WHERE episode_id IN ({marks})",
                 chunk,
             ):
-                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq)
+                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns)
         return out
 
     def verifications(self, after: int = 0) -> list[Verification]:
@@ -437,7 +475,7 @@ class SQLiteBackend:
                 (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
             )
             if cur.rowcount != 1:
-                raise StoreError(
+                raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
             cur = db.execute(

@@ -22,14 +22,22 @@ from memworth.coretrieval import AlarmSplitter, RecallPlanner
 from memworth.counts import Counts, CountsTable
 from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
-from memworth.errors import StoreError, UnknownEpisodeError, UnknownMemoryError, ValidationError
-from memworth.estimators import RawWorth, WilsonBound
+from memworth.errors import (
+    ChangedError,
+    RateLimitError,
+    SettingsError,
+    StoreError,
+    UnknownEntryError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
 from memworth.governance import GovernancePolicy, Proposal
 from memworth.holdout import Lift, check_share, in_holdout
 from memworth.outcome import as_outcome
 from memworth.policy import Taxonomy
 from memworth.policy_replay import ReplaySettings
-from memworth.ranking import Blend, ScoreRule, drop, select
+from memworth.ranking import Blend, ScoreRule, Selection, drop, select
 from memworth.sources import Agreement, BurstAlert, BurstDetector, Reliability, SourceLimit
 from memworth.store import outcome_log
 from memworth.store.alarms import LiveAlarms
@@ -46,6 +54,7 @@ from memworth.store.records import (
     Recalled,
     Verification,
 )
+from memworth.store.report import MemoryReport, assess, worth_of
 from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 if TYPE_CHECKING:
@@ -69,6 +78,8 @@ to hits. Explicit signals (a user's verdict, a test result) count fully; heurist
 times as many of them (note 003: 25 against 5) to move worth as far. ``verified`` is the
 reference the other sources' reliability is learned against (:meth:`MemoryStore.verify`)."""
 VERIFIED = "verified"
+POLICY_KEY = "policy"
+"""The store's ``meta`` key of the governance policy it keeps (and ``policy_history``)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
@@ -207,7 +218,10 @@ class MemoryStore:
     exploration
         Chance that each recall slot goes to a low-evidence memory (assumption A2's floor).
     min_evidence
-        Retrievals below which a memory counts as low-evidence (and "uncertain").
+        Retrievals below which a memory is low-evidence for the exploration floor, and the
+        governance policy's ``min_evidence`` when no ``policy`` is given. Value classes,
+        hot-tier eligibility and every proposal read the policy (:attr:`taxonomy` is
+        ``policy.taxonomy()``), so every face shows the classes governance acts on.
     credit
         ``"uniform"`` (1/k) or ``"score"`` (proportional to the final score).
     w_min
@@ -323,10 +337,9 @@ class MemoryStore:
         self.scoring: ScoreRule = scoring if scoring is not None else Blend()
         self.exploration = float(exploration)
         self.min_evidence = min_evidence
-        self.policy = policy if policy is not None else GovernancePolicy(min_evidence=min_evidence)
+        self.policy = GovernancePolicy(min_evidence=min_evidence)
         self.credit = credit
         self.w_min = w_min
-        self.taxonomy = Taxonomy(min_evidence=min_evidence, evidence="retrievals")
         self._rng = np.random.default_rng(seed)
         self.clock = clock
         if not isinstance(index, str) or index not in ("auto", "exact", "hnsw", "database"):
@@ -345,6 +358,7 @@ class MemoryStore:
             self.hot = HotTier(hot_tier)
         self._encoder = encoder
         self._bind_encoder(encoder)
+        self._bind_policy(policy)
         self._spaces: dict[str, _Space] = {}
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
         if reliability is not None and not isinstance(reliability, Reliability):
@@ -373,6 +387,54 @@ class MemoryStore:
         self._holdout_seed = 0 if seed is None else int(seed)
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
+
+    # -- the policy, kept with the data ------------------------------------------------
+
+    def _bind_policy(self, given: GovernancePolicy | None) -> None:
+        """Use ``given`` and keep it with the store (a new version when it differs from the
+        kept one), or, with none given, the policy the store keeps (else the defaults)."""
+        if given is not None:
+            self.set_policy(given)
+            return
+        kept = self.policy_record()
+        if kept is not None:
+            self.policy = GovernancePolicy.from_settings(kept["settings"])
+
+    def policy_record(self) -> dict[str, Any] | None:
+        """The governance policy the store keeps: ``{"version", "settings", "at"}`` (None: never set)."""
+        stored = self.backend.get_meta(POLICY_KEY)
+        return None if stored is None else dict(json.loads(stored))
+
+    def set_policy(self, policy: GovernancePolicy) -> int:
+        """Govern under ``policy`` from now on, and keep it with the store so that every face
+        and every process that opens the store without a ``policy`` governs under it.
+
+        A policy that differs from the kept one becomes a new version (the previous ones
+        stay listed in :meth:`policy_history`); returns the version in force. Every applied
+        governance change is audited with the settings it was made under.
+        """
+        if not isinstance(policy, GovernancePolicy):
+            raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
+        kept = self.policy_record()
+        self.policy = policy
+        if kept is not None and kept["settings"] == policy.settings():
+            return int(kept["version"])
+        version = 1 if kept is None else int(kept["version"]) + 1
+        record = {"version": version, "settings": policy.settings(), "at": self.clock()}
+        history = self.policy_history()
+        self.backend.set_meta(POLICY_KEY + "_history", json.dumps([*history, record], sort_keys=True))
+        self.backend.set_meta(POLICY_KEY, json.dumps(record, sort_keys=True))
+        return version
+
+    def policy_history(self) -> builtins.list[dict[str, Any]]:
+        """Every policy version the store was governed under, oldest first."""
+        stored = self.backend.get_meta(POLICY_KEY + "_history")
+        return [] if stored is None else builtins.list(json.loads(stored))
+
+    @property
+    def taxonomy(self) -> Taxonomy:
+        """The value classes every face shows: the governance policy's (its thresholds and ``min_evidence``)."""
+        return self.policy.taxonomy()
 
     @classmethod
     def open(cls, url: str = "sqlite:///memworth.db", **settings: Any) -> MemoryStore:
@@ -425,7 +487,7 @@ class MemoryStore:
             self.backend.set_meta("encoder", encoder.name)
             self.backend.set_meta("dimension", str(encoder.dimension))
         elif stored != encoder.name:
-            raise StoreError(
+            raise SettingsError(
                 f"{self.backend.url} holds embeddings from {stored!r}; refusing to mix in {encoder.name!r}"
             )
 
@@ -569,7 +631,7 @@ class MemoryStore:
         eid = uuid.uuid4().hex if episode_id is None else _memory_id(episode_id, "episode_id")
         diagnostics: dict[str, Any] = {"tier": "all"}
         q = self._embed([query])[0]
-        if self.holdout > 0 and in_holdout(eid, self.holdout, self._holdout_seed):
+        if self.holdout_episode(eid):
             return self._recall_ungoverned(eid, q, query, k, context, namespace)
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
@@ -610,27 +672,10 @@ class MemoryStore:
             cand = self._candidates(namespace, [space.ids[positions[j]] for j in keep], found[keep].astype(float))
         if cand is not None and cand.ids:
             table = cand.table
-            age = self.clock() - cand.created
             cand_sims = cand.sims
-            scores = np.asarray(self.scoring.score(cand_sims, table, age), dtype=float)
-            if not np.isfinite(scores).all():
-                raise StoreError("scoring produced a non-finite score")
-            sel = select(scores, table.n < self.min_evidence, k, self.exploration, self._rng)
-            ids = cand.ids
-            plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[i]) for i in sel.picked])
-            if plan is not None:
-                intended = sel.picked
-                sel = drop(sel, plan.position, scores, table.n < self.min_evidence, self.exploration)
-                diagnostics["ablation"] = {
-                    "dropped": ids[intended[plan.position]],
-                    "partner": next(ids[i] for i in intended if (namespace, ids[i]) == plan.partner),
-                    "stand_in": ids[sel.picked[-1]] if sel.picked.size == intended.size else None,
-                }
-            weights = self._credit(scores[sel.picked])
+            sel, scores, weights = self.choose(namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics)
             picked = cand.memories(self.backend, namespace, sel.picked.tolist())
-            worth = np.asarray(RawWorth().value(table))
-            lo, hi = WilsonBound(evidence="retrievals").interval(table)
-            classes = self.taxonomy.classify_table(table)
+            shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
                 m = picked[pos]
                 items.append(EpisodeItem(m.id, float(w), float(p), pos))
@@ -638,10 +683,10 @@ class MemoryStore:
                     Recalled(
                         m,
                         float(cand_sims[i]),
-                        float(worth[i]),
-                        float(np.asarray(lo)[i]),
-                        float(np.asarray(hi)[i]),
-                        str(classes[i]),
+                        float(shown.worth[pos]),
+                        float(shown.lower[pos]),
+                        float(shown.upper[pos]),
+                        shown.value_class[pos],
                         float(scores[i]),
                         float(p),
                         bool(ex),
@@ -650,6 +695,52 @@ class MemoryStore:
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
         self.backend.insert_episode(episode)
         return Recall(episode, tuple(picked_results), diagnostics)
+
+    def score(
+        self, sims: np.ndarray, table: CountsTable, created: np.ndarray, scoring: ScoreRule | None = None
+    ) -> np.ndarray:
+        """The final ranking score of candidates (the store's ``scoring`` rule, or ``scoring``)."""
+        rule = self.scoring if scoring is None else scoring
+        scores = np.asarray(rule.score(sims, table, self.clock() - created), dtype=float)
+        if not np.isfinite(scores).all():
+            raise StoreError("scoring produced a non-finite score")
+        return scores
+
+    def choose(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        sims: np.ndarray,
+        table: CountsTable,
+        created: np.ndarray,
+        k: int,
+        diagnostics: dict[str, Any],
+        scoring: ScoreRule | None = None,
+    ) -> tuple[Selection, np.ndarray, np.ndarray]:
+        """The governed recall step every face shares: score the candidates, pick ``k`` with
+        the exploration floor, let the ablation planner drop one of a pair, and share the
+        credit. Returns the selection, every candidate's score and the picks' weights.
+
+        :meth:`recall` and :meth:`memworth.Sidecar.retrieve` both call it, so exploration,
+        ablation and credit act the same whichever face recalls.
+        """
+        scores = self.score(sims, table, created, scoring)
+        explorable = table.n < self.min_evidence
+        sel = select(scores, explorable, k, self.exploration, self._rng)
+        plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[i]) for i in sel.picked])
+        if plan is not None:
+            intended = sel.picked
+            sel = drop(sel, plan.position, scores, explorable, self.exploration)
+            diagnostics["ablation"] = {
+                "dropped": ids[intended[plan.position]],
+                "partner": next(ids[i] for i in intended if (namespace, ids[i]) == plan.partner),
+                "stand_in": ids[sel.picked[-1]] if sel.picked.size == intended.size else None,
+            }
+        return sel, scores, self._credit(scores[sel.picked])
+
+    def holdout_episode(self, episode_id: str) -> bool:
+        """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
+        return self.holdout > 0 and in_holdout(episode_id, self.holdout, self._holdout_seed)
 
     def _candidates(self, namespace: str, ids: builtins.list[str], sims: np.ndarray) -> _Candidates:
         """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
@@ -689,14 +780,20 @@ class MemoryStore:
             table = CountsTable(
                 *(np.array([getattr(m.counts, f) for m, _ in pairs]) for f in ("success", "failure", "n"))
             )
-            worth = np.asarray(RawWorth().value(table))
-            lo, hi = (np.asarray(x) for x in WilsonBound(evidence="retrievals").interval(table))
-            classes = self.taxonomy.classify_table(table)
+            shown = worth_of(self.policy, table)
             for pos, ((m, sim), w) in enumerate(zip(pairs, self._credit(sims), strict=True)):
                 items.append(EpisodeItem(m.id, float(w), 1.0, pos))
                 results.append(
                     Recalled(
-                        m, sim, float(worth[pos]), float(lo[pos]), float(hi[pos]), str(classes[pos]), sim, 1.0, False
+                        m,
+                        sim,
+                        float(shown.worth[pos]),
+                        float(shown.lower[pos]),
+                        float(shown.upper[pos]),
+                        shown.value_class[pos],
+                        sim,
+                        1.0,
+                        False,
                     )
                 )
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items), holdout=True)
@@ -717,19 +814,22 @@ class MemoryStore:
 
     def record(
         self,
-        episode: Episode | str,
+        episode: Recall | Episode | str,
         success: object,
         *,
         source: str = "explicit",
         confidence: float | None = None,
         namespace: str | None = None,
     ) -> None:
-        """Record the outcome of one recalled episode: credit its memories and log it, atomically."""
+        """Record the outcome of one recalled episode: credit its memories and log it, atomically.
+
+        ``episode``: the :class:`Recall` that :meth:`recall` returned, its ``episode``, or the episode's id.
+        """
         self.record_many([(episode, success)], source=source, confidence=confidence, namespace=namespace)
 
     def record_many(
         self,
-        outcomes: Iterable[tuple[Episode | str, object]],
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
         *,
         source: str = "explicit",
         confidence: float | None = None,
@@ -748,7 +848,7 @@ class MemoryStore:
         """
         self._record(outcomes, source, confidence, namespace)
 
-    def verify(self, episode: Episode | str, success: object, *, namespace: str | None = None) -> Verification:
+    def verify(self, episode: Recall | Episode | str, success: object, *, namespace: str | None = None) -> Verification:
         """Record the verified outcome of an episode: the reference source reliability is learned from.
 
         If the episode has no outcome yet, the verified one becomes its outcome (source
@@ -772,7 +872,7 @@ class MemoryStore:
 
     def _record(
         self,
-        outcomes: Iterable[tuple[Episode | str, object]],
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
         source: str,
         confidence: float | None,
         namespace: str | None,
@@ -793,9 +893,9 @@ class MemoryStore:
         for i, pair in enumerate(pairs):
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair")
-            ref = pair[0].id if isinstance(pair[0], Episode) else pair[0]
+            ref = pair[0].episode.id if isinstance(pair[0], Recall) else pair[0].id if isinstance(pair[0], Episode) else pair[0]
             if not isinstance(ref, str):
-                raise ValidationError("episode", f"must be an Episode or its id, got {type(ref).__name__}")
+                raise ValidationError("episode", f"must be a Recall, an Episode or its id, got {type(ref).__name__}")
             ids.append(_storable(ref, "episode"))
         if len(set(ids)) != len(ids):
             raise ValidationError("episode", "the same episode appears twice in one call")
@@ -824,7 +924,7 @@ class MemoryStore:
                 if before is not None:
                     continue
             conf = self._weight(source, ep.namespace, given)
-            rows.append(OutcomeRow(ep.id, ok, source, conf, now))
+            rows.append(OutcomeRow(ep.id, ok, source, conf, now, namespace=ep.namespace))
             increments += self._increments(ep, ok, conf, parents[ep.namespace])
             credited.append((ep, ok, conf))
         if source == VERIFIED:
@@ -885,7 +985,7 @@ class MemoryStore:
             new = [[it.memory_id for it in ep.items] for ep in episodes if ep.namespace == ns]
             reason = limit.check(source, before, new, now)
             if reason is not None:
-                raise ValidationError("source", f"{reason}; nothing recorded")
+                raise RateLimitError(f"source: {reason}; nothing recorded")
 
     def source_reliability(self, namespace: str = "default") -> dict[str, SourceReport]:
         """Each source's fixed confidence, verified agreement, learned confidence and limit."""
@@ -965,7 +1065,7 @@ class MemoryStore:
         current = self.get(memory_id, namespace=namespace)
         old = getattr(current, field_name)
         if expected is not None and old != expected:  # a proposal made for a state that has gone
-            raise StoreError(
+            raise ChangedError(
                 f"memory {memory_id!r} changed since it was read: {field_name} is {old!r}, not {expected!r}"
             )
         if old == new:
@@ -987,25 +1087,7 @@ class MemoryStore:
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
         size = self.policy.staleness_window if window is None else window
-        log = list(self.backend.outcome_log())
-        recent: dict[str, list[float]] = {}
-        full: set[str] = set()
-        for start in range(len(log), 0, -2000):  # newest first, in chunks
-            chunk = log[max(0, start - 2000) : start]
-            episodes = self.backend.episodes([o.episode_id for o in chunk])
-            for o in reversed(chunk):
-                ep = episodes[o.episode_id]
-                if ep.namespace != namespace:
-                    continue
-                for item in ep.items:
-                    if item.memory_id in full:
-                        continue
-                    acc = recent.setdefault(item.memory_id, [0.0, 0.0, 0.0])
-                    acc[0 if o.success else 1] += item.weight * o.confidence
-                    acc[2] += 1
-                    if acc[2] >= size:
-                        full.add(item.memory_id)
-        return {mid: Counts(*v) for mid, v in recent.items()}
+        return _recent(self.backend.history(namespace), size)
 
     def episode_stats(self, namespace: str = "default") -> EpisodeStats:
         """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
@@ -1018,14 +1100,9 @@ class MemoryStore:
         """
         _name(namespace, "namespace")
         stats = EpisodeStats()
-        log = list(self.backend.outcome_log())
-        for start in range(0, len(log), 2000):
-            chunk = log[start : start + 2000]
-            episodes = self.backend.episodes([o.episode_id for o in chunk])
-            for o in chunk:
-                ep = episodes[o.episode_id]
-                if ep.namespace == namespace and ep.items:
-                    stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
+        for o, ep in self.backend.history(namespace):
+            if ep.items:
+                stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
         return stats
 
     def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]:
@@ -1037,12 +1114,12 @@ class MemoryStore:
         position in the namespace's log (from 1).
         """
         _name(namespace, "namespace")
-        log = list(self.backend.outcome_log())
-        rows: list[tuple[OutcomeRow, Episode]] = []
-        for start in range(0, len(log), 2000):
-            chunk = log[start : start + 2000]
-            episodes = self.backend.episodes([o.episode_id for o in chunk])
-            rows += [(o, episodes[o.episode_id]) for o in chunk if episodes[o.episode_id].namespace == namespace]
+        return self._streams(namespace, self.backend.history(namespace))
+
+    def _streams(
+        self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]
+    ) -> dict[str, OutcomeStream]:
+        """The outcome streams of :meth:`outcome_streams`, from the namespace's history."""
         reference = reference_rates(
             np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
         )
@@ -1116,14 +1193,9 @@ class MemoryStore:
         each is reversible with :meth:`restore`.
         """
         _name(namespace, "namespace")
-        recent = self.recent_counts(namespace)
-        streams = self.outcome_streams(namespace) if self.policy.change_detection else {}
-        proposals = []
         memories = self.backend.memories(namespace)
-        for m in memories:
-            p = self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id))
-            if p is not None:
-                proposals.append(p)
+        found = self.proposals(memories, namespace=namespace)
+        proposals = [p for p in (found[m.id] for m in memories) if p is not None]
         alerts = self._bursts(namespace, memories)
         applied: list[AuditEntry] = []
         skipped: list[tuple[Proposal, str]] = []
@@ -1135,6 +1207,65 @@ class MemoryStore:
                     skipped.append((p, str(exc)))
             self._refresh_hot(namespace)
         return GovernanceReport(proposals, applied, skipped, alerts)
+
+    def proposals(
+        self, memories: Sequence[Memory] | None = None, *, namespace: str = "default"
+    ) -> dict[str, Proposal | None]:
+        """The change governance proposes now for each of ``memories`` (default: every memory
+        of the namespace), by id; ``None`` where it proposes nothing.
+
+        The one proposal function: :meth:`govern`, :meth:`approve` and :meth:`report` (and
+        through it every face) call it. It reads the namespace's history once, for the
+        window test and the change detectors (whose explaining-away rule weighs every
+        memory of the namespace together).
+        """
+        _name(namespace, "namespace")
+        chosen = self.backend.memories(namespace) if memories is None else list(memories)
+        history = self.backend.history(namespace)
+        recent = _recent(history, self.policy.staleness_window)
+        streams = self._streams(namespace, history) if self.policy.change_detection else {}
+        return {
+            m.id: self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id))
+            for m in chosen
+        }
+
+    def report(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
+        """One memory's worth, interval, evidence, class, status, standing, hot-tier
+        eligibility and the proposal :meth:`govern` would make for it now.
+
+        Every face shows this report; :meth:`MemoryReport.row` is its JSON shape.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for _ in range(12):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1), success=False)
+        >>> r = store.report("cz")
+        >>> r.value_class, r.proposal.action, r.proposal.reason
+        ('low', 'deprecate', 'worth 0.000 < 0.3 with evidence 12 >= 10')
+        """
+        memory = self.get(memory_id, namespace=namespace)
+        return assess(self.policy, memory, self.proposals([memory], namespace=namespace)[memory.id])
+
+    def reports(
+        self, ids: Sequence[str] | None = None, *, namespace: str = "default"
+    ) -> builtins.list[MemoryReport]:
+        """:meth:`report` for many memories with one history read: ``ids`` in the order given
+        (an unknown one raises UnknownMemoryError), or every memory of the namespace."""
+        _name(namespace, "namespace")
+        if ids is None:
+            memories = self.backend.memories(namespace)
+        else:
+            wanted = [_memory_id(mid) for mid in ids]
+            by_id = {m.id: m for m in self.backend.memories(namespace, wanted)}
+            missing = [mid for mid in wanted if mid not in by_id]
+            if missing:
+                raise UnknownMemoryError(missing[0])
+            memories = [by_id[mid] for mid in wanted]
+        found = self.proposals(memories, namespace=namespace)
+        return [assess(self.policy, m, found[m.id]) for m in memories]
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
@@ -1210,9 +1341,7 @@ class MemoryStore:
         ('deprecate', 'deprecated', 'deprecated')
         """
         memory = self.get(memory_id, namespace=namespace)
-        recent = self.recent_counts(namespace).get(memory.id)
-        stream = self.outcome_streams(namespace).get(memory.id) if self.policy.change_detection else None
-        p = self.policy.propose(memory.id, memory.counts, memory.status, memory.standing, recent, stream=stream)
+        p = self.proposals([memory], namespace=namespace)[memory.id]
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
@@ -1230,7 +1359,7 @@ class MemoryStore:
                 if e.at >= day_ago and e.action in RATE_LIMITED
             ]
             if len(changes) >= self.policy.max_changes_per_day:
-                raise StoreError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
+                raise RateLimitError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
         return self._change(
             p.memory_id,
             p.field,
@@ -1255,10 +1384,10 @@ class MemoryStore:
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
-            raise ValidationError("audit_seq", f"no audit entry {audit_seq} in namespace {namespace!r}")
+            raise UnknownEntryError(audit_seq, namespace)
         current = getattr(self.get(entry.memory_id, namespace=namespace), entry.field)
         if current != entry.new:
-            raise StoreError(
+            raise ChangedError(
                 f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
             )
         suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
@@ -1291,7 +1420,7 @@ class MemoryStore:
     def rebuild_hot_tier(self, *, namespace: str = "default") -> int:
         """Rewrite the Redis hot tier of ``namespace`` from the database; returns how many memories."""
         if self.hot is None:
-            raise StoreError("no hot tier configured: open the store with hot_tier='redis://...'")
+            raise SettingsError("no hot tier configured: open the store with hot_tier='redis://...'")
         _name(namespace, "namespace")
         memories = self._hot_from_database(namespace)
         self.hot.replace(namespace, memories)
@@ -1301,7 +1430,7 @@ class MemoryStore:
     def check_hot_tier(self, *, namespace: str = "default") -> dict[str, builtins.list[str]]:
         """Differences between Redis and the hot set the database implies: missing, extra, stale ids."""
         if self.hot is None:
-            raise StoreError("no hot tier configured: open the store with hot_tier='redis://...'")
+            raise SettingsError("no hot tier configured: open the store with hot_tier='redis://...'")
         want = {m.id: m.payload() for m in self._hot_from_database(namespace)}
         have = self.hot.entries(namespace)
         stale = [mid for mid in sorted(set(want) & set(have)) if want[mid] != have[mid]]
@@ -1565,6 +1694,22 @@ def _confidence(value: object) -> float:
     return float(value)
 
 
+def _recent(history: list[tuple[OutcomeRow, Episode]], size: int) -> dict[str, Counts]:
+    """Each memory's counts over its last ``size`` direct retrievals in ``history`` (oldest first)."""
+    recent: dict[str, list[float]] = {}
+    full: set[str] = set()
+    for o, ep in reversed(history):  # newest first
+        for item in ep.items:
+            if item.memory_id in full:
+                continue
+            acc = recent.setdefault(item.memory_id, [0.0, 0.0, 0.0])
+            acc[0 if o.success else 1] += item.weight * o.confidence
+            acc[2] += 1
+            if acc[2] >= size:
+                full.add(item.memory_id)
+    return {mid: Counts(*v) for mid, v in recent.items()}
+
+
 def _encoder_named(name: str) -> Encoder:
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEncoder(int(name[8:]))
@@ -1572,4 +1717,4 @@ def _encoder_named(name: str) -> Encoder:
         from memworth.minilm import MiniLMEncoder
 
         return MiniLMEncoder()
-    raise StoreError(f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)")
+    raise SettingsError(f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)")

@@ -3,13 +3,13 @@
 from dataclasses import dataclass
 
 from memworth.counts import Counts
-from memworth.estimators import RawWorth, WilsonBound
+from memworth.estimators import RawWorth
 from memworth.store import MemoryStore
+from memworth.store.report import INTERVAL
 from memworth.store.store import credit_increments
 
 __all__ = ["Point", "trajectory"]
 
-CHUNK = 5000  # outcomes whose episodes are read in one go
 
 
 @dataclass(frozen=True)
@@ -48,34 +48,26 @@ def trajectory(store: MemoryStore, memory_id: str, namespace: str) -> list[Point
     if store.propagation > 0 and store.max_hops > 0:
         for src, dst, _kind in sorted(store.backend.edges(namespace)):
             parents.setdefault(src, []).append(dst)
-    log = list(store.backend.outcome_log())
-    wilson = WilsonBound(evidence="retrievals")
     points: list[Point] = []
     s = f = n = 0.0
-    for start in range(0, len(log), CHUNK):
-        chunk = log[start : start + CHUNK]
-        episodes = store.backend.episodes([o.episode_id for o in chunk])
-        for o in chunk:
-            ep = episodes[o.episode_id]
-            if ep.namespace != namespace:
-                continue
-            mine = [
-                i
-                for i in credit_increments(ep, o.success, o.confidence, parents, store.propagation, store.max_hops)
-                if i.memory_id == memory_id
-            ]
-            if not mine:
-                continue
-            for i in mine:
-                s, f, n = s + i.success, f + i.failure, n + i.n
-            counts = Counts(s, f, n)
-            lo, hi = wilson.interval(counts)
-            credit = sum(i.success + i.failure for i in mine)
-            direct = any(i.n > 0 for i in mine)
-            worth = float(RawWorth().value(counts))
-            points.append(
-                Point(
-                    o.episode_id, ep.query, o.recorded, o.success, direct, credit, counts, worth, float(lo), float(hi)
-                )
+    for o, ep in store.backend.history(namespace):
+        mine = [
+            i
+            for i in credit_increments(ep, o.success, o.confidence, parents, store.propagation, store.max_hops)
+            if i.memory_id == memory_id
+        ]
+        if not mine:
+            continue
+        for i in mine:
+            s, f, n = s + i.success, f + i.failure, n + i.n
+        counts = Counts(s, f, n)
+        lo, hi = INTERVAL.interval(counts)
+        credit = sum(i.success + i.failure for i in mine)
+        direct = any(i.n > 0 for i in mine)
+        worth = float(RawWorth().value(counts))
+        points.append(
+            Point(
+                o.episode_id, ep.query, o.recorded, o.success, direct, credit, counts, worth, float(lo), float(hi)
             )
+        )
     return points

@@ -13,12 +13,12 @@ import numpy as np
 
 from memworth.counts import Counts, CountsTable
 from memworth.errors import UnknownMemoryError, ValidationError
-from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import Proposal
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import STATUSES, AuditEntry
+from memworth.store.report import worth_of
 
 __all__ = [
     "CLASS_RANK",
@@ -80,10 +80,10 @@ def rows(store: MemoryStore, memories: list[Memory]) -> list[Row]:
         np.array([m.counts.failure for m in memories]),
         np.array([m.counts.n for m in memories]),
     )
-    worth = np.asarray(RawWorth().value(table), dtype=float)
-    lo, hi = (np.asarray(v, dtype=float) for v in WilsonBound(evidence="retrievals").interval(table))
-    classes = store.taxonomy.classify_table(table)
-    return [Row(m, float(worth[i]), float(lo[i]), float(hi[i]), str(classes[i])) for i, m in enumerate(memories)]
+    w = worth_of(store.policy, table)
+    return [
+        Row(m, float(w.worth[i]), float(w.lower[i]), float(w.upper[i]), w.value_class[i]) for i, m in enumerate(memories)
+    ]
 
 
 def sort_key(column: str) -> Callable[[Row], Any]:
@@ -262,20 +262,18 @@ def memory_page(store: MemoryStore, memory_id: str, namespace: str) -> MemoryPag
     except ValidationError:  # an id that is not even valid is not found either
         raise UnknownMemoryError(memory_id) from None
     points = trajectory(store, m.id, namespace)
-    recent = store.recent_counts(namespace).get(m.id)
-    proposal = store.policy.propose(m.id, m.counts, m.status, m.standing, recent)
+    report = store.report(m.id, namespace=namespace)  # the same report and proposal every face shows
     changes = store.audit(m.id, namespace=namespace)[::-1]
-    lo, hi = WilsonBound(evidence="retrievals").interval(m.counts)
     return MemoryPage(
-        memory=m,
-        klass=store.taxonomy.classify(m.counts),
-        lower=float(lo),
-        upper=float(hi),
-        hot=store.policy.hot(m.counts, m.status),
+        memory=report.memory,
+        klass=store.taxonomy.classify(report.memory.counts),
+        lower=report.lower,
+        upper=report.upper,
+        hot=report.hot,
         theta_low=store.taxonomy.theta_low,
         theta_high=store.taxonomy.theta_high,
         points=points,
-        proposal=proposal,
+        proposal=report.proposal,
         changes=changes,
         undoable=undoable(changes, {m.id: m}),
     )

@@ -23,7 +23,7 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",  # "no-referrer" would make browsers send "Origin: null"
     "Cache-Control": "no-store",
 }
-TITLES = {404: "Not found", 409: "Conflict", 422: "Invalid request", 503: "Store unavailable"}
+TITLES = {404: "Not found", 409: "Conflict", 422: "Invalid request", 429: "Too many changes", 500: "Store error", 503: "Store unavailable"}
 
 P = ParamSpec("P")
 
@@ -55,10 +55,7 @@ def refusal_page(exc: Refused) -> HTMLResponse:
 
 def status_of(exc: MemworthError) -> tuple[int, str]:
     """The HTTP status the API gives ``exc``, and a title for its page."""
-    from memworth.server.app import STATUS
-
-    status = next(code for cls, code in STATUS if isinstance(exc, cls))
-    return status, TITLES.get(status, "Refused")
+    return exc.status, TITLES.get(exc.status, "Refused")
 
 
 def error_pages(fn: Callable[P, Response]) -> Callable[P, Response]:

@@ -24,7 +24,17 @@ from mcp_types import TextResourceContents
 from memworth import MemoryStore
 from memworth.mcp_server import memory_uri
 
-TOOLS = {"remember", "recall", "report_outcome", "worth", "governance_proposals"}
+TOOLS = {
+    "remember",
+    "recall",
+    "report_outcome",
+    "worth",
+    "governance_proposals",
+    "verification_queue",
+    "resolve_memory",
+    "pin_memory",
+    "unpin_memory",
+}
 GUARD = 180  # seconds: a hung server fails the test instead of hanging CI (not a timing check)
 
 

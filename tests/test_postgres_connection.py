@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from memworth import HashingEncoder, MemoryStore, StoreError, ValidationError
+from memworth.errors import UnavailableError
 from memworth.store.postgres import POOL_TIMEOUT, PostgresBackend, _parse_url, _split_url
 
 POSTGRES = os.environ.get("MEMWORTH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -73,7 +74,7 @@ def test_a_closed_port_is_a_clear_store_error_after_the_pool_timeout() -> None:
     with pytest.raises(StoreError) as err:
         MemoryStore.open(url, encoder=HashingEncoder())
     waited = time.monotonic() - started
-    assert type(err.value) is StoreError  # not psycopg's or psycopg_pool's
+    assert type(err.value) is UnavailableError and err.value.status == 503  # not psycopg's or psycopg_pool's
     message = str(err.value)
     assert "PostgreSQL at postgresql://u:***@127.0.0.1:1/db" in message and "unreachable" in message
     assert "within 1 s" in message and "refused" in message and "secret" not in message
@@ -191,7 +192,7 @@ def test_an_outage_is_a_clear_store_error_and_the_store_recovers(relay: Relay) -
             started = time.monotonic()
             with pytest.raises(StoreError) as err:
                 store.add(f"note {i}", id=f"note-{i}")
-            assert type(err.value) is StoreError and time.monotonic() - started < GUARD
+            assert type(err.value) is UnavailableError and time.monotonic() - started < GUARD
             seen.append(err.value)
         assert all(f"127.0.0.1:{relay.port}" in str(e) for e in seen)
         last = str(seen[-1])

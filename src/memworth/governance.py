@@ -43,11 +43,13 @@ from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
 from memworth.sequences import SequentialDeprecation
+from memworth.verification import ProbeTest
 
 __all__ = ["GovernancePolicy", "Proposal"]
 
 ACTIONS = {
     "re-verify": ("standing", "re-verify"),
+    "release": ("standing", "normal"),
     "deprecate": ("status", "deprecated"),
     "suppress": ("status", "suppressed"),
     "promote": ("standing", "promoted"),
@@ -90,14 +92,22 @@ class GovernancePolicy:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
     retrieval, valid when credit is uniform).
 
+    A person's decision holds governance back: after a restore, an approval, a verdict
+    on a quarantined memory or a status or standing set by hand, nothing is proposed for
+    that memory until it has ``pin_evidence`` more retrievals (an explicit pin holds until
+    unpinned). A quarantined memory (standing ``re-verify``) is released or suppressed by
+    the probe test (:class:`memworth.verification.ProbeTest` with ``probe_alpha``, the
+    chance of releasing a memory still broken, and ``probe_beta``, of suppressing one that
+    recovered).
+
     Every setting is checked when the policy is made (``dataclasses.replace`` included):
     probabilities and worth thresholds in [0, 1] with ``theta_low <= theta_high`` and
     ``demote_below <= promote_above``, ``min_evidence`` a finite number >= 0,
     ``staleness_window`` an integer >= 1, ``max_changes_per_day`` an integer >= 0,
     ``change_odds_ratio`` and ``deprecation_alpha`` in (0, 1), ``change_threshold`` and
     ``change_reference_half_life`` and ``change_context_strength`` finite and > 0,
-    ``change_min_history`` >= 0,
-    ``change_detection`` a bool. A bool is not a number and a string is not either.
+    ``change_min_history`` >= 0, ``pin_evidence`` >= 0, ``probe_alpha`` and ``probe_beta``
+    in (0, 0.5), ``change_detection`` a bool. A bool is not a number and a string is not either.
 
     Raises
     ------
@@ -159,6 +169,9 @@ class GovernancePolicy:
     deprecation: str = "fixed"
     deprecation_alpha: float = 0.05
     deprecation_evidence: str = "weighted"
+    pin_evidence: float = 50.0
+    probe_alpha: float = 0.05
+    probe_beta: float = 0.05
 
     def __post_init__(self) -> None:
         _check_policy(self)
@@ -189,6 +202,10 @@ class GovernancePolicy:
             if name not in known:
                 raise ValidationError(str(name), f"not a governance setting (known: {', '.join(known)})")
         return cls(**settings)
+
+    def probe_test(self) -> ProbeTest:
+        """The sequential test that resolves a quarantined memory from its probe outcomes."""
+        return ProbeTest(self.probe_alpha, self.probe_beta)
 
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
@@ -333,10 +350,14 @@ class GovernancePolicy:
             return make(decision.action, decision.reason)
         return None
 
-    def hot(self, counts: Counts, status: str) -> bool:
-        """Hot-tier eligibility (note 003): active, worth >= ``hot_worth``, enough evidence."""
+    def hot(self, counts: Counts, status: str, standing: str = "normal") -> bool:
+        """Hot-tier eligibility (note 003): active, not quarantined (standing ``re-verify``),
+        worth >= ``hot_worth``, enough evidence."""
         return (
-            status == "active" and counts.n >= self.min_evidence and float(RawWorth().value(counts)) >= self.hot_worth
+            status == "active"
+            and standing != "re-verify"
+            and counts.n >= self.min_evidence
+            and float(RawWorth().value(counts)) >= self.hot_worth
         )
 
     def may_consolidate(self, counts: Counts) -> bool:
@@ -410,4 +431,7 @@ def _check_policy(policy: GovernancePolicy) -> None:
     if not isinstance(policy.deprecation, str) or policy.deprecation not in DEPRECATION_MODES:
         raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {policy.deprecation!r}")
     _number(policy, "deprecation_alpha", 0.0, 1.0, open_ends=True)
+    _number(policy, "pin_evidence", 0.0)
+    _number(policy, "probe_alpha", 0.0, 0.5, open_ends=True)
+    _number(policy, "probe_beta", 0.0, 0.5, open_ends=True)
     check_unit(policy.deprecation_evidence, "deprecation_evidence")

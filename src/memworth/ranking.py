@@ -8,6 +8,11 @@ Scores (``ScoreRule``):
 * :class:`CosineRecencyWorth` - note 003: ``similarity * recency * worth``;
 * :class:`LowerBoundBlend` - the blend on a lower bound of worth (cautious at low evidence).
 
+Standing feeds every rule the same way (:func:`with_standing`): a ``promoted`` memory's
+score gains the rule's ``promoted_boost`` (default 0.1), a ``demoted`` one's loses
+``demoted_penalty`` (default 0.1): note 003's "boost activation" and "lower activation".
+A memory under ``re-verify`` is quarantined by the store instead (served only as a probe).
+
 Selection (:func:`select`) fills k slots by score, except that each slot is, with
 probability ``exploration``, given to a low-evidence candidate drawn uniformly: the
 exploration floor that keeps assumption A2 true. It returns each pick's exact inclusion
@@ -26,7 +31,16 @@ from memworth.counts import CountsTable
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 
-__all__ = ["Blend", "CosineRecencyWorth", "LowerBoundBlend", "ScoreRule", "Selection", "drop", "select"]
+__all__ = [
+    "Blend",
+    "CosineRecencyWorth",
+    "LowerBoundBlend",
+    "ScoreRule",
+    "Selection",
+    "drop",
+    "select",
+    "with_standing",
+]
 
 
 def _weights(similarity: float, worth: float) -> None:
@@ -51,6 +65,8 @@ class Blend:
     similarity: float = 0.6
     worth: float = 0.4
     estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
+    promoted_boost: float = 0.1
+    demoted_penalty: float = 0.1
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         _weights(self.similarity, self.worth)
@@ -80,6 +96,8 @@ class CosineRecencyWorth:
 
     half_life_days: float = 30.0
     estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
+    promoted_boost: float = 0.1
+    demoted_penalty: float = 0.1
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         h = self.half_life_days
@@ -90,6 +108,29 @@ class CosineRecencyWorth:
 
 
 ScoreRule = Blend | LowerBoundBlend | CosineRecencyWorth
+
+
+def with_standing(rule: ScoreRule, scores: np.ndarray, standing: object) -> np.ndarray:
+    """``scores`` with each memory's standing applied: ``+ rule.promoted_boost`` for a
+    promoted memory, ``- rule.demoted_penalty`` for a demoted one (others unchanged).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with_standing(Blend(), np.array([0.5, 0.5, 0.5]), ["promoted", "normal", "demoted"]).round(2)
+    array([0.6, 0.5, 0.4])
+    """
+    scores = np.asarray(scores, dtype=float)
+    if standing is None:
+        return scores
+    for name in ("promoted_boost", "demoted_penalty"):
+        v = getattr(rule, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)) or v < 0:
+            raise ValidationError(name, f"must be a finite number >= 0, got {v!r}")
+    marks = np.asarray(standing, dtype=object)
+    if marks.shape != scores.shape:
+        raise ValidationError("standing", f"has {marks.size} entries for {scores.size} scores")
+    return scores + rule.promoted_boost * (marks == "promoted") - rule.demoted_penalty * (marks == "demoted")
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,10 @@ def register(commands: Any) -> None:
             _holdout,
         ),
         ("restore", "undo one audited change", _restore_args, _restore),
+        ("queue", "memories quarantined for re-verification, awaiting a verdict", lambda p: None, _queue),
+        ("resolve", "resolve a quarantined memory: confirmed, stale or edited", _resolve_args, _resolve),
+        ("pin", "keep governance away from a memory until it is unpinned", _pin_args, _pin),
+        ("unpin", "end a memory's pin", _pin_args, _unpin),
         (
             "config",
             "show the governance policy the store keeps, or set its settings (a new version)",
@@ -275,6 +279,12 @@ def _worth(store: MemoryStore, args: argparse.Namespace) -> int:
         f"  status {report['status']}, standing {report['standing']}, hot tier {'yes' if report['hot'] else 'no'}",
         "  proposal: none" if p is None else f"  proposal: {p['action']} ({p['reason']})",
     ]
+    if report["pin"] is not None:
+        pin, held = report["pin"], report["held"]
+        until = "until unpinned" if pin["until"] is None else f"until {pin['until']:g} retrievals"
+        lines.append(f"  pinned by audit entry #{pin['audit_seq']} ({pin['action']}) {until}")
+        if held is not None:
+            lines.append(f"  held back: {held['action']} ({held['reason']})")
     _emit(args, report, "\n".join(lines))
     return 0
 
@@ -436,6 +446,61 @@ def _restore_args(p: argparse.ArgumentParser) -> None:
 def _restore(store: MemoryStore, args: argparse.Namespace) -> int:
     e = store.restore(args.seq, reason=args.reason, namespace=args.namespace)
     _emit(args, e, f"#{e.seq} {e.memory_id}: {e.field} {e.old} -> {e.new}")
+    return 0
+
+
+def _decision_line(e: Any) -> str:
+    return f"#{e.seq} {e.memory_id}: {e.action} ({e.field} {e.old or '-'} -> {e.new})"
+
+
+def _queue(store: MemoryStore, args: argparse.Namespace) -> int:
+    rows = [r.row() for r in store.queue(namespace=args.namespace)]
+    lines = [
+        f"{r['id']:<24} worth {r['worth']:.3f} over {r['counts']['retrievals']:g} retrievals"
+        + ("" if r["proposal"] is None else f"  proposal: {r['proposal']['action']} ({r['proposal']['reason']})")
+        for r in rows
+    ]
+    _emit(args, rows, "\n".join(lines) or "no memory awaits verification")
+    return 0
+
+
+def _resolve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+    p.add_argument("verdict", choices=["confirmed", "stale", "edited"], help="what a person found")
+    p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    p.add_argument("--text", help="with edited: the corrected text (a new memory replaces this one)")
+    p.add_argument("--new-id", help="with edited: the new memory's id (default <id>~<8 hex>)")
+    p.add_argument("--status", choices=["suppressed", "deprecated"], default="suppressed", help="with stale")
+
+
+def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.resolve(
+        args.id,
+        args.verdict,
+        reason=args.reason,
+        text=args.text,
+        new_id=args.new_id,
+        status=args.status,
+        namespace=args.namespace,
+    )
+    _emit(args, e, _decision_line(e))
+    return 0
+
+
+def _pin_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+    p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+
+
+def _pin(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.pin(args.id, reason=args.reason, namespace=args.namespace)
+    _emit(args, e, _decision_line(e))
+    return 0
+
+
+def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.unpin(args.id, reason=args.reason, namespace=args.namespace)
+    _emit(args, e, _decision_line(e))
     return 0
 
 

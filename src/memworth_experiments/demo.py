@@ -149,7 +149,7 @@ def print_report(gov: dict[str, Any], base: dict[str, Any], shift: int, args: ar
     events = gov["events"]
     protective = [e for e in events if e["action"] in ("re-verify", "suppress", "deprecate")]
     print("\n== What governance did ==")
-    for e in protective:
+    for e in (x for x in events if x["action"] in ("re-verify", "suppress", "deprecate", "release")):
         print(f"episode {e['episode']:>5}: {e['action']:<9} {e['memory']:<15} {e['change']:<28} because {e['reason']}")
     for action in ("promote", "demote"):
         names = [e["memory"] for e in events if e["action"] == action]
@@ -169,6 +169,11 @@ def print_report(gov: dict[str, Any], base: dict[str, Any], shift: int, args: ar
     for e in (x for x in protective if x["memory"] == "stale"):
         print(f"  stale: {e['action']} at episode {e['episode']} ({e['episode'] - shift} episodes after the shift)")
     collateral = sorted({e["memory"] for e in protective if e["memory"] != "stale"})
+    for mid in collateral:
+        flagged = min(e["episode"] for e in protective if e["memory"] == mid)
+        back = [e["episode"] for e in events if e["memory"] == mid and e["action"] == "release" and e["episode"] > flagged]
+        if back:
+            print(f"  {mid}: quarantined at episode {flagged}, released by its probe outcomes at episode {back[0]}")
     if collateral:
         print(
             f"  also flagged, though not stale themselves: {', '.join(collateral)} (they were retrieved beside the "
@@ -186,6 +191,16 @@ def print_report(gov: dict[str, Any], base: dict[str, Any], shift: int, args: ar
     fam = np.array(gov["families"])[shift:]
     geo = fam == "geography_new"
     print(f"post-shift geography tasks: governed {after_g[geo].mean():.3f}   ungoverned {after_b[geo].mean():.3f}")
+    # Before quarantine, the stale memory was served until its suppression near episode 400:
+    # the window that shows whether early detection buys the agent anything.
+    end = min(g.size, 400)
+    early = slice(shift, end)
+    geo_early = np.array(gov["families"])[early] == "geography_new"
+    d, lo, hi = _rate_ci(g[early][geo_early], b[early][geo_early])
+    print(
+        f"post-shift geography tasks, episodes {shift + 1}-{end}: governed {g[early][geo_early].mean():.3f}   "
+        f"ungoverned {b[early][geo_early].mean():.3f}   lift {d:+.3f} (95% CI {lo:+.3f} to {hi:+.3f})"
+    )
     print("\n== Final standing of the governed store (memories not active or not normal) ==")
     for m in gov["final"].values():
         c = m.counts

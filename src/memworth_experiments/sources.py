@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from memworth import Blend, MemoryStore, ValidationError
+from memworth import Blend, MemoryStore
+from memworth.errors import RateLimitError
 from memworth.sources import BurstDetector, Reliability, SourceLimit
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw, spearman
 
@@ -99,7 +100,7 @@ def run_pass(cfg: dict[str, Any], seed: int, episodes: int, gamed: bool) -> dict
             ep = store.recall(query, k=k, episode_id=f"e{t}").episode
             try:
                 store.record(ep, reported, source=source)
-            except ValidationError:
+            except RateLimitError:  # the quota refused it (429), nothing recorded
                 refused[name]["gamer" if source == "agent-b" else "honest"] += 1
             if audit:
                 store.verify(ep, truth)

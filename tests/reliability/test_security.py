@@ -105,7 +105,7 @@ def test_no_answer_shows_a_database_or_redis_password(private_pg: PrivatePostgre
             answers.append(client.post("/v1/recall", json={"query": "fact"}, headers=h))
         finally:
             private_pg.start()
-        assert answers[-1].status_code == 503 and answers[-1].json()["error"]["type"] == "StoreError"
+        assert answers[-1].status_code == 503 and answers[-1].json()["error"]["type"] == "UnavailableError"
         errors = []
         for call in (lambda: s.list(namespace=A), lambda: s.check_hot_tier(namespace=A)):
             try:

@@ -89,7 +89,10 @@ def test_rate_limit_caps_promote_and_demote_per_memory_per_day(make_store: Calla
     target = drive(s, "reverse a python list", [True] * 12)
     first = s.govern(apply=True)
     assert [(e.memory_id, e.action) for e in first.applied] == [(target, "promote")]
-    s.restore(first.applied[0].seq)  # back to normal: govern proposes promote again ...
+    s.restore(first.applied[0].seq)  # back to normal: a person's restore pins it ...
+    held = s.govern(apply=True)
+    assert held.applied == [] and "pinned by a person" in held.skipped[0][1]
+    s.unpin(target, reason="let governance decide again")  # ... unpinned, govern proposes promote again ...
     again = s.govern(apply=True)  # ... but one promote/demote per day is the limit
     assert again.applied == [] and [(p.memory_id, p.action) for p, _why in again.skipped] == [(target, "promote")]
     assert "rate limit" in again.skipped[0][1] and s.get(target).standing == "normal"

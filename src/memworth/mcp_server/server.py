@@ -24,10 +24,12 @@ from memworth import __version__
 from memworth.errors import MemworthError, UnknownMemoryError, ValidationError
 from memworth.mcp_server.views import (
     CreditedView,
+    DecisionView,
     GovernanceView,
     MemoryView,
     OutcomeView,
     ProposalView,
+    QueueView,
     RecalledView,
     RecallView,
     WorthView,
@@ -172,8 +174,8 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     >>> from memworth import HashingEncoder, MemoryStore
     >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
     >>> server = create_server(store)
-    >>> sorted(t.name for t in asyncio.run(server.list_tools()))
-    ['governance_proposals', 'recall', 'remember', 'report_outcome', 'worth']
+    >>> print(" ".join(sorted(t.name for t in asyncio.run(server.list_tools()))))
+    governance_proposals pin_memory recall remember report_outcome resolve_memory unpin_memory verification_queue worth
     >>> r = asyncio.run(server.call_tool("remember", {"text": "Reverse a list with [::-1].", "id": "rev"}))
     >>> r.structured_content["worth"], r.structured_content["class"]
     (0.5, 'uncertain')
@@ -261,6 +263,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
                 score=x.score,
                 propensity=x.propensity,
                 explored=x.explored,
+                probe=x.probe,
             )
             for x in r
         ]
@@ -302,6 +305,46 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             return WorthView.model_validate(store.report(id, namespace=namespace).row())
 
         return call(read, "id")
+
+    @tool(reads)
+    def verification_queue() -> QueueView:
+        """Memories quarantined for re-verification (recall serves them only as marked probes),
+        each with its worth, evidence and why it was flagged. Resolve one with resolve_memory."""
+        reports = call(lambda: store.queue(namespace=namespace), "namespace")
+        return QueueView(namespace=namespace, memories=[WorthView.model_validate(r.row()) for r in reports])
+
+    @tool(writes)
+    def resolve_memory(
+        id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
+        verdict: Annotated[
+            Literal["confirmed", "stale", "edited"],
+            Field(description="confirmed: still right; stale: take it out of recall; edited: replace its text"),
+        ],
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        text: Annotated[str | None, Field(description="with edited: the corrected text")] = None,
+    ) -> DecisionView:
+        """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
+        and sticks: governance proposes nothing for the memory until new evidence comes."""
+        entry = call(lambda: store.resolve(id, verdict, reason=reason, text=text, namespace=namespace), "id")
+        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
+
+    @tool(writes)
+    def pin_memory(
+        id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+    ) -> DecisionView:
+        """Keep governance away from a memory (no proposals for it) until it is unpinned."""
+        entry = call(lambda: store.pin(id, reason=reason, namespace=namespace), "id")
+        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
+
+    @tool(writes)
+    def unpin_memory(
+        id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
+        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+    ) -> DecisionView:
+        """End a memory's pin, so governance may propose changes for it again."""
+        entry = call(lambda: store.unpin(id, reason=reason, namespace=namespace), "id")
+        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
 
     @tool(reads)
     def governance_proposals() -> GovernanceView:

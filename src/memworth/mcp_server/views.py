@@ -65,6 +65,9 @@ class RecalledView(_View):
     score: float = Field(description="the ranking score (similarity and worth blended)")
     propensity: float = Field(description="probability that recall picked this memory")
     explored: bool = Field(description="picked by the exploration floor, not by score")
+    probe: bool = Field(
+        default=False, description="a memory quarantined for re-verification, served as a test: treat it with doubt"
+    )
 
 
 class RecallView(_View):
@@ -103,6 +106,13 @@ class ProposalView(_View):
     numbers: dict[str, Any] = Field(description="the evidence behind the proposal")
 
 
+class PinView(_View):
+    until: float | None = Field(description="retrievals the memory must reach before governance proposes again (null: until unpinned)")
+    audit_seq: int
+    action: str
+    reason: str
+
+
 class WorthView(_View):
     """:meth:`memworth.store.report.MemoryReport.row`, field for field (the HTTP ``/worth`` body too)."""
 
@@ -120,6 +130,23 @@ class WorthView(_View):
     hot: bool = Field(description="eligible for the hot tier (active, worth >= 0.5, enough evidence)")
     may_consolidate: bool = Field(description="False for high-value memories, which are kept as they are")
     proposal: ProposalView | None = Field(description="what governance would change now, if anything")
+    pin: PinView | None = Field(default=None, description="a person's decision that holds governance back")
+    held: ProposalView | None = Field(default=None, description="the proposal the pin holds back")
+
+
+class QueueView(_View):
+    namespace: str
+    memories: list[WorthView] = Field(description="quarantined memories awaiting verification, with their reports")
+
+
+class DecisionView(_View):
+    seq: int = Field(description="the audit entry's number (restore it with memworth restore)")
+    memory_id: str
+    action: str
+    field: str
+    old: str
+    new: str
+    reason: str
 
 
 class GovernanceView(_View):

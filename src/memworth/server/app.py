@@ -81,6 +81,18 @@ class GovernRequest(_Strict):
     apply: bool = False
 
 
+class ResolveRequest(_Strict):
+    verdict: Literal["confirmed", "stale", "edited"]
+    reason: str = Field(min_length=1, max_length=2000)
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
+    new_id: str | None = Field(default=None, min_length=1, max_length=200)
+    status: Literal["suppressed", "deprecated"] = "suppressed"
+
+
+class PinRequest(_Strict):
+    reason: str = Field(min_length=1, max_length=2000)
+
+
 class RestoreRequest(_Strict):
     reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
 
@@ -246,6 +258,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
                     "score": x.score,
                     "propensity": x.propensity,
                     "explored": x.explored,
+                    "probe": x.probe,
                 }
                 for x in r
             ],
@@ -291,6 +304,40 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "level": r.level,
             "method": r.method,
         }
+
+    @app.get("/v1/queue")
+    def queue(namespace: Tenant) -> list[dict[str, Any]]:
+        """Memories awaiting verification (quarantined), each with its report."""
+        return [r.row() for r in call(lambda: store.queue(namespace=namespace))]
+
+    @app.post("/v1/memories/{memory_id:path}/resolve")
+    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Tenant) -> dict[str, Any]:
+        """Resolve a quarantined memory: confirmed, stale or edited (audited; a person's decision sticks)."""
+        mid = path_id(memory_id)
+        entry = call(
+            lambda: store.resolve(
+                mid,
+                body.verdict,
+                reason=body.reason,
+                text=body.text,
+                new_id=body.new_id,
+                status=body.status,
+                namespace=namespace,
+            )
+        )
+        return dict(entry.__dict__)
+
+    @app.post("/v1/memories/{memory_id:path}/pin")
+    def pin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
+        """Keep governance away from a memory until it is unpinned (audited)."""
+        mid = path_id(memory_id)
+        return dict(call(lambda: store.pin(mid, reason=body.reason, namespace=namespace)).__dict__)
+
+    @app.post("/v1/memories/{memory_id:path}/unpin")
+    def unpin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
+        """End a memory's pin (audited)."""
+        mid = path_id(memory_id)
+        return dict(call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace)).__dict__)
 
     @app.post("/v1/audit/{seq}/restore")
     def restore(seq: int, body: RestoreRequest, namespace: Tenant) -> dict[str, Any]:

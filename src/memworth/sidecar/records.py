@@ -30,6 +30,7 @@ class Ranked:
     registered: bool
     propensity: float = 1.0
     explored: bool = False
+    probe: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import numpy as np
 from memworth.counts import Counts, CountsTable
 from memworth.credit import normalise
 from memworth.errors import DuplicateError, UnknownMemoryError, ValidationError
-from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import Proposal
 from memworth.ranking import ScoreRule, Selection
 from memworth.sidecar.arguments import (
@@ -25,7 +24,7 @@ from memworth.sidecar.arguments import (
 from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
-from memworth.store.report import MemoryReport
+from memworth.store.report import MemoryReport, worth_of
 from memworth.store.store import (
     UNGOVERNED,
     GovernanceReport,
@@ -145,23 +144,38 @@ class Sidecar:
 
     def filter(self, ids: Sequence[str], *, namespace: str = "default") -> list[str]:
         """``ids`` without the suppressed, deprecated or archived ones, in the order given
-        (an unregistered id has no evidence against it and is kept)."""
+        (an unregistered id has no evidence against it and is kept), and without the
+        quarantined ones (standing ``re-verify``), which are served only as probes by :meth:`retrieve`."""
         _name(namespace, "namespace")
         wanted = check_ids(ids)
         known = self._known(wanted, namespace)
-        return [mid for mid in wanted if mid not in known or known[mid].status == "active"]
+        return [
+            mid
+            for mid in wanted
+            if mid not in known or (known[mid].status == "active" and known[mid].standing != "re-verify")
+        ]
 
     # -- ranking and episodes -----------------------------------------------------------
 
     def _rank(
-        self, candidates: object, namespace: str, statuses: tuple[str, ...] = ("active",)
+        self,
+        candidates: object,
+        namespace: str,
+        statuses: tuple[str, ...] = ("active",),
+        *,
+        quarantined: bool = True,
     ) -> tuple[list[str], np.ndarray, CountsTable, np.ndarray, dict[str, Memory]]:
-        """Unknown candidates and those with one of ``statuses``, with their given similarity,
-        counts and creation time."""
+        """Unknown candidates and those with one of ``statuses`` (without the ones under
+        re-verify unless ``quarantined``), with their given similarity, counts and creation time."""
         _name(namespace, "namespace")
         ids, sims = candidate_scores(candidates)
         known = self._known(ids, namespace)
-        keep = [i for i, mid in enumerate(ids) if mid not in known or known[mid].status in statuses]
+
+        def kept(mid: str) -> bool:
+            m = known.get(mid)
+            return m is None or (m.status in statuses and (quarantined or m.standing != "re-verify"))
+
+        keep = [i for i, mid in enumerate(ids) if kept(mid)]
         ids = [ids[i] for i in keep]
         sims = sims[keep]
         mems = [known.get(mid) for mid in ids]
@@ -185,12 +199,12 @@ class Sidecar:
         picked: np.ndarray,
         propensity: np.ndarray | None = None,
         explored: np.ndarray | None = None,
+        probe: np.ndarray | None = None,
     ) -> list[Ranked]:
         if not ids:
             return []
-        worth = np.asarray(RawWorth().value(table), dtype=float)
-        lo, hi = WilsonBound(evidence="retrievals").interval(table)
-        classes = self.store.taxonomy.classify_table(table)
+        shown = worth_of(self.store.policy, table)
+        worth, lo, hi, classes = shown.worth, shown.lower, shown.upper, shown.value_class
         out = []
         for pos, i in enumerate(picked):
             m = known.get(ids[i])
@@ -208,6 +222,7 @@ class Sidecar:
                     m is not None,
                     1.0 if propensity is None else float(propensity[pos]),
                     False if explored is None else bool(explored[pos]),
+                    False if probe is None else bool(probe[pos]),
                 )
             )
         return out
@@ -232,8 +247,9 @@ class Sidecar:
         """
         if k is not None:
             check_k(k)
-        ids, sims, table, created, known = self._rank(candidates, namespace)
-        scores = self.store.score(sims, table, created, scoring) if ids else np.zeros(0)
+        ids, sims, table, created, known = self._rank(candidates, namespace, quarantined=False)
+        standing = [known[mid].standing if mid in known else "normal" for mid in ids]
+        scores = self.store.score(sims, table, created, scoring, standing) if ids else np.zeros(0)
         order = np.argsort(-scores, kind="stable")[: len(ids) if k is None else k]
         return self._ranked(ids, sims, scores, table, known, order)
 
@@ -270,18 +286,21 @@ class Sidecar:
             order = np.argsort(-sims, kind="stable")[:k]
             sel = Selection(order, np.zeros(order.size, dtype=bool), np.ones(order.size))
             weights = self.store._credit(sims[order])
+            probe = np.zeros(order.size, dtype=bool)
             diagnostics["holdout"] = True
         else:
             ids, sims, table, created, known = self._rank(candidates, namespace)
-            sel, scores, weights = self.store.choose(namespace, ids, sims, table, created, k, diagnostics, scoring)
+            standing = [known[mid].standing if mid in known else "normal" for mid in ids]
+            choice = self.store.choose(namespace, ids, sims, table, created, k, diagnostics, scoring, standing)
+            sel, scores, weights, probe = choice.selection, choice.scores, choice.weights, choice.probe
         picked = [ids[i] for i in sel.picked]
         self._ensure(picked, known, namespace)
         items = tuple(
-            EpisodeItem(mid, float(w), float(p), pos)
-            for pos, (mid, w, p) in enumerate(zip(picked, weights, sel.propensity, strict=True))
+            EpisodeItem(mid, float(w), float(p), pos, bool(q))
+            for pos, (mid, w, p, q) in enumerate(zip(picked, weights, sel.propensity, probe, strict=True))
         )
         episode = self._log(items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout")))
-        results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored)
+        results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored, probe)
         return Retrieval(episode, tuple(results), diagnostics)
 
     def retrieved(

@@ -20,9 +20,11 @@ import numpy as np
 from memworth.counts import Counts
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
-__all__ = ["Backend", "Increment", "NewMemory", "joined", "redact"]
+__all__ = ["NOTE_FIELDS", "Backend", "Increment", "NewMemory", "joined", "redact"]
 
 SCHEMA_VERSION = 3
+NOTE_FIELDS = ("pin", "verification")
+"""Audit entries that record a decision without changing a column (pins, verifier failures)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Backend(Protocol):
         ...
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
         The narrow read recall ranks on; it then reads only the memories it returns.
         """
@@ -152,7 +154,10 @@ class Backend(Protocol):
 
     def change(self, entry: AuditEntry) -> AuditEntry:
         """Set ``entry.field`` (status or standing) from ``entry.old`` to ``entry.new`` and append the
-        audit entry, atomically; StoreError if the field no longer holds ``old``. Returns it with its seq."""
+        audit entry, atomically; StoreError if the field no longer holds ``old``. Returns it with its seq.
+
+        A field of :data:`NOTE_FIELDS` (a pin, a verifier's failure) changes no column: the
+        entry is appended if the memory exists (else UnknownMemoryError)."""
         ...
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
@@ -220,11 +225,11 @@ def joined(
 
     ``heads``: ``(seq, episode_id, success, source, confidence, recorded, query, context,
     created, holdout)`` in commit order; ``items``: ``(episode_id, position, memory_id,
-    weight, propensity)`` in the same order, by position within an episode.
+    weight, propensity, probe)`` in the same order, by position within an episode.
     """
     by_episode: dict[str, list[EpisodeItem]] = {}
-    for eid, pos, mid, w, p in items:
-        by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
+    for eid, pos, mid, w, p, probe in items:
+        by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
     return [
         (
             OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace),

@@ -14,7 +14,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
-from memworth.store.backend import SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.backend import NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -71,15 +71,17 @@ class MemoryBackend:
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
 
-    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float]]:
-        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+    def candidates(
+        self, namespace: str, ids: Sequence[str]
+    ) -> list[tuple[str, str, float, float, float, float, str]]:
+        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
         with self._lock:
             found = [self._memories.get((namespace, mid)) for mid in dict.fromkeys(ids)]
             return [
-                (m.id, m.status, m.created, m.counts.success, m.counts.failure, m.counts.n)
+                (m.id, m.status, m.created, m.counts.success, m.counts.failure, m.counts.n, m.standing)
                 for m in found
                 if m is not None
             ]
@@ -200,6 +202,10 @@ class MemoryBackend:
             m = self._memories.get(key)
             if m is None:
                 raise UnknownMemoryError(entry.memory_id)
+            if entry.field in NOTE_FIELDS:
+                saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
+                self._audit.append(saved)
+                return saved
             if getattr(m, entry.field) != entry.old:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"

@@ -66,6 +66,7 @@ from memworth.errors import (
 )
 from memworth.store.backend import (
     MEMORY_COLUMNS,
+    NOTE_FIELDS,
     SCHEMA_VERSION,
     Increment,
     NewMemory,
@@ -145,11 +146,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded)",
     ],
     # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
-    # indexed read (governance, stats and the dashboard never scan other tenants' logs).
+    # indexed read (governance, stats and the dashboard never scan other tenants' logs);
+    # an episode item says whether it was served as a probe of a quarantined memory.
     3: [
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS namespace TEXT NOT NULL DEFAULT ''",
         "UPDATE outcomes o SET namespace = e.namespace FROM episodes e WHERE e.id = o.episode_id AND o.namespace = ''",
         "CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq)",
+        "ALTER TABLE episode_items ADD COLUMN IF NOT EXISTS probe BOOLEAN NOT NULL DEFAULT FALSE",
     ],
 }
 
@@ -494,12 +497,13 @@ class PostgresBackend:
         return memories_from_rows(namespace, rows, edges, json_text=False)
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
         return self._read(
-            "SELECT id, status, created, success, failure, n FROM memories WHERE namespace = %s AND id = ANY(%s)",
+            "SELECT id, status, created, success, failure, n, standing FROM memories"
+            " WHERE namespace = %s AND id = ANY(%s)",
             (namespace, list(dict.fromkeys(ids))),
         )
 
@@ -579,8 +583,12 @@ class PostgresBackend:
             if episode.items:
                 with conn.cursor() as cur:
                     cur.executemany(
-                        "INSERT INTO episode_items VALUES (%s,%s,%s,%s,%s)",
-                        [(episode.id, it.position, it.memory_id, it.weight, it.propensity) for it in episode.items],
+                        "INSERT INTO episode_items (episode_id, position, memory_id, weight, propensity, probe)"
+                        " VALUES (%s,%s,%s,%s,%s,%s)",
+                        [
+                            (episode.id, it.position, it.memory_id, it.weight, it.propensity, it.probe)
+                            for it in episode.items
+                        ],
                     )
 
         self._run(work)
@@ -592,12 +600,12 @@ class PostgresBackend:
                 "SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id = ANY(%s)", (unique,)
             ).fetchall()
             items: dict[str, list[EpisodeItem]] = {}
-            for eid, pos, mid, w, p in conn.execute(
-                "SELECT episode_id, position, memory_id, weight, propensity FROM episode_items"
+            for eid, pos, mid, w, p, probe in conn.execute(
+                "SELECT episode_id, position, memory_id, weight, propensity, probe FROM episode_items"
                 " WHERE episode_id = ANY(%s) ORDER BY episode_id, position",
                 (unique,),
             ).fetchall():  # fetched at once: iterating the cursor costs a check per row
-                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
+                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
             return {h[0]: Episode(h[0], h[1], h[2], h[3], h[4], tuple(items.get(h[0], [])), bool(h[5])) for h in heads}
 
         return dict(self._run(work))
@@ -681,7 +689,7 @@ class PostgresBackend:
                 (namespace, after),
             ).fetchall()
             items = conn.execute(
-                "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity"
+                "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
                 " FROM outcomes o JOIN episode_items i ON i.episode_id = o.episode_id"
                 " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position",
                 (namespace, after),
@@ -738,15 +746,24 @@ class PostgresBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}[entry.field]  # never interpolate input
+        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+        if column is None and entry.field not in NOTE_FIELDS:
+            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
 
         def work(conn: Any) -> AuditEntry:
-            _bump(conn)
-            cur = conn.execute(
-                f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
-                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
-            )
-            if cur.rowcount != 1:
+            if column is None:  # a note: the memory must exist, no column changes
+                found = conn.execute(
+                    "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
+                ).fetchone()
+                if found is None:
+                    raise UnknownMemoryError(entry.memory_id)
+            else:
+                _bump(conn)
+                cur = conn.execute(
+                    f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
+                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+                )
+            if column is not None and cur.rowcount != 1:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )

@@ -54,6 +54,9 @@ class EpisodeItem:
     weight: float
     propensity: float
     position: int
+    probe: bool = False
+    """Served as a probe: a memory under re-verify, on the small share of recalls that keep
+    testing it (:attr:`memworth.MemoryStore.probe_share`); its propensity includes that share."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ class Recalled:
     score: float
     propensity: float
     explored: bool
+    probe: bool = False
+    """A quarantined memory (standing ``re-verify``) served as a probe: treat its text with doubt."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import numpy as np
 from memworth.counts import Counts, CountsTable
 from memworth.estimators import BetaMean, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy, Proposal
+from memworth.store.decisions import Pin
 from memworth.store.records import Memory
 
 __all__ = ["INTERVAL", "MemoryReport", "Worth", "assess", "worth_of"]
@@ -73,6 +74,10 @@ class MemoryReport:
     hot: bool
     may_consolidate: bool
     proposal: Proposal | None
+    pin: Pin | None = None
+    """A person's decision that holds governance back (None: not pinned)."""
+    held: Proposal | None = None
+    """The proposal the pin holds back (it is not in :attr:`proposal`)."""
 
     @property
     def id(self) -> str:
@@ -112,17 +117,9 @@ class MemoryReport:
             "standing": m.standing,
             "hot": self.hot,
             "may_consolidate": self.may_consolidate,
-            "proposal": None
-            if p is None
-            else {
-                "memory_id": p.memory_id,
-                "action": p.action,
-                "field": p.field,
-                "old": p.old,
-                "new": p.new,
-                "reason": p.reason,
-                "numbers": _plain(p.numbers),
-            },
+            "proposal": _proposal_row(p),
+            "pin": None if self.pin is None else self.pin.row(),
+            "held": _proposal_row(self.held),
         }
 
     def _repr_html_(self) -> str:  # Jupyter
@@ -140,8 +137,30 @@ class MemoryReport:
         return f"<table>{body}</table>"
 
 
-def assess(policy: GovernancePolicy, memory: Memory, proposal: Proposal | None) -> MemoryReport:
-    """The report of ``memory`` under ``policy``, with the proposal governance computed for it."""
+def _proposal_row(p: Proposal | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "memory_id": p.memory_id,
+        "action": p.action,
+        "field": p.field,
+        "old": p.old,
+        "new": p.new,
+        "reason": p.reason,
+        "numbers": _plain(p.numbers),
+    }
+
+
+def assess(
+    policy: GovernancePolicy,
+    memory: Memory,
+    proposal: Proposal | None,
+    *,
+    pin: Pin | None = None,
+    held: Proposal | None = None,
+) -> MemoryReport:
+    """The report of ``memory`` under ``policy``, with the proposal governance computed for it
+    (or the one ``pin`` holds back)."""
     c = memory.counts
     klass = policy.taxonomy().classify(c)
     lo, hi = INTERVAL.interval(c)
@@ -154,9 +173,11 @@ def assess(policy: GovernancePolicy, memory: Memory, proposal: Proposal | None) 
         value_class=klass.value_class.value,
         class_reason=klass.reason,
         evidence=float(klass.evidence),
-        hot=policy.hot(c, memory.status),
+        hot=policy.hot(c, memory.status, memory.standing),
         may_consolidate=policy.may_consolidate(c),
         proposal=proposal,
+        pin=pin,
+        held=held,
     )
 
 

@@ -23,7 +23,15 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError, ValidationError
-from memworth.store.backend import MEMORY_COLUMNS, SCHEMA_VERSION, Increment, NewMemory, joined, memories_from_rows
+from memworth.store.backend import (
+    MEMORY_COLUMNS,
+    NOTE_FIELDS,
+    SCHEMA_VERSION,
+    Increment,
+    NewMemory,
+    joined,
+    memories_from_rows,
+)
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
@@ -94,11 +102,13 @@ MIGRATIONS: dict[int, str] = {
     CREATE INDEX IF NOT EXISTS outcomes_by_source ON outcomes (source, recorded);
     """,
     # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
-    # indexed read (governance, stats and the dashboard never scan other tenants' logs).
+    # indexed read (governance, stats and the dashboard never scan other tenants' logs);
+    # an episode item says whether it was served as a probe of a quarantined memory.
     3: """
     ALTER TABLE outcomes ADD COLUMN namespace TEXT NOT NULL DEFAULT '';
     UPDATE outcomes SET namespace = COALESCE((SELECT e.namespace FROM episodes e WHERE e.id = outcomes.episode_id), '');
     CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq);
+    ALTER TABLE episode_items ADD COLUMN probe INTEGER NOT NULL DEFAULT 0;
     """,
 }
 
@@ -230,11 +240,11 @@ class SQLiteBackend:
         return memories_from_rows(namespace, rows, edges, json_text=True)
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
-        return self._rows_of("id, status, created, success, failure, n", namespace, ids)
+        return self._rows_of("id, status, created, success, failure, n, standing", namespace, ids)
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""
@@ -304,8 +314,9 @@ class SQLiteBackend:
             except sqlite3.IntegrityError:
                 raise DuplicateError(f"episode {episode.id!r} exists already") from None
             db.executemany(
-                "INSERT INTO episode_items VALUES (?,?,?,?,?)",
-                [(episode.id, it.position, it.memory_id, it.weight, it.propensity) for it in episode.items],
+                "INSERT INTO episode_items (episode_id, position, memory_id, weight, propensity, probe)"
+                " VALUES (?,?,?,?,?,?)",
+                [(episode.id, it.position, it.memory_id, it.weight, it.propensity, int(it.probe)) for it in episode.items],
             )
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
@@ -318,12 +329,12 @@ class SQLiteBackend:
                 f"SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id IN ({marks})", chunk
             )
             items: dict[str, list[EpisodeItem]] = {}
-            for eid, pos, mid, w, p in self._read(
-                f"SELECT episode_id, position, memory_id, weight, propensity FROM episode_items"
+            for eid, pos, mid, w, p, probe in self._read(
+                f"SELECT episode_id, position, memory_id, weight, propensity, probe FROM episode_items"
                 f" WHERE episode_id IN ({marks}) ORDER BY episode_id, position",
                 chunk,
             ):
-                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos))
+                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
             for eid, ns, query, context, created, holdout in heads:
                 out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
         return out
@@ -411,7 +422,7 @@ class SQLiteBackend:
                     (namespace, after),
                 ).fetchall()
                 rows = self._db.execute(
-                    "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity"
+                    "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
                     " FROM outcomes o JOIN episode_items i ON i.episode_id = o.episode_id"
                     " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq, i.position",
                     (namespace, after),
@@ -468,13 +479,22 @@ class SQLiteBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}[entry.field]  # never interpolate input
+        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+        if column is None and entry.field not in NOTE_FIELDS:
+            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
         with self._write() as db:
-            cur = db.execute(
-                f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
-                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
-            )
-            if cur.rowcount != 1:
+            if column is None:  # a note: the memory must exist, no column changes
+                found = db.execute(
+                    "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
+                ).fetchone()
+                if found is None:
+                    raise UnknownMemoryError(entry.memory_id)
+            else:
+                cur = db.execute(
+                    f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
+                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+                )
+            if column is not None and cur.rowcount != 1:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )

@@ -24,6 +24,7 @@ from memworth.credit import check_w_min, normalise
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import (
     ChangedError,
+    ConflictError,
     RateLimitError,
     SettingsError,
     StoreError,
@@ -32,14 +33,15 @@ from memworth.errors import (
     UnknownMemoryError,
     ValidationError,
 )
+from memworth.estimators import RawWorth
 from memworth.governance import GovernancePolicy, Proposal
 from memworth.holdout import Lift, check_share, in_holdout
 from memworth.outcome import as_outcome
 from memworth.policy import Taxonomy
 from memworth.policy_replay import ReplaySettings
-from memworth.ranking import Blend, ScoreRule, Selection, drop, select
+from memworth.ranking import Blend, ScoreRule, Selection, drop, select, with_standing
 from memworth.sources import Agreement, BurstAlert, BurstDetector, Reliability, SourceLimit
-from memworth.store import outcome_log
+from memworth.store import decisions, outcome_log
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.outcome_log import PolicyReplayReport, SourceReport
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
     from memworth.store.hot import HotMemory, HotTier
 
 RATE_LIMITED = ("promote", "demote")
+AUTOMATIC = frozenset({"re-verify", "suppress", "deprecate", "release"})
+"""What continuous governance (``govern_every``) applies by itself; the rest it only proposes."""
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
 
@@ -101,6 +105,35 @@ class Recall:
     @property
     def texts(self) -> list[str]:
         return [r.memory.text for r in self.results]
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """One memory's proposal, or the proposal a person's pin holds back, with the pin."""
+
+    proposal: Proposal | None
+    held: Proposal | None
+    pin: decisions.Pin | None
+
+
+def _until(pin: decisions.Pin) -> str:
+    return "until unpinned" if pin.until is None else f"until {pin.until:g} retrievals"
+
+
+VERDICTS = ("confirmed", "stale", "edited")
+"""How a quarantined memory is resolved: back to normal, out of recall, or replaced by new text."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What :meth:`MemoryStore.choose` picked: the selection (indices into the candidates,
+    with each pick's inclusion probability), every candidate's score, the picks' credit
+    weights and which picks are probes of quarantined memories."""
+
+    selection: Selection
+    scores: np.ndarray
+    weights: np.ndarray
+    probe: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -266,6 +299,22 @@ class MemoryStore:
         Share of episodes (by a seeded hash of the episode id) that recall without
         governance: similarity only, suppressed and deprecated memories included; see
         :meth:`holdout_report`.
+    verifier
+        Called by :meth:`govern` with ``apply`` for each quarantined memory (once per flag)
+        with its :class:`MemoryReport`; returns a verdict (``"confirmed"``, ``"stale"``) or
+        ``("edited", new_text)``, which :meth:`resolve` applies. A verifier that raises,
+        answers something else or takes longer than ``verifier_timeout`` seconds leaves
+        the memory as it is, with an audited ``verifier-failed`` entry.
+    govern_every
+        Continuous governance (off by default): after every ``govern_every`` outcomes this
+        store object records in a namespace, it governs that namespace, applying the
+        protective actions (re-verify, suppress, deprecate) and the probe test's releases,
+        and only proposing promote and demote.
+    probe_share
+        Quarantine: a memory whose standing is ``re-verify`` is not served as an answer; on
+        this share of the recalls it is allowed back as a probe (marked ``probe`` in the
+        result and the episode log, its inclusion probability scaled by the share), so its
+        worth keeps learning while most recalls never serve it. 0 never serves it.
     ablation
         An :class:`memworth.coretrieval.AblationPlanner`: in a budgeted share of the
         episodes that would retrieve a habitual pair, recall drops one member (the next
@@ -316,6 +365,10 @@ class MemoryStore:
         burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
         holdout: float = 0.0,
         ablation: RecallPlanner | None = None,
+        probe_share: float = 0.1,
+        verifier: Callable[[MemoryReport], object] | None = None,
+        verifier_timeout: float = 30.0,
+        govern_every: int | None = None,
     ) -> None:
         if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
             raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
@@ -378,6 +431,21 @@ class MemoryStore:
             burst.validate()
         self.burst = burst
         self.holdout = check_share(holdout)
+        if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float)) or not 0 <= probe_share <= 1:
+            raise ValidationError("probe_share", f"must be within [0, 1], got {probe_share!r}")
+        self.probe_share = float(probe_share)
+        if verifier is not None and not callable(verifier):
+            raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
+        if isinstance(verifier_timeout, bool) or not isinstance(verifier_timeout, (int, float)) or not (
+            0 < verifier_timeout < math.inf
+        ):
+            raise ValidationError("verifier_timeout", f"must be a positive number of seconds, got {verifier_timeout!r}")
+        if govern_every is not None and (isinstance(govern_every, bool) or not isinstance(govern_every, int) or govern_every < 1):
+            raise ValidationError("govern_every", f"must be a positive integer or None, got {govern_every!r}")
+        self.verifier = verifier
+        self.verifier_timeout = float(verifier_timeout)
+        self.govern_every = govern_every
+        self._outcomes_since_govern: dict[str, int] = {}
         if ablation is not None and not isinstance(ablation, RecallPlanner):
             kind = type(ablation).__name__
             raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
@@ -673,12 +741,16 @@ class MemoryStore:
         if cand is not None and cand.ids:
             table = cand.table
             cand_sims = cand.sims
-            sel, scores, weights = self.choose(namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics)
+            choice = self.choose(
+                namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics, standing=cand.standing
+            )
+            sel, scores, weights = choice.selection, choice.scores, choice.weights
             picked = cand.memories(self.backend, namespace, sel.picked.tolist())
             shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
                 m = picked[pos]
-                items.append(EpisodeItem(m.id, float(w), float(p), pos))
+                probe = bool(choice.probe[pos])
+                items.append(EpisodeItem(m.id, float(w), float(p), pos, probe))
                 picked_results.append(
                     Recalled(
                         m,
@@ -690,6 +762,7 @@ class MemoryStore:
                         float(scores[i]),
                         float(p),
                         bool(ex),
+                        probe,
                     )
                 )
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
@@ -697,11 +770,18 @@ class MemoryStore:
         return Recall(episode, tuple(picked_results), diagnostics)
 
     def score(
-        self, sims: np.ndarray, table: CountsTable, created: np.ndarray, scoring: ScoreRule | None = None
+        self,
+        sims: np.ndarray,
+        table: CountsTable,
+        created: np.ndarray,
+        scoring: ScoreRule | None = None,
+        standing: Sequence[str] | None = None,
     ) -> np.ndarray:
-        """The final ranking score of candidates (the store's ``scoring`` rule, or ``scoring``)."""
+        """The final ranking score of candidates: the store's ``scoring`` rule (or ``scoring``)
+        with their standing applied (:func:`memworth.ranking.with_standing`)."""
         rule = self.scoring if scoring is None else scoring
         scores = np.asarray(rule.score(sims, table, self.clock() - created), dtype=float)
+        scores = with_standing(rule, scores, standing)
         if not np.isfinite(scores).all():
             raise StoreError("scoring produced a non-finite score")
         return scores
@@ -716,27 +796,47 @@ class MemoryStore:
         k: int,
         diagnostics: dict[str, Any],
         scoring: ScoreRule | None = None,
-    ) -> tuple[Selection, np.ndarray, np.ndarray]:
-        """The governed recall step every face shares: score the candidates, pick ``k`` with
-        the exploration floor, let the ablation planner drop one of a pair, and share the
-        credit. Returns the selection, every candidate's score and the picks' weights.
+        standing: Sequence[str] | None = None,
+    ) -> Choice:
+        """The governed recall step every face shares: score the candidates (standing
+        applied), keep quarantined ones out except as probes, pick ``k`` with the
+        exploration floor, let the ablation planner drop one of a pair, share the credit.
 
-        :meth:`recall` and :meth:`memworth.Sidecar.retrieve` both call it, so exploration,
-        ablation and credit act the same whichever face recalls.
+        A candidate under ``re-verify`` is quarantined: it may be picked only on a
+        ``probe_share`` of recalls (a fresh draw per recall and memory); when picked it is
+        marked a probe and its logged inclusion probability includes that share, so its
+        worth keeps learning, inverse-propensity weighting stays exact, and most recalls
+        never serve it.
+
+        :meth:`recall` and :meth:`memworth.Sidecar.retrieve` both call it, so standing,
+        quarantine, exploration, ablation and credit act the same whichever face recalls.
         """
-        scores = self.score(sims, table, created, scoring)
-        explorable = table.n < self.min_evidence
-        sel = select(scores, explorable, k, self.exploration, self._rng)
-        plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[i]) for i in sel.picked])
+        scores = self.score(sims, table, created, scoring, standing)
+        quarantined = np.zeros(scores.size, dtype=bool)
+        if standing is not None:
+            quarantined = np.array([s == "re-verify" for s in standing], dtype=bool).reshape(scores.size)
+        allowed = ~quarantined
+        if quarantined.any() and self.probe_share > 0:
+            allowed |= quarantined & (self._rng.random(scores.size) < self.probe_share)
+        keep = np.flatnonzero(allowed)  # selection and ablation run among the allowed candidates
+        kept_scores = scores[keep]
+        explorable = (table.n < self.min_evidence)[keep]
+        sel = select(kept_scores, explorable, k, self.exploration, self._rng)
+        plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[keep[i]]) for i in sel.picked])
         if plan is not None:
             intended = sel.picked
-            sel = drop(sel, plan.position, scores, explorable, self.exploration)
+            sel = drop(sel, plan.position, kept_scores, explorable, self.exploration)
             diagnostics["ablation"] = {
-                "dropped": ids[intended[plan.position]],
-                "partner": next(ids[i] for i in intended if (namespace, ids[i]) == plan.partner),
-                "stand_in": ids[sel.picked[-1]] if sel.picked.size == intended.size else None,
+                "dropped": ids[keep[intended[plan.position]]],
+                "partner": next(ids[keep[i]] for i in intended if (namespace, ids[keep[i]]) == plan.partner),
+                "stand_in": ids[keep[sel.picked[-1]]] if sel.picked.size == intended.size else None,
             }
-        return sel, scores, self._credit(scores[sel.picked])
+        picked = keep[sel.picked]
+        probe = quarantined[picked]
+        propensity = np.where(probe, sel.propensity * self.probe_share, sel.propensity)
+        if probe.any():
+            diagnostics["probes"] = [ids[i] for i in picked[probe]]
+        return Choice(Selection(picked, sel.explored, propensity), scores, self._credit(scores[picked]), probe)
 
     def holdout_episode(self, episode_id: str) -> bool:
         """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
@@ -754,12 +854,13 @@ class MemoryStore:
         rows = {r[0]: r for r in fetch(namespace, ids)}
         keep = [i for i, mid in enumerate(ids) if mid in rows and rows[mid][1] == "active"]
         got = [rows[ids[i]] for i in keep]
-        columns = np.array([r[2:] for r in got], dtype=float).reshape(len(got), 4)
+        columns = np.array([r[2:6] for r in got], dtype=float).reshape(len(got), 4)
         return _Candidates(
             [ids[i] for i in keep],
             sims[keep],
             CountsTable(columns[:, 1], columns[:, 2], columns[:, 3]),
             columns[:, 0],
+            [str(r[6]) for r in got],
         )
 
     def _recall_ungoverned(
@@ -932,6 +1033,14 @@ class MemoryStore:
         else:
             self.backend.append_outcomes(rows, increments)
         self._advance_live(credited)
+        if self.govern_every is not None:
+            for ns in sorted({ep.namespace for ep in episodes}):
+                seen = self._outcomes_since_govern.get(ns, 0) + sum(1 for ep in episodes if ep.namespace == ns)
+                if seen >= self.govern_every:
+                    self._outcomes_since_govern[ns] = 0
+                    self._govern(ns, AUTOMATIC)
+                else:
+                    self._outcomes_since_govern[ns] = seen
         return checks
 
     def _start_live(self, namespaces: set[str]) -> None:
@@ -1038,16 +1147,32 @@ class MemoryStore:
     # -- standing ---------------------------------------------------------------------
 
     def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`."""
+        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`.
+
+        A person's decision: it pins the memory (governance proposes nothing for it until
+        ``policy.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
-        return self._change(memory_id, "status", status, reason=reason, namespace=namespace, action="set-status")
+        return self._change(
+            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True
+        )
 
     def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify)."""
+        """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify).
+
+        A person's decision pins the memory, except a flag for ``re-verify``: that asks for
+        verification, which a person, the verifier or the probe test then resolves."""
         if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
-        return self._change(memory_id, "standing", standing, reason=reason, namespace=namespace, action="set-standing")
+        return self._change(
+            memory_id,
+            "standing",
+            standing,
+            reason=reason,
+            namespace=namespace,
+            action="set-standing",
+            pin=standing != "re-verify",
+        )
 
     def _change(
         self,
@@ -1060,9 +1185,18 @@ class MemoryStore:
         action: str,
         settings: dict[str, Any] | None = None,
         expected: str | None = None,
+        pin: bool = False,
     ) -> AuditEntry:
+        """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
+        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`)."""
         reason = _text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
+        settings = dict(settings or {})
+        if pin:
+            settings["pin"] = {"until": current.counts.n + float(self.policy.pin_evidence)}
+        if "numbers" not in settings:  # what the memory showed when the change was made (a flag's "before")
+            worth = float(RawWorth().value(current.counts))
+            settings["numbers"] = {"worth": round(worth, 6), "retrievals": current.counts.n}
         old = getattr(current, field_name)
         if expected is not None and old != expected:  # a proposal made for a state that has gone
             raise ChangedError(
@@ -1070,9 +1204,10 @@ class MemoryStore:
             )
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
-        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings or {}, self.clock())
+        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings, self.clock())
         saved = self.backend.change(entry)
-        if self.hot is not None and field_name == "status" and new != "active":
+        leaves = (field_name == "status" and new != "active") or (field_name == "standing" and new == "re-verify")
+        if self.hot is not None and leaves:
             try:  # a memory that stops being active must not be served from the mirror
                 self.hot.remove(namespace, memory_id)
             except StoreError:  # Redis down: hot recall rebuilds the mirror before using it again
@@ -1192,19 +1327,31 @@ class MemoryStore:
         protective actions (re-verify, suppress, deprecate) are never held back, since
         each is reversible with :meth:`restore`.
         """
+        return self._govern(namespace, None if apply else frozenset())
+
+    def _govern(self, namespace: str, apply: frozenset[str] | None) -> GovernanceReport:
+        """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
         _name(namespace, "namespace")
         memories = self.backend.memories(namespace)
-        found = self.proposals(memories, namespace=namespace)
-        proposals = [p for p in (found[m.id] for m in memories) if p is not None]
+        found = self._decide(memories, namespace)
+        proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
+        skipped: list[tuple[Proposal, str]] = [
+            (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
+            for d in (found[m.id] for m in memories)
+            if d.held is not None and d.pin is not None
+        ]
         alerts = self._bursts(namespace, memories)
         applied: list[AuditEntry] = []
-        skipped: list[tuple[Proposal, str]] = []
-        if apply:
+        if apply is None or apply:
             for p in proposals:
+                if apply is not None and p.action not in apply:
+                    continue
                 try:
                     applied.append(self._apply(p, namespace))
                 except StoreError as exc:  # rate-limited, or changed by someone else since we read it
                     skipped.append((p, str(exc)))
+            if self.verifier is not None:
+                applied += self._verify_queue(namespace)
             self._refresh_hot(namespace)
         return GovernanceReport(proposals, applied, skipped, alerts)
 
@@ -1219,15 +1366,55 @@ class MemoryStore:
         window test and the change detectors (whose explaining-away rule weighs every
         memory of the namespace together).
         """
+        return {mid: d.proposal for mid, d in self._decide(memories, namespace).items()}
+
+    def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
+        """Each memory's proposal, the one a pin holds back, and its pin: the history and
+        the audit log read once.
+
+        A quarantined memory (standing ``re-verify``) is first put to the probe test
+        (:meth:`GovernancePolicy.probe_test` over its outcomes since its flag): ``release``
+        or ``suppress`` when the evidence decides, else the ordinary rules. A memory a person
+        pinned gets no proposal while the pin holds (the one it would get is ``held``).
+        """
         _name(namespace, "namespace")
-        chosen = self.backend.memories(namespace) if memories is None else list(memories)
+        chosen = self.backend.memories(namespace) if memories is None else builtins.list(memories)
         history = self.backend.history(namespace)
+        audit = self.backend.audit_log(namespace)
         recent = _recent(history, self.policy.staleness_window)
         streams = self._streams(namespace, history) if self.policy.change_detection else {}
-        return {
-            m.id: self.policy.propose(m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id))
-            for m in chosen
-        }
+        pinned, flagged = decisions.pins(audit), decisions.flags(audit)
+        out: dict[str, _Decision] = {}
+        for m in chosen:
+            p = None
+            flag = flagged.get(m.id)
+            if m.status == "active" and m.standing == "re-verify" and flag is not None:
+                p = self._probe_proposal(m, flag, history)
+            if p is None:
+                p = self.policy.propose(
+                    m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id)
+                )
+            pin = pinned.get(m.id)
+            if pin is not None and pin.holds(m.counts.n):
+                out[m.id] = _Decision(None, p, pin)
+            else:
+                out[m.id] = _Decision(p, None, None)
+        return out
+
+    def _probe_proposal(self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]]) -> Proposal | None:
+        """Release or suppress a quarantined memory when its probe outcomes decide (else None)."""
+        worth = float(RawWorth().value(m.counts))
+        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change_odds_ratio))
+        decision = self.policy.probe_test().decide(
+            evidence.success, evidence.weight, before=evidence.before, after=evidence.after
+        )
+        if decision.action == "wait":
+            return None
+        numbers = {"worth": round(worth, 6), "retrievals": m.counts.n, "flag_seq": flag.seq}
+        numbers |= {k: (round(v, 6) if isinstance(v, float) else v) for k, v in decision.numbers.items()}
+        if decision.action == "release":
+            return Proposal(m.id, "release", "standing", "re-verify", "normal", decision.reason, numbers)
+        return Proposal(m.id, "suppress", "status", "active", "suppressed", decision.reason, numbers)
 
     def report(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
         """One memory's worth, interval, evidence, class, status, standing, hot-tier
@@ -1247,7 +1434,8 @@ class MemoryStore:
         ('low', 'deprecate', 'worth 0.000 < 0.3 with evidence 12 >= 10')
         """
         memory = self.get(memory_id, namespace=namespace)
-        return assess(self.policy, memory, self.proposals([memory], namespace=namespace)[memory.id])
+        d = self._decide([memory], namespace)[memory.id]
+        return assess(self.policy, memory, d.proposal, pin=d.pin, held=d.held)
 
     def reports(
         self, ids: Sequence[str] | None = None, *, namespace: str = "default"
@@ -1264,8 +1452,8 @@ class MemoryStore:
             if missing:
                 raise UnknownMemoryError(missing[0])
             memories = [by_id[mid] for mid in wanted]
-        found = self.proposals(memories, namespace=namespace)
-        return [assess(self.policy, m, found[m.id]) for m in memories]
+        found = self._decide(memories, namespace)
+        return [assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories]
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
@@ -1320,6 +1508,125 @@ class MemoryStore:
         baseline = ReplaySettings("current", self.policy, every=every)
         return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self._increments)
 
+    # -- the verification loop --------------------------------------------------------
+
+    def queue(self, *, namespace: str = "default") -> builtins.list[MemoryReport]:
+        """Memories awaiting verification (active, standing ``re-verify``: quarantined), with
+        their reports; resolve each with :meth:`resolve` (or let the probe test or the
+        ``verifier`` do it)."""
+        return [r for r in self.reports(namespace=namespace) if r.status == "active" and r.standing == "re-verify"]
+
+    def resolve(
+        self,
+        memory_id: str,
+        verdict: str,
+        *,
+        reason: str,
+        text: str | None = None,
+        new_id: str | None = None,
+        status: str = "suppressed",
+        namespace: str = "default",
+    ) -> AuditEntry:
+        """Resolve a quarantined memory, audited and pinned (a person's or a verifier's decision).
+
+        ``confirmed``: back to standing ``normal``, its counters (and the fall they showed)
+        kept. ``stale``: ``status`` (``suppressed``, default, or ``deprecated``). ``edited``:
+        ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``) derived from
+        this one, with the same metadata and contexts and fresh counters (the old ones
+        measured the old text); this one is archived, its entry naming its replacement.
+        Refused, with nothing changed: a memory not awaiting verification (ConflictError),
+        an unknown verdict, ``edited`` without text (ValidationError).
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> _ = store.set_standing("cz", "re-verify", reason="looks stale")
+        >>> [r.id for r in store.queue()]
+        ['cz']
+        >>> entry = store.resolve("cz", "edited", reason="updated", text="Czechoslovakia split in 1993.", new_id="cz2")
+        >>> store.get("cz").status, store.get("cz2").derived_from, store.queue()
+        ('archived', ('cz',), [])
+        """
+        if not isinstance(verdict, str) or verdict not in VERDICTS:
+            raise ValidationError("verdict", f"must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+        reason = _text(reason, "reason")
+        memory = self.get(memory_id, namespace=namespace)
+        if memory.status != "active" or memory.standing != "re-verify":
+            raise ConflictError(
+                f"memory {memory_id!r} is not awaiting verification (status {memory.status}, standing {memory.standing})"
+            )
+        if verdict == "confirmed":
+            return self._change(
+                memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
+                action="resolve", expected="re-verify", pin=True,
+            )  # fmt: skip
+        if verdict == "stale":
+            if status not in ("suppressed", "deprecated"):
+                raise ValidationError("status", f"must be 'suppressed' or 'deprecated', got {status!r}")
+            return self._change(
+                memory.id, "status", status, reason=f"stale: {reason}", namespace=namespace,
+                action="resolve", expected="active", pin=True,
+            )  # fmt: skip
+        if text is None:
+            raise ValidationError("text", "an edited memory needs its new text")
+        new_text = _text(text, "text")
+        replacement = _memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
+        new = self.add(
+            new_text,
+            id=replacement,
+            namespace=namespace,
+            metadata=memory.metadata,
+            contexts=memory.contexts,
+            derived_from=[memory.id],
+        )
+        return self._change(
+            memory.id, "status", "archived", reason=f"edited: replaced by {new.id}: {reason}", namespace=namespace,
+            action="resolve", settings={"replaced_by": new.id}, expected="active", pin=True,
+        )  # fmt: skip
+
+    def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited)."""
+        return self._note(memory_id, "pin", "pinned", reason, namespace, {"pin": {"until": None}})
+
+    def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited."""
+        return self._note(memory_id, "unpin", "unpinned", reason, namespace, {"pin": None})
+
+    def _note(
+        self, memory_id: str, action: str, new: str, reason: str, namespace: str, settings: dict[str, Any]
+    ) -> AuditEntry:
+        """An audit entry that changes no column (a pin, a verifier's failure)."""
+        reason = _text(reason, "reason")
+        memory = self.get(memory_id, namespace=namespace)
+        field_name = "verification" if action == "verifier-failed" else "pin"
+        entry = AuditEntry(0, memory.id, namespace, action, field_name, "", new, reason, settings, self.clock())
+        return self.backend.change(entry)
+
+    def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]:
+        """Ask the ``verifier`` about each quarantined memory (once per flag): resolve on its
+        verdict, or audit its failure (an exception, a bad answer, no answer within
+        ``verifier_timeout`` seconds) and leave the memory as it is."""
+        assert self.verifier is not None
+        done: builtins.list[AuditEntry] = []
+        audit = self.backend.audit_log(namespace)
+        flagged = decisions.flags(audit)
+        for report in self.queue(namespace=namespace):
+            flag = flagged.get(report.id)
+            asked = [e for e in audit if e.memory_id == report.id and e.action == "verifier-failed"]
+            if report.pin is not None or (flag is not None and any(e.seq > flag.seq for e in asked)):
+                continue  # pinned, or the verifier already failed on this flag
+            try:
+                verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
+                done.append(
+                    self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace)
+                )
+            except Exception as exc:
+                why = f"verifier failed: {type(exc).__name__}: {exc}"[:2000]
+                done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))
+        return done
+
     def approve(self, memory_id: str, action: str, *, namespace: str = "default") -> AuditEntry:
         """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would.
 
@@ -1345,11 +1652,11 @@ class MemoryStore:
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        entry = self._apply(p, namespace)
+        entry = self._apply(p, namespace, pin=True)  # a person approved it: the decision sticks
         self._refresh_hot(namespace)
         return entry
 
-    def _apply(self, p: Proposal, namespace: str) -> AuditEntry:
+    def _apply(self, p: Proposal, namespace: str, *, pin: bool = False) -> AuditEntry:
         """Make one proposed change, audited with the policy's settings; StoreError when rate-limited."""
         if p.action in RATE_LIMITED:
             day_ago = self.clock() - 86400
@@ -1369,6 +1676,7 @@ class MemoryStore:
             action=p.action,
             settings={"policy": self.policy.settings(), "numbers": p.numbers},
             expected=p.old,
+            pin=pin,
         )
 
     def _refresh_hot(self, namespace: str) -> None:
@@ -1382,9 +1690,12 @@ class MemoryStore:
         """Undo one audited change (the memory must still be as that change left it)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
+        reason = _text(reason, "reason")  # bad input is refused before anything is looked up
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
+        if entry.field not in ("status", "standing"):
+            raise ValidationError("audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin")
         current = getattr(self.get(entry.memory_id, namespace=namespace), entry.field)
         if current != entry.new:
             raise ChangedError(
@@ -1403,6 +1714,7 @@ class MemoryStore:
             namespace=namespace,
             action="restore",
             expected=entry.new,  # changed again meanwhile: StoreError, as above
+            pin=True,  # a person undid it: governance does not redo it on the same evidence
         )
 
     def _hot_from_database(self, namespace: str) -> builtins.list[HotMemory]:
@@ -1438,7 +1750,7 @@ class MemoryStore:
 
     def hot_tier(self, *, namespace: str = "default") -> builtins.list[Memory]:
         """Memories eligible for the hot tier (note 003: worth >= 0.5, with enough evidence)."""
-        return [m for m in self.list(namespace=namespace) if self.policy.hot(m.counts, m.status)]
+        return [m for m in self.list(namespace=namespace) if self.policy.hot(m.counts, m.status, m.standing)]
 
     def may_consolidate(self, memory_id: str, *, namespace: str = "default") -> bool:
         """The consolidation gate: False for high-value memories, which are kept as they are."""
@@ -1502,6 +1814,7 @@ class _Candidates:
     sims: np.ndarray
     table: CountsTable
     created: np.ndarray
+    standing: list[str]
     known: dict[str, Memory] | None = None
 
     @classmethod
@@ -1516,7 +1829,8 @@ class _Candidates:
             np.array([m.counts.n for m in mems], dtype=float),
         )
         created = np.array([m.created for m in mems], dtype=float)
-        return cls([m.id for m in mems], sims[keep], table, created, {m.id: m for m in mems})
+        standing = [m.standing for m in mems]
+        return cls([m.id for m in mems], sims[keep], table, created, standing, {m.id: m for m in mems})
 
     def memories(self, backend: Backend, namespace: str, positions: list[int]) -> list[Memory]:
         """The memories at ``positions``, as ranked: counts and status as the ranking read them."""
@@ -1527,8 +1841,9 @@ class _Candidates:
         for i in positions:
             m = read[self.ids[i]]
             counts = Counts(float(self.table.success[i]), float(self.table.failure[i]), float(self.table.n[i]))
-            if m.counts != counts or m.status != "active":  # changed since the ranking read: show what was ranked
-                m = dataclasses.replace(m, counts=counts, status="active")
+            standing = self.standing[i]
+            if m.counts != counts or m.status != "active" or m.standing != standing:  # show what was ranked
+                m = dataclasses.replace(m, counts=counts, status="active", standing=standing)
             out.append(m)
         return out
 
@@ -1692,6 +2007,34 @@ def _confidence(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= 1:
         raise ValidationError("confidence", f"must be a number in (0, 1], got {value!r}")
     return float(value)
+
+
+def _call_with_timeout(
+    fn: Callable[[MemoryReport], object], report: MemoryReport, timeout: float
+) -> tuple[str, str | None]:
+    """``fn(report)`` in a daemon thread, as ``(verdict, text)``; TimeoutError when it has not
+    answered in ``timeout`` s (the thread is left to finish on its own: Python cannot stop it)."""
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn(report)
+        except BaseException as exc:
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, name="memworth-verifier", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    answer = result.get("value")
+    if isinstance(answer, str):
+        return answer, None
+    if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == "edited" and isinstance(answer[1], str):
+        return "edited", answer[1]
+    raise ValidationError("verifier", f"must answer a verdict or ('edited', text), got {answer!r}")
 
 
 def _recent(history: list[tuple[OutcomeRow, Episode]], size: int) -> dict[str, Counts]:

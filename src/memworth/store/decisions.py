@@ -1,0 +1,141 @@
+"""What people decided, and what a quarantine has seen since: read from the audit log and history.
+
+Pure functions over records (no I/O): :meth:`memworth.MemoryStore.proposals` feeds them
+the namespace's audit log and outcome history and applies what they say.
+
+* **Pins.** A person's decision (a restore, an approval, a verdict on a quarantined
+  memory, a status or standing set by hand, an explicit pin) is recorded in its audit
+  entry as ``settings["pin"]``: ``{"until": n}`` (governance proposes nothing for the memory
+  until it has ``n`` retrievals; ``n`` is its retrievals at the decision plus the policy's
+  ``pin_evidence``) or ``{"until": None}`` (an explicit pin: until unpinned). An unpin
+  entry carries ``settings["pin"] = None``. The latest such entry of a memory is its pin.
+* **Flags.** The latest audit entry that set a memory's standing to ``re-verify`` is its
+  flag: when it was raised and the numbers that raised it.
+* **Probe evidence.** The memory's direct retrievals with an outcome since its flag (its
+  probes, and any holdout episode that retrieved it), with their confidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memworth.store.records import AuditEntry, Episode, OutcomeRow
+
+__all__ = ["Pin", "ProbeEvidence", "flags", "pins", "probe_evidence"]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A person's decision that holds governance back for one memory."""
+
+    until: float | None
+    """Retrievals the memory must reach before governance may propose again (None: until unpinned)."""
+    seq: int
+    """The audit entry that pinned it."""
+    action: str
+    reason: str
+
+    def holds(self, retrievals: float) -> bool:
+        """Whether the pin still holds at ``retrievals``."""
+        return self.until is None or retrievals < self.until
+
+    def row(self) -> dict[str, Any]:
+        return {"until": self.until, "audit_seq": self.seq, "action": self.action, "reason": self.reason}
+
+
+def pins(audit: Sequence[AuditEntry]) -> dict[str, Pin]:
+    """Each memory's standing pin (latest pinning or unpinning entry wins), by id.
+
+    Examples
+    --------
+    >>> from memworth.store.records import AuditEntry
+    >>> e = lambda seq, pin: AuditEntry(seq, "m", "default", "x", "pin", "", "", "why", {"pin": pin}, 0.0)
+    >>> pins([e(1, {"until": 30.0})])["m"].holds(29.0), pins([e(1, {"until": 30.0})])["m"].holds(30.0)
+    (True, False)
+    >>> pins([e(1, {"until": None}), e(2, None)])
+    {}
+    """
+    out: dict[str, Pin] = {}
+    for entry in audit:
+        if "pin" not in entry.settings:
+            continue
+        pin = entry.settings["pin"]
+        if pin is None:
+            out.pop(entry.memory_id, None)
+        else:
+            until = pin.get("until")
+            out[entry.memory_id] = Pin(None if until is None else float(until), entry.seq, entry.action, entry.reason)
+    return out
+
+
+def flags(audit: Sequence[AuditEntry]) -> dict[str, AuditEntry]:
+    """The latest entry that set each memory's standing to ``re-verify``, by id."""
+    return {e.memory_id: e for e in audit if e.field == "standing" and e.new == "re-verify"}
+
+
+@dataclass(frozen=True)
+class ProbeEvidence:
+    """A quarantined memory's outcomes since its flag, and the rates its flag states."""
+
+    success: np.ndarray
+    weight: np.ndarray
+    before: float
+    after: float
+
+
+def flag_rates(numbers: dict[str, Any], worth_now: float, odds_ratio: float) -> tuple[float, float]:
+    """The success rate before the flag and the lower rate that raised it, from the flag's numbers.
+
+    A change alarm states its baseline and its alternative (the baseline's odds times
+    ``odds_ratio``); the window test states the lifetime worth and the window's worth; a
+    flag set by hand states neither, so the memory's worth now and the change detector's
+    alternative to it are used.
+
+    Examples
+    --------
+    >>> flag_rates({"worth": 0.7, "recent_worth": 0.2, "recent_retrievals": 20}, 0.6, 0.05)
+    (0.7, 0.2)
+    >>> [round(x, 3) for x in flag_rates({"change_statistic": 13.0, "change_threshold": 12.0,
+    ...                                   "change_baseline": 0.8}, 0.6, 0.05)]
+    [0.8, 0.167]
+    """
+
+    def alternative(p: float) -> float:
+        p = min(max(p, 1e-6), 1 - 1e-6)
+        odds = p / (1 - p) * odds_ratio
+        return odds / (1 + odds)
+
+    statistic = numbers.get("change_statistic")
+    threshold = numbers.get("change_threshold")
+    if statistic is not None and threshold is not None and statistic >= threshold and "change_baseline" in numbers:
+        before = float(numbers["change_baseline"])
+        return before, alternative(before)
+    if "recent_worth" in numbers and "worth" in numbers:
+        return float(numbers["worth"]), float(numbers["recent_worth"])
+    before = float(numbers.get("worth", worth_now))
+    return before, alternative(before)
+
+
+def probe_evidence(
+    history: Sequence[tuple[OutcomeRow, Episode]], flag: AuditEntry, worth_now: float, odds_ratio: float
+) -> ProbeEvidence:
+    """The flagged memory's direct retrievals with an outcome recorded since ``flag``."""
+    mid = flag.memory_id
+    ys: list[bool] = []
+    ws: list[float] = []
+    for o, ep in history:
+        if o.recorded < flag.at:
+            continue
+        if any(item.memory_id == mid for item in ep.items):
+            ys.append(o.success)
+            ws.append(o.confidence)
+    numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}
+    before, after = flag_rates(numbers, worth_now, odds_ratio)
+    if not (math.isfinite(before) and math.isfinite(after)):
+        before, after = worth_now, worth_now
+    return ProbeEvidence(np.array(ys, dtype=bool), np.array(ws, dtype=float), before, after)

@@ -1,0 +1,171 @@
+"""Governance that acts: standing feeds recall, quarantine with probes, the verification loop,
+human decisions that stick, continuous governance (run against every backend)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from memworth import MemoryStore, ValidationError
+from memworth.errors import ConflictError, UnknownMemoryError
+from memworth.governance import GovernancePolicy
+from memworth.store.report import MemoryReport
+from tests.store.conftest import FACTS
+
+
+def scores_of(store: MemoryStore, query: str) -> dict[str, float]:
+    return {r.memory.id: r.score for r in store.recall(query, k=len(FACTS))}
+
+
+def test_standing_moves_the_score_by_the_rules_documented_amounts(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    before = scores_of(s, "reverse a python list")
+    s.set_standing("reverse", "promoted", reason="vouched for")
+    s.set_standing("methods", "demoted", reason="doubted")
+    after = scores_of(s, "reverse a python list")
+    assert after["reverse"] == pytest.approx(before["reverse"] + 0.1)
+    assert after["methods"] == pytest.approx(before["methods"] - 0.1)
+    assert after["water"] == pytest.approx(before["water"])
+
+
+def test_a_quarantined_memory_is_served_only_as_a_logged_probe(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=3, probe_share=0.25)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    assert s.recall("capital of czechoslovakia", k=1).results[0].memory.id == "czechoslovakia"
+    s.set_standing("czechoslovakia", "re-verify", reason="the country is gone")
+    served = probes = 0
+    for _ in range(200):
+        r = s.recall("capital of czechoslovakia", k=1)
+        (top,) = r.results
+        item = r.episode.items[0]
+        assert item.probe == top.probe and item.memory_id == top.memory.id
+        if top.memory.id == "czechoslovakia":
+            served += 1
+            probes += top.probe
+            assert top.probe and item.propensity == pytest.approx(0.25)
+            assert r.diagnostics["probes"] == ["czechoslovakia"]
+    assert served == probes and 25 <= served <= 75  # about a quarter of 200, always as a probe
+    s.probe_share = 0.0
+    assert all(s.recall("capital of czechoslovakia", k=1).results[0].memory.id != "czechoslovakia" for _ in range(30))
+
+
+def test_the_probe_test_releases_a_recovered_memory_and_suppresses_a_broken_one(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    s = make_store(exploration=0.0, seed=0, probe_share=1.0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid in ("water", "czechoslovakia"):
+        s.set_standing(mid, "re-verify", reason="check it")
+    for _ in range(6):
+        s.record(s.recall("water boils at sea level", k=1), success=True)
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    found = {p.memory_id: p for p in s.govern().proposals}
+    assert found["water"].action == "release" and "came back" in found["water"].reason
+    assert found["czechoslovakia"].action == "suppress" and "failures continue" in found["czechoslovakia"].reason
+    applied = s.govern(apply=True).applied
+    assert {(e.memory_id, e.action) for e in applied} >= {("water", "release"), ("czechoslovakia", "suppress")}
+    assert s.get("water").standing == "normal" and s.get("czechoslovakia").status == "suppressed"
+
+
+def test_a_restore_sticks_until_new_evidence_and_pins_hold_until_unpinned(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(pin_evidence=5))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(12):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    (entry,) = [e for e in s.govern(apply=True).applied if e.memory_id == "czechoslovakia"]
+    assert entry.action == "deprecate"
+    s.restore(entry.seq, reason="false alarm")
+    report = s.report("czechoslovakia")
+    assert report.proposal is None and report.held is not None and report.held.action == "deprecate"
+    assert report.pin is not None and report.pin.until == 12 + 5 and report.row()["pin"]["action"] == "restore"
+    again = s.govern(apply=True)  # the same evidence: nothing happens to it
+    assert all(e.memory_id != "czechoslovakia" for e in again.applied)
+    assert [p.memory_id for p, why in again.skipped if "pinned by a person" in why] == ["czechoslovakia"]
+    for _ in range(5):  # the documented amount of new evidence, after the decision
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    assert s.report("czechoslovakia").proposal.action == "deprecate"  # the evidence says so again
+    s.pin("czechoslovakia", reason="a person keeps it whatever the outcomes")
+    for _ in range(10):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    assert s.report("czechoslovakia").pin.until is None and s.report("czechoslovakia").proposal is None
+    s.unpin("czechoslovakia", reason="let governance decide")
+    assert s.report("czechoslovakia").proposal.action == "deprecate"
+    with pytest.raises(ValidationError):  # a pin changed nothing a restore could undo
+        s.restore(s.audit("czechoslovakia")[-1].seq)
+
+
+def test_resolving_the_queue(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid in ("water", "czechoslovakia", "prague"):
+        s.set_standing(mid, "re-verify", reason="check it")
+    assert [r.id for r in s.queue()] == ["prague", "czechoslovakia", "water"]
+    before = s.get("water").counts
+    assert s.resolve("water", "confirmed", reason="still boils").new == "normal"
+    assert s.get("water").counts == before and s.report("water").pin is not None
+    assert s.resolve("czechoslovakia", "stale", reason="gone", status="deprecated").new == "deprecated"
+    edited = s.resolve("prague", "edited", reason="reworded", text="Prague is the Czech capital city.", new_id="p2")
+    assert edited.settings["replaced_by"] == "p2" and s.get("prague").status == "archived"
+    assert s.get("p2").derived_from == ("prague",) and s.get("p2").standing == "normal"
+    assert s.queue() == []
+    snapshot = [(m.id, m.status, m.standing) for m in s.list()]
+    with pytest.raises(ConflictError):  # not awaiting verification
+        s.resolve("water", "confirmed", reason="again")
+    with pytest.raises(ValidationError) as bad:
+        s.resolve("methods", "maybe", reason="?")
+    assert bad.value.field == "verdict"
+    s.set_standing("methods", "re-verify", reason="check")
+    with pytest.raises(ValidationError) as missing:
+        s.resolve("methods", "edited", reason="no text")
+    assert missing.value.field == "text"
+    with pytest.raises(UnknownMemoryError):
+        s.resolve("nope", "confirmed", reason="?")
+    assert [(m.id, m.status, m.standing) for m in s.list() if m.id != "methods"] == [
+        x for x in snapshot if x[0] != "methods"
+    ]
+
+
+def test_the_verifier_resolves_and_its_failures_are_audited_without_changes(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    answers: dict[str, object] = {"water": "confirmed", "prague": ("edited", "Prague is the Czech capital.")}
+
+    def verifier(report: MemoryReport) -> object:
+        if report.id == "methods":
+            raise RuntimeError("the test run crashed")
+        if report.id == "recursion":
+            time.sleep(2)  # longer than the limit
+        if report.id == "czechoslovakia":
+            return "perhaps"
+        return answers[report.id]
+
+    s = make_store(exploration=0.0, seed=0, verifier=verifier, verifier_timeout=0.3)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid in ("water", "prague", "methods", "recursion", "czechoslovakia"):
+        s.set_standing(mid, "re-verify", reason="check it")
+    applied = s.govern(apply=True).applied
+    by = {e.memory_id: e for e in applied}
+    assert by["water"].action == "resolve" and s.get("water").standing == "normal"
+    assert by["prague"].action == "resolve" and s.get("prague").status == "archived"
+    for mid, why in (("methods", "RuntimeError"), ("recursion", "TimeoutError"), ("czechoslovakia", "perhaps")):
+        assert by[mid].action == "verifier-failed" and why in by[mid].reason
+        assert (s.get(mid).status, s.get(mid).standing) == ("active", "re-verify")
+    assert {e.memory_id for e in s.govern(apply=True).applied} == set()  # asked once per flag
+
+
+def test_continuous_governance_applies_protective_actions_only(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=0, govern_every=5)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(15):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+        s.record(s.recall("water boils at sea level", k=1), success=True)
+    assert s.get("czechoslovakia").status == "deprecated"  # applied by itself
+    assert s.get("water").standing == "normal"  # promote is only proposed
+    assert any(p.memory_id == "water" and p.action == "promote" for p in s.govern().proposals)
+    with pytest.raises(ValidationError):
+        make_store(govern_every=0)

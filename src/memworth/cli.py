@@ -151,11 +151,14 @@ def _parser_for(argv: list[str]) -> argparse.ArgumentParser:
     """The parser with only the plugin that ``argv``'s command needs loaded.
 
     The global options (``--help``, ``--version``) take no value, so the command is the
-    first argument that is not an option. No command or a store command loads no plugin;
-    a plugin's entry-point name loads that plugin only; any other word loads every
-    plugin, one of which may register it (else argparse refuses it, listing them all).
+    first argument that is not an option. ``--version`` alone reads no entry point. No
+    command or a store command loads no plugin; a plugin's entry-point name loads that
+    plugin only; any other word loads every plugin, one of which may register it (else
+    argparse refuses it, listing them all).
     """
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
+        return _build(None, [])
     plugins = _plugins()
     if command in {ep.name for ep in plugins}:
         return _build(command, plugins)

@@ -116,3 +116,19 @@ def test_a_plugin_is_summed_up_from_its_docstring_without_importing_it() -> None
     assert _summary(package).startswith("the memory store over the Model Context Protocol")
     for missing in ("no_such_package.cli:register", "memworth.no_such_module:register"):
         assert _summary(EntryPoint("y", missing, "memworth.commands")) == "see memworth y --help"
+
+
+def test_mcp_without_the_sdk_is_a_one_line_error(tmp_path: Path) -> None:
+    """The SDK is imported when ``memworth mcp`` serves, so its absence is reported there."""
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the mcp extra were not installed\n"
+        "from memworth.cli import main\n"
+        f"sys.exit(main(['mcp', '--store', 'sqlite:///{tmp_path / 'm.db'}', '--encoder', 'hashing']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert out.stderr.startswith("memworth: error: mcp: needs the mcp extra: pip install 'memworth[mcp]'")

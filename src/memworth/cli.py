@@ -151,21 +151,19 @@ def _parser_for(argv: list[str]) -> argparse.ArgumentParser:
     """The parser with only the plugin that ``argv``'s command needs loaded.
 
     The global options (``--help``, ``--version``) take no value, so the command is the
-    first argument that is not an option. ``--version`` alone reads no entry point. No
-    command or a store command loads no plugin; a plugin's entry-point name loads that
-    plugin only; any other word loads every plugin, one of which may register it (else
-    argparse refuses it, listing them all).
+    first argument that is not an option. ``--version`` alone and a store command read
+    no entry point. No command loads no plugin (``--help`` lists them); a plugin's
+    entry-point name loads that plugin only; any other word loads every plugin, one of
+    which may register it (else argparse refuses it, listing them all).
     """
     command = next((a for a in argv if not a.startswith("-")), None)
-    if command is None and "--version" in argv and not {"-h", "--help"} & set(argv):
-        return _build(None, [])
+    bare = _build(None, [])
+    if command in _commands(bare) or (command is None and "--version" in argv and not {"-h", "--help"} & set(argv)):
+        return bare
     plugins = _plugins()
     if command in {ep.name for ep in plugins}:
         return _build(command, plugins)
-    parser = _build(None, plugins)
-    if command is None or command in _commands(parser):
-        return parser
-    return _build(_ALL, plugins)
+    return _build(None if command is None else _ALL, plugins)
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

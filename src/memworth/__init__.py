@@ -177,4 +177,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The public names, loaded or not, and what the module already holds."""
     return sorted(set(globals()) | set(__all__))

@@ -57,6 +57,7 @@ def _plugins() -> list[EntryPoint]:
 
 
 def _build(load: str | None, plugins: Sequence[EntryPoint]) -> argparse.ArgumentParser:
+    """The parser with these ``plugins``, of which ``load`` says which to import (see :func:`build_parser`)."""
     parser = argparse.ArgumentParser(
         prog="memworth",
         description="Memory Worth: outcome-driven governance for agent memory stores.",

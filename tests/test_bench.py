@@ -147,3 +147,21 @@ def test_docstring_examples_run() -> None:
     for module in (common, data, embed, http_baseline):
         result = doctest.testmod(module)
         assert result.attempted and not result.failed, module.__name__
+
+
+def test_startup_times_each_command_in_a_fresh_process_beside_a_bare_interpreter(tmp_path: Path) -> None:
+    md, doc = _bench(tmp_path, "--only", "startup")
+    task = doc["families"]["startup"]["tasks"]["startup"]
+    assert task["status"] == "done", task.get("error")
+    section = task["section"]
+    _finite_ratios(section)
+    seconds = section["data"]["seconds"]
+    assert set(seconds) == {
+        "python -c pass",
+        "python -c 'import memworth'",
+        "memworth --version",
+        "memworth --help",
+        "memworth list (store of 100)",
+    }
+    assert all(len(s["values"]) == 2 and s["min"] > 0 for s in seconds.values())  # smoke: 2 runs each
+    assert "memworth --version / python -c pass" in md and "| memworth list (store of 100) |" in md

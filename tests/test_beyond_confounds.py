@@ -31,6 +31,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
     assert (out / "config.toml").read_text() == load_config(name)["_text"]
 
 
+@pytest.mark.slow  # full size: `make test-full`; the quick variant above runs by default
 def test_context_targets_at_full_size() -> None:
     """20 seeds x 10,000 episodes; only the last checkpoint (the targets read it)."""
     cfg = load_config("context")
@@ -48,6 +49,7 @@ def test_context_targets_at_full_size() -> None:
     assert all(r.ok for r in result.rows if r.ok is not None)
 
 
+@pytest.mark.slow  # full size: `make test-full`; the quick variant above runs by default
 def test_exp4_hitchhiker_targets_at_full_size() -> None:
     """20 seeds x 10,000 episodes of Experiment 4 at 0% natural independence, 10% budget."""
     cfg = load_config("hitchhiker")

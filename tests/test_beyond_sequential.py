@@ -43,6 +43,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         assert ipw > unclipped > given_ranking
 
 
+@pytest.mark.slow  # full size: `make test-full`; the quick variant above runs by default
 def test_deprecation_meets_the_issue_targets_at_full_size() -> None:
     """20 seeds; 10,000 null memories watched for 10,000 retrievals, 10,000 low ones for 2,000."""
     cfg = load_config("deprecation")

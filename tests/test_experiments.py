@@ -35,6 +35,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         assert row["name"] in printed
 
 
+@pytest.mark.slow  # full size: `make test-full`; the quick variant above runs by default
 @pytest.mark.parametrize("name", PAPER_EXPERIMENTS)
 def test_full_size_meets_the_paper_within_tolerance(name: str) -> None:
     """20 seeds x 10,000 episodes, as in the paper, against the issue's tolerances."""

@@ -14,12 +14,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import ValidationError
-from memworth.governance import GovernancePolicy
-from memworth.store import Memory, MemoryStore
+
+if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
+    from memworth.encoders import Encoder
+    from memworth.store import Memory, MemoryStore
 
 __all__ = ["register"]
 
@@ -100,6 +101,9 @@ def register(commands: Any) -> None:
 
 def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        from memworth.encoders import HashingEncoder
+        from memworth.store import MemoryStore
+
         encoder: Encoder | None = None
         if args.encoder == "hashing":
             encoder = HashingEncoder()
@@ -307,6 +311,8 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
                 changes[name] = json.loads(text)
             except json.JSONDecodeError:
                 changes[name] = text  # a word: deprecation=sequential
+        from memworth.governance import GovernancePolicy
+
         store.set_policy(GovernancePolicy.from_settings({**store.policy.settings(), **changes}))
     if args.action == "history":
         versions = store.policy_history()

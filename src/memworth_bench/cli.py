@@ -29,6 +29,7 @@ FAMILIES = {
     "http": "memworth_bench.http_api",
     "memory": "memworth_bench.footprint",
     "embed": "memworth_bench.embed",
+    "startup": "memworth_bench.startup",
 }
 
 DESCRIPTION = """Run memworth's benchmarks and write BENCHMARKS.md and a JSON file.

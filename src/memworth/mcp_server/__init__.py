@@ -23,7 +23,26 @@ The parts: ``server`` builds the server (its tools and resource), ``views`` are 
 tools return, ``command`` is the ``memworth mcp`` command (transports, signals).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from memworth.mcp_server.command import register
-from memworth.mcp_server.server import create_server, memory_uri
+
+if TYPE_CHECKING:
+    from memworth.mcp_server.server import create_server, memory_uri
 
 __all__ = ["create_server", "memory_uri", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the server module (and the MCP SDK) at first use of its names.
+
+    ``register`` is light: the ``memworth`` CLI loads it to list ``mcp`` beside the other
+    commands, and must not pay the SDK's import (about half a second) for ``--help``.
+    """
+    if name in ("create_server", "memory_uri"):
+        from memworth.mcp_server import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'memworth.mcp_server' has no attribute {name!r}")

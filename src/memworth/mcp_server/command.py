@@ -6,12 +6,13 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memworth.errors import ValidationError
-from memworth.mcp_server.server import create_server
-from memworth.store import MemoryStore
 from memworth.store_cli import DEFAULT_URL, _with_store
+
+if TYPE_CHECKING:
+    from memworth.store import MemoryStore
 
 __all__ = ["register"]
 
@@ -48,6 +49,10 @@ def register(commands: Any) -> None:
 def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise ValidationError("--port", f"must be from 1 to 65535, got {args.port}")
+    try:  # the MCP SDK: imported only when serving
+        from memworth.mcp_server.server import create_server
+    except ImportError as exc:
+        raise ValidationError("mcp", f"needs the mcp extra: pip install 'memworth[mcp]' ({exc})") from None
     server = create_server(store, namespace=args.namespace)
     where = store.backend.url.split("@")[-1]
     # SIGTERM ends the server like end of input does: uvicorn shuts down gracefully and

@@ -102,3 +102,21 @@ def test_import_memworth_stays_light() -> None:
 
 def test_using_a_bound_imports_scipy_lazily() -> None:
     assert _modules_after("memworth.BetaBound().value(memworth.Counts(1.0, 1.0, 2.0))") == ["scipy"]
+
+
+def test_the_public_surface_is_exactly_all() -> None:
+    """httpx's check: what ``dir(memworth)`` shows as public is ``__all__``, no more, no less,
+    whatever other names (kept importable for older code) were looked up before."""
+    import memworth.coretrieval  # a submodule is not a public name
+
+    assert memworth.AlarmSplitter is memworth.coretrieval.AlarmSplitter  # a former name still resolves
+    helpers = {"TYPE_CHECKING", "Any", "annotations", "importlib"}
+    shown = {
+        n
+        for n in dir(memworth)
+        if not n.startswith("_") and n not in helpers and not inspect.ismodule(getattr(memworth, n))
+    }
+    assert shown == set(memworth.__all__) - {"__version__"}
+    assert 30 <= len(memworth.__all__) <= 36
+    for name in ("GovernancePolicy", "MemoryReport", "NotFoundError", "ConflictError"):
+        assert name in memworth.__all__

@@ -61,12 +61,15 @@ def run_agent(
     url: str,
     govern_every: int | None,
     minutes_per_episode: float = 5.0,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run one agent; return per-episode outcomes, MW trajectories and governance events."""
+    """Run one agent; return per-episode outcomes, MW trajectories and governance events.
+
+    ``settings``: further :class:`memworth.MemoryStore` settings (the demo uses the defaults)."""
     task_rng = np.random.default_rng([seed, 1])
     r = cfg["run"]
     clock = _SimulatedClock(start=1_700_000_000.0, step=minutes_per_episode * 60.0)
-    store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock)
+    store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock, **(settings or {}))
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
     outcomes, families, events, trajectory = [], [], [], []
     for t in range(1, episodes + 1):

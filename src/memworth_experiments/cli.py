@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memworth import ValidationError
-from memworth_experiments.common import EXPERIMENTS, format_table, load_config, write_outputs
+from memworth_experiments.common import EXPERIMENTS, format_table, load_config, unexpected_misses, write_outputs
 
 DESCRIPTION = """Rebuild a table and figure of the paper, printing our numbers beside the paper's.
 
@@ -92,7 +92,10 @@ def reproduce(
     for note in result.notes:
         print(f"note: {note}")
     print(f"wrote {out}/results.json, raw.csv, config.toml, figure.png")
-    misses = sum(1 for r in result.rows if r.ok is False)
+    known = [r for r in result.rows if r.ok is False and r.known_miss]
+    if known:
+        print(f"{len(known)} documented miss(es), reported and not failed: " + "; ".join(r.name for r in known))
+    misses = len(unexpected_misses(result.rows))
     if misses:
         print(f"{misses} number(s) outside the tolerance of {cfg['_tolerance']}", file=sys.stderr)
     return misses

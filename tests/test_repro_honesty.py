@@ -1,0 +1,79 @@
+"""Issue 19: every check of a paper number says what it compares, and the designs pair their arms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from memworth.cli import main
+from memworth_experiments import exp3
+from memworth_experiments.common import Result, Row, load_config, summary_table, unexpected_misses
+
+
+def _cfg(name: str, tolerance: float = 0.05) -> dict:
+    cfg = load_config(name)
+    cfg["_tolerance"] = tolerance
+    return cfg
+
+
+def test_a_range_is_compared_edge_to_edge_and_a_value_by_distance() -> None:
+    inside = Row("a", "m", None, 0.897, 0.0, 0.0, paper_range=(0.895, 0.899))
+    below = Row("b", "m", None, 0.885, 0.0, 0.005, paper_range=(0.895, 0.899))
+    widened = Row("c", "m", None, 0.891, 0.0, 0.005, paper_range=(0.895, 0.899))
+    assert inside.ok and widened.ok and below.ok is False
+    assert below.compares == "ours in [0.895, 0.899] widened by 0.005 each side"
+    assert below.as_dict()["paper"] is None and below.as_dict()["paper_range"] == [0.895, 0.899]
+    assert Row("d", "m", 0.5, 0.55, 0.0, 0.03).ok is False
+
+
+def test_statuses_say_matched_tuned_contradicted_or_missed() -> None:
+    rows = [
+        Row("plain", "m", 0.5, 0.51, 0.0, 0.03),
+        Row("tuned", "m", 0.5, 0.51, 0.0, 0.03, tuning="knob chosen to match"),
+        Row("contra", "m", 0.0, 0.5, 0.0, 0.03, contradiction="definition gives 0.5"),
+        Row("miss", "m", 0.5, 0.7, 0.0, 0.03),
+        Row("known", "m", 0.5, 0.7, 0.0, 0.03, known_miss="documented"),
+        Row("ours only", "m", None, 0.7, 0.0),
+    ]
+    assert [r.status for r in rows] == [
+        "matched",
+        "matched after documented tuning",
+        "contradicted by the paper itself",
+        "missed",
+        "missed",
+        None,
+    ]
+    assert [r.name for r in unexpected_misses(rows)] == ["miss"]
+    table = summary_table([Result("expX", rows, [], {})])
+    assert "ours only" not in table and "definition gives 0.5" in table and "knob chosen to match" in table
+    assert "1 matched, 1 matched after documented tuning, 1 contradicted by the paper itself, 2 missed" in table
+
+
+def test_exp3_runs_every_policy_on_the_same_draws() -> None:
+    cfg = _cfg("exp3")
+    utility = np.random.default_rng(0).uniform(0, 1, (3, 100))
+    same = exp3.run_policies(utility, [1.0, 1.0], cfg, 500, np.random.default_rng(1))
+    _, worth = same[-1]
+    assert np.array_equal(worth[0], worth[1])  # two uniform arms on common random numbers are one arm
+    mixed = exp3.run_policies(utility, [0.0, 1.0], cfg, 500, np.random.default_rng(1))
+    assert not np.array_equal(mixed[-1][1][0], mixed[-1][1][1])  # the softmax does reorder some draws
+
+
+def test_exp3_stores_the_papers_range_as_printed_and_tests_the_claim_paired(tmp_path: Path) -> None:
+    out = tmp_path / "exp3"
+    assert main(["reproduce", "exp3", "--seeds", "3", "--episodes", "1000", "--no-progress", "--out", str(out)]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    softmax = [r for r in rows if r["name"].startswith("MW-softmax")]
+    assert len(softmax) == 3
+    for r in softmax:
+        assert r["paper"] is None and r["paper_range"] == [0.895, 0.899] and "5.3.2" in r["source"]
+        assert r["compares"].startswith("ours in [0.895, 0.899]")
+    paired = [r for r in rows if "paired" in r["name"]]
+    assert len(paired) == 3
+    for r in paired:
+        assert r["paper_range"] == [0.005, 0.009] and "95% CI" in r["note"]
+        assert r["status"] in ("matched", "missed")
+    uniform = next(r for r in rows if r["name"] == "Uniform reference")
+    assert uniform["paper"] == 0.890

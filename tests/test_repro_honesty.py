@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memworth.cli import main
-from memworth_experiments import exp3
+from memworth_experiments import exp3, exp4
 from memworth_experiments.common import Result, Row, load_config, summary_table, unexpected_misses
 
 
@@ -77,3 +78,35 @@ def test_exp3_stores_the_papers_range_as_printed_and_tests_the_claim_paired(tmp_
         assert r["status"] in ("matched", "missed")
     uniform = next(r for r in rows if r["name"] == "Uniform reference")
     assert uniform["paper"] == 0.890
+
+
+def test_exp4_shares_one_pool_and_one_stream_across_independence_levels() -> None:
+    w = load_config("exp4")["world"]
+    low, high = exp4.world(3, 0.1, 2000, w), exp4.world(3, 0.3, 2000, w)
+    assert np.array_equal(low["utility"], high["utility"])
+    differ = low["retrieved"] != high["retrieved"]
+    assert differ.any() and not differ[:, [0, *range(2, w["k"])]].any()  # only the hitchhiker's slot
+    alone_low = low["retrieved"][:, 1] != exp4.HITCHHIKER
+    alone_high = high["retrieved"][:, 1] != exp4.HITCHHIKER
+    assert np.all(alone_high[alone_low])  # the 10% independent episodes are among the 30% ones
+
+
+def test_exp4_anchor_follows_the_designs_linear_expectation() -> None:
+    cfg = _cfg("exp4")
+    result = exp4.run(cfg, 6, 4000, show_progress=False)
+    by = {r.name: r for r in result.rows}
+    for f in ("0%", "10%", "30%", "100%"):
+        gap = by[f"anchor, indep {f}: ours - expectation"]
+        assert abs(gap.ours) < 0.01, (f, gap.ours)
+    slope = by["anchor: slope of MW over independence share"]
+    design = float(slope.note.split("= ")[1].split(";")[0])
+    assert slope.ours == pytest.approx(design, abs=0.012)
+    assert by["anchor: seeds rising at every share step"].ours >= 5 / 6
+
+
+def test_exp4_expectation_at_both_ends_of_the_share() -> None:
+    pool = np.array([0.9, 0.05] + [0.5] * 98)
+    anchor, hitchhiker = exp4.expected_worth(pool, 1.0, 8)
+    assert anchor == pytest.approx((0.9 + 7 * 0.5) / 8) and np.isnan(hitchhiker)
+    a0, h0 = exp4.expected_worth(pool, 0.0, 8)
+    assert a0 == pytest.approx(h0) == pytest.approx((0.95 + 6 * 0.5) / 8)

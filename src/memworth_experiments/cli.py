@@ -10,12 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from memworth import ValidationError
-from memworth_experiments.common import EXPERIMENTS, format_table, load_config, unexpected_misses, write_outputs
+from memworth_experiments.common import (
+    EXPERIMENTS,
+    PAPER_EXPERIMENTS,
+    Result,
+    format_table,
+    load_config,
+    summary_table,
+    unexpected_misses,
+    write_outputs,
+    write_summary,
+)
 
 DESCRIPTION = """Rebuild a table and figure of the paper, printing our numbers beside the paper's.
 
-Writes results.json (rows of name, metric, paper, ours, std), raw.csv (per seed and
-checkpoint), config.toml (the settings used) and figure.png into --out."""
+Writes results.json (rows of name, metric, paper or paper_range, ours, std, tolerance,
+source, compares, status), raw.csv (per seed and checkpoint), config.toml (the settings
+used) and figure.png into --out. Each paper number gets a status: matched, matched after
+documented tuning, contradicted by the paper itself (with the reason), missed, or not
+checked. 'paper' (exp1-exp5) and 'all' end with one table of every paper number and write
+summary.json. --check exits 1 on a miss that has no documented reason."""
 
 
 def register(commands: Any) -> None:
@@ -26,7 +40,11 @@ def register(commands: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("experiment", choices=[*EXPERIMENTS, "all"], help="which experiment, or all of them")
+    p.add_argument(
+        "experiment",
+        choices=[*EXPERIMENTS, "paper", "all"],
+        help="which experiment; 'paper' runs exp1-exp5, 'all' every one; both end with one table of every paper number",
+    )
     p.add_argument("--seeds", type=int, help="independent seeds (default: the paper's 20)")
     p.add_argument("--episodes", type=int, help="episodes per seed (default: the paper's 10,000)")
     p.add_argument("--quick", action="store_true", help="the small variant CI runs (fewer seeds, looser tolerance)")
@@ -39,12 +57,13 @@ def register(commands: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    names = {"all": EXPERIMENTS, "paper": PAPER_EXPERIMENTS}.get(args.experiment, (args.experiment,))
     missed = 0
+    results = []
+    base = args.out if args.out is not None else Path("results")
     for name in names:
-        base = args.out if args.out is not None else Path("results")
         out = base / name if (args.out is None or len(names) > 1) else base
-        missed += reproduce(
+        result = reproduce(
             name,
             seeds=args.seeds,
             episodes=args.episodes,
@@ -52,6 +71,14 @@ def handle(args: argparse.Namespace) -> int:
             out=out,
             show_progress=not args.no_progress,
         )
+        missed += len(unexpected_misses(result.rows))
+        results.append(result)
+    if len(names) > 1:
+        paper = [r for r in results if r.experiment in PAPER_EXPERIMENTS]
+        print("\nEvery number the paper prints, with its check:")
+        print(summary_table(paper))
+        write_summary(paper, base / "summary.json")
+        print(f"wrote {base}/summary.json")
     return 1 if (missed and args.check) else 0
 
 
@@ -63,8 +90,8 @@ def reproduce(
     quick: bool = False,
     out: Path,
     show_progress: bool = True,
-) -> int:
-    """Run experiment ``name``, write its outputs to ``out``, print the table; return the misses."""
+) -> Result:
+    """Run experiment ``name``, write its outputs to ``out``, print the table; return its result."""
     cfg = load_config(name)
     size = cfg["quick"] if quick else cfg["run"]
     seeds = size["seeds"] if seeds is None else seeds
@@ -98,4 +125,4 @@ def reproduce(
     misses = len(unexpected_misses(result.rows))
     if misses:
         print(f"{misses} number(s) outside the tolerance of {cfg['_tolerance']}", file=sys.stderr)
-    return misses
+    return result

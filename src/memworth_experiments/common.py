@@ -188,6 +188,15 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
 
 
+def tolerance_at(cfg: dict[str, Any], episode: int, paper_episode: int) -> float | None:
+    """The run's tolerance when ``episode`` is the one the paper reports, else None.
+
+    A run cut short (``--episodes 2000``) is not compared with numbers the paper gives
+    at episode 10,000; its rows are reported without a check.
+    """
+    return cfg["_tolerance"] if episode == paper_episode else None
+
+
 def paired_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """Mean of paired per-seed differences and its t interval: ``(mean, low, high)``.
 
@@ -287,6 +296,19 @@ def summary_table(results: Sequence[Result]) -> str:
                 lines.append(f"{'':<5} {'':<40} {'':<14} {'':>11} {'':>8}  {'':<33} ({why})")
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
     return "\n".join(lines)
+
+
+def write_summary(results: Sequence[Result], path: Path) -> None:
+    """Every paper number of ``results`` with its status and check, as JSON (``summary.json``)."""
+    rows = [
+        {"experiment": result.experiment, **r.as_dict()}
+        for result in results
+        for r in result.rows
+        if r.status is not None
+    ]
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in STATUSES}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"counts": counts, "rows": rows}, indent=2, default=_jsonable) + "\n")
 
 
 def read_raw(path: Path) -> list[dict[str, str]]:

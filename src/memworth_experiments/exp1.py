@@ -94,12 +94,21 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list
             if ep not in present:
                 continue
             m, s = mean_std(_select(raw, entry["strategy"], ep, "rho"))
-            rows.append(Row(LABELS[entry["strategy"]], f"rho@{ep}", paper, m, s, tol))
+            rows.append(Row(LABELS[entry["strategy"]], f"rho@{ep}", paper, m, s, tol, source=entry["source"]))
     final = max(present)
     for strategy, paper in cfg["paper_low_value"].items():
         m, s = mean_std(_select(raw, strategy, final, "low_value"))
         rows.append(
-            Row(LABELS[strategy], f"low@{final}", paper, m, s, None, "count per seed; paper gives no episode count")
+            Row(
+                LABELS[strategy],
+                f"low@{final}",
+                paper,
+                m,
+                s,
+                None,
+                "count per seed; paper gives no episode count",
+                source=cfg["low_value_source"],
+            )
         )
     for strategy in ("uniform", "score", "oracle"):
         m, s = mean_std(_select(raw, strategy, final, "uncertain"))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memworth import Tracker
-from memworth_experiments.common import Result, Row, mean_std, paired_interval, read_raw, spearman
+from memworth_experiments.common import Result, Row, mean_std, paired_interval, read_raw, spearman, tolerance_at
 
 
 def softmax_policy(worth: np.ndarray, temperature: float, epsilon: float | np.ndarray) -> np.ndarray:
@@ -69,6 +69,17 @@ def run_policies(
     return out
 
 
+def run_policy(
+    utility: np.ndarray, epsilon: float | None, cfg: dict[str, Any], episodes: int, rng: np.random.Generator
+) -> list[tuple[int, np.ndarray]]:
+    """One policy alone (``epsilon=None``: uniform); ``(episode, worth[seed, memory])`` checkpoints.
+
+    For a softmax policy the draws are those of :func:`run_policies` with that one floor.
+    """
+    floor = 1.0 if epsilon is None else epsilon
+    return [(t, worth[0]) for t, worth in run_policies(utility, [floor], cfg, episodes, rng)]
+
+
 def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
     n = cfg["world"]["memories"]
     utility = np.stack([np.random.default_rng(seed).uniform(0, 1, n) for seed in range(seeds)])
@@ -92,7 +103,8 @@ def _final(raw: list[dict[str, Any]], policy: str, episode: int) -> list[float]:
 
 def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], policies: list[str]) -> tuple[list[Row], list[str]]:
     final = max(r["episode"] for r in raw)
-    paper, tol = cfg["paper"], cfg["_tolerance"]
+    paper = cfg["paper"]
+    tol = tolerance_at(cfg, final, paper["episode"])
     band = (paper["softmax_low"], paper["softmax_high"])
     uniform = np.array(_final(raw, "uniform", final))
     rows = [
@@ -130,7 +142,7 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], policies: list[str]) -
                 None,
                 mean,
                 float(np.std(rho - uniform, ddof=1)),
-                (high - low) / 2,
+                (high - low) / 2 if tol is not None else None,
                 f"95% CI {low:+.4f} to {high:+.4f}: {verdict}; tolerance = the CI half-width, so 'matched' "
                 "means the CI meets the paper's implied difference",
                 paper_range=claim,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from memworth import RawWorth, Tracker
-from memworth_experiments.common import Result, Row, mean_std, paired_interval, progress, read_raw
+from memworth_experiments.common import Result, Row, mean_std, paired_interval, progress, read_raw, tolerance_at
 
 ANCHOR, HITCHHIKER = 0, 1
 
@@ -126,8 +126,8 @@ def _final(raw: list[dict[str, Any]], f: float, memory: str, key: str) -> tuple[
 
 
 def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]]) -> list[Row]:
-    tol = cfg["_tolerance"]
     last = max(r["episode"] for r in raw)
+    tol = tolerance_at(cfg, last, cfg["paper_episode"])
     shares = cfg["world"]["independence"]
     source = cfg["paper_source"]
     rows = []

@@ -154,6 +154,7 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]]) -> list[Row]:
                     s,
                     tol if checked else None,
                     "" if checked else "Table 2's approximate value; not a target",
+                    source="Table 2",
                 )
             )
     seeds = sorted({r["seed"] for r in raw})
@@ -171,6 +172,7 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]]) -> list[Row]:
             cfg["tolerance"]["crossing"] * tol / cfg["tolerance"]["full"],
             f"{len(hits)} of {len(seeds)} seeds cross; paper: 'near episode 300' "
             "(read as within the tolerance in episodes)",
+            source="Table 2 caption, Fig. 5 caption, 5.4 text",
         )
     )
     return rows

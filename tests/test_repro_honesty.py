@@ -134,3 +134,32 @@ def test_reproduce_paper_prints_one_table_of_every_paper_number(
     assert "contradicted by the paper itself" in table  # exp4's hitchhiker at 100%, at any run length
     for name in ("exp1", "exp2", "exp3", "exp4", "exp5"):
         assert (tmp_path / name / "results.json").exists()
+
+
+def test_exp2_task_mix_readings_hold_their_share_and_refuse_an_unknown_one() -> None:
+    from memworth import ValidationError
+    from memworth_experiments import exp2
+
+    w = load_config("exp2")["world"]
+    rng = np.random.default_rng(0)
+    balanced = exp2._task_mix(rng, 1000, w | {"task_mix": "balanced", "hard_share": 0.3})
+    alternating = exp2._task_mix(rng, 1000, w | {"task_mix": "alternating", "hard_share": 0.5})
+    assert balanced.sum() == 300 and alternating.sum() == 500
+    assert not (alternating[1:] & alternating[:-1]).any()  # never two hard episodes in a row at 50%
+    with pytest.raises(ValidationError, match="task_mix"):
+        exp2._task_mix(rng, 10, w | {"task_mix": "weekly"})
+
+
+def test_exp2_reports_every_reading_with_its_spread() -> None:
+    from memworth_experiments import exp2
+
+    cfg = _cfg("exp2", 0.2)
+    cfg["readings"] = cfg["readings"][:2]
+    result = exp2.run(cfg, 3, 1000, show_progress=False)
+    by = {r.name: r for r in result.rows}
+    for reading in ("balanced 50/50", "alternating"):
+        row = by[f"Hard-task-only cond. MW [{reading}]"]
+        assert row.std > 0 and f"+- {row.std:.3f}" in row.note
+    spread = by["Hard-task-only cond. MW: seed std"]
+    assert spread.paper == 0.07 and spread.ours == pytest.approx(by["Hard-task-only cond. MW"].std)
+    assert {r["reading"] for r in result.raw} == {"as configured", "balanced 50/50", "alternating"}

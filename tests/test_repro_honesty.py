@@ -163,3 +163,53 @@ def test_exp2_reports_every_reading_with_its_spread() -> None:
     spread = by["Hard-task-only cond. MW: seed std"]
     assert spread.paper == 0.07 and spread.ours == pytest.approx(by["Hard-task-only cond. MW"].std)
     assert {r["reading"] for r in result.raw} == {"as configured", "balanced 50/50", "alternating"}
+
+
+def _fake_exp5_raw(seeds: int = 3) -> list[dict]:
+    """Stale falls from 0.97 to 0.17 after the shift; the others sit at Table 2's levels."""
+    raw = []
+    for seed in range(seeds):
+        for t in range(10, 3001, 10):
+            stale = 0.97 if t <= 100 else max(0.17, 0.97 - (t - 100) * 0.003)
+            level = {"stale": stale, "specialist": 0.8, "hitchhiker": 0.8, "control": 0.75}
+            raw += [{"seed": seed, "episode": t, "memory": m, "mw": v + 0.01 * seed} for m, v in level.items()]
+    return raw
+
+
+def test_exp5_checks_every_table_2_cell_and_marks_the_tuned_ones() -> None:
+    from memworth_experiments import exp5
+
+    cfg = _cfg("exp5", 0.08)
+    rows = exp5._rows(cfg, _fake_exp5_raw())
+    cells = [r for r in rows if r.metric.startswith("MW@")]
+    assert len(cells) == 12 and all(r.tolerance == 0.08 and r.source.startswith("Table 2") for r in cells)
+    by = {(r.name, r.metric): r for r in rows}
+    assert by[("control", "MW@3000")].tuning and "overflow" in by[("control", "MW@3000")].tuning
+    assert not by[("specialist", "MW@100")].tuning  # no setting was chosen for it
+    assert by[("control", "MW@100")].known_miss  # documented, because ours starts near 0.9
+    spread = by[("specialist: seed std of MW", "std@100")]
+    assert spread.paper_range == (0.206, 0.259) and spread.ok is False
+
+
+def test_exp5_neutral_variants_change_one_tuned_setting_each() -> None:
+    from memworth import ValidationError
+    from memworth_experiments import exp5
+
+    cfg = load_config("exp5")
+    variants = exp5.neutral_variants(cfg)
+    entries = [e for e in cfg["tuned"] if "neutral" in e]
+    assert len(variants) == len(entries) >= 3
+    for (_, variant), entry in zip(variants, entries, strict=True):
+        assert (
+            exp5.tuned_task(variant, {k: v for k, v in entry.items() if k != "value"})[entry["key"]] == entry["neutral"]
+        )
+        changed = [
+            (family, i)
+            for family, tasks in cfg["tasks"].items()
+            for i, task in enumerate(tasks)
+            if task != variant["tasks"][family][i]
+        ]
+        assert len(changed) == 1
+    wrong = dict(cfg["tuned"][0], value=9.0)
+    with pytest.raises(ValidationError, match="tuned"):
+        exp5.tuned_task(cfg, wrong)

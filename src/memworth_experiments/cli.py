@@ -104,6 +104,7 @@ def reproduce(
             "--episodes", f"must be a positive multiple of the checkpoint interval {every}, got {episodes}"
         )
     cfg["_tolerance"] = cfg["tolerance"]["quick" if quick else "full"]
+    cfg["_quick"] = quick
     module = importlib.import_module(f"memworth_experiments.{name}")
     started = time.perf_counter()
     result = module.run(cfg, seeds, episodes, show_progress)

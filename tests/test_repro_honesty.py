@@ -213,3 +213,21 @@ def test_exp5_neutral_variants_change_one_tuned_setting_each() -> None:
     wrong = dict(cfg["tuned"][0], value=9.0)
     with pytest.raises(ValidationError, match="tuned"):
         exp5.tuned_task(cfg, wrong)
+
+
+def test_exp1_low_value_counts_over_episodes_in_csv_figure_and_rows(tmp_path: Path) -> None:
+    out = tmp_path / "exp1"
+    assert main(["reproduce", "exp1", "--seeds", "3", "--episodes", "3000", "--no-progress", "--out", str(out)]) == 0
+    lines = (out / "low_value.csv").read_text().splitlines()
+    assert lines[0] == "strategy,episode,low_value_mean,low_value_std"
+    episodes = sorted({int(line.split(",")[1]) for line in lines[1:]})
+    assert episodes[:3] == [100, 200, 300] and episodes[-1] == 3000  # fine checkpoints early
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    nearest = [r for r in rows if r["name"] in ("Uniform", "Ours (sim-wt.)") and r["metric"].startswith("low@")]
+    assert {r["paper"] for r in nearest} == {2.1, 5.2}
+    chosen = [r for r in nearest if r["tolerance"] is not None]
+    assert len(chosen) == 2 and all("episode chosen" in r["tuning"] for r in chosen)
+    pair = [r for r in rows if "both at one checkpoint" in r["name"]]
+    assert len(pair) == 2 and pair[0]["metric"] == pair[1]["metric"]
+    notes = json.loads((out / "results.json").read_text())["notes"]
+    assert any("peaks at" in n for n in notes)

@@ -231,3 +231,26 @@ def test_exp1_low_value_counts_over_episodes_in_csv_figure_and_rows(tmp_path: Pa
     assert len(pair) == 2 and pair[0]["metric"] == pair[1]["metric"]
     notes = json.loads((out / "results.json").read_text())["notes"]
     assert any("peaks at" in n for n in notes)
+
+
+@pytest.mark.slow
+def test_exp3_full_size_marginally_exceeding_does_not_survive_the_paired_design() -> None:
+    """20 seeds x 10,000 episodes on common random numbers: policy minus uniform is ~0."""
+    cfg = _cfg("exp3", load_config("exp3")["tolerance"]["full"])
+    result = exp3.run(cfg, cfg["run"]["seeds"], cfg["run"]["episodes"], show_progress=False)
+    paired = [r for r in result.rows if "paired" in r.name]
+    assert len(paired) == 3
+    for row in paired:
+        low, high = (float(x) for x in row.note.split("95% CI ")[1].split(":")[0].split(" to "))
+        assert low <= 0 <= high and high < 0.005  # 'matching' holds, 'marginally exceeding' does not
+    assert all(r.ok for r in result.rows if r.name.startswith("MW-softmax") or r.name == "Uniform reference")
+
+
+@pytest.mark.slow
+def test_exp4_full_size_anchor_rises_with_independence_as_the_design_says() -> None:
+    cfg = _cfg("exp4", load_config("exp4")["tolerance"]["full"])
+    result = exp4.run(cfg, cfg["run"]["seeds"], cfg["run"]["episodes"], show_progress=False)
+    by = {r.name: r for r in result.rows}
+    assert by["anchor: seeds rising at every share step"].ours == 1.0
+    for f in ("0%", "10%", "30%", "100%"):
+        assert abs(by[f"anchor, indep {f}: ours - expectation"].ours) < 0.005

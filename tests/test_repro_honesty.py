@@ -50,6 +50,10 @@ def test_statuses_say_matched_tuned_contradicted_or_missed() -> None:
     table = summary_table([Result("expX", rows, [], {})])
     assert "ours only" not in table and "definition gives 0.5" in table and "knob chosen to match" in table
     assert "1 matched, 1 matched after documented tuning, 1 contradicted by the paper itself, 2 missed" in table
+    neutral = Row("at neutral", "m", 0.5, 0.9, 0.0, 0.03, known_miss="measures the tuning", variant="weight 1")
+    table = summary_table([Result("expX", [*rows, neutral], [], {})])
+    counted, apart = table.split("Tuned settings at a neutral value")
+    assert "at neutral" in apart and "at neutral" not in counted and "2 missed" in counted
 
 
 def test_exp3_runs_every_policy_on_the_same_draws() -> None:
@@ -128,7 +132,7 @@ def test_reproduce_paper_prints_one_table_of_every_paper_number(
     table = printed.split("Every number the paper prints, with its check:")[1]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert {r["experiment"] for r in summary["rows"]} == {"exp1", "exp2", "exp3", "exp4", "exp5"}
-    assert sum(summary["counts"].values()) == len(summary["rows"])
+    assert sum(summary["counts"].values()) == sum(1 for r in summary["rows"] if not r["variant"])
     for row in summary["rows"]:
         assert row["status"] in table and row["source"], row
     assert "contradicted by the paper itself" in table  # exp4's hitchhiker at 100%, at any run length

@@ -84,6 +84,8 @@ class Row:
     ``contradiction`` says why the paper's own definitions rule its number out (such a
     row is reported, never checked). ``known_miss`` gives the reason for a miss we expect
     and document (the row still says "missed"; ``--check`` does not fail on it).
+    ``variant`` names a setting other than the reproduction's own (a tuned setting at a
+    neutral value): such rows measure the tuning and are counted apart in the summary.
 
     Examples
     --------
@@ -108,6 +110,7 @@ class Row:
     tuning: str = ""
     contradiction: str = ""
     known_miss: str = ""
+    variant: str = ""
 
     @property
     def has_paper_number(self) -> bool:
@@ -278,24 +281,33 @@ def format_table(result: Result) -> str:
 
 
 def summary_table(results: Sequence[Result]) -> str:
-    """Every paper number of ``results`` in one table, with its status and its check."""
+    """Every paper number of ``results`` in one table, with its status and its check.
+
+    Rows of a variant setting (``Row.variant``) follow in a section of their own and are
+    not in the counts: they measure a tuning, not the reproduction.
+    """
     head = f"{'exp':<5} {'name':<40} {'metric':<14} {'paper':>11} {'ours':>8}  {'status':<33} source / check"
-    lines = [head, "-" * len(head)]
+    sections: dict[bool, list[str]] = {False: [], True: []}
     counts = dict.fromkeys(STATUSES, 0)
     for result in results:
         for r in result.rows:
             if r.status is None:
                 continue
-            counts[r.status] += 1
+            if not r.variant:
+                counts[r.status] += 1
+            lines = sections[bool(r.variant)]
             lines.append(
                 f"{result.experiment:<5} {r.name[:40]:<40} {r.metric[:14]:<14} {r.paper_text:>11} {r.ours:8.3f}  "
                 f"{r.status:<33} {r.source or '?'}; {r.compares}"
             )
-            why = r.contradiction or r.tuning or (r.known_miss if r.ok is False else "")
+            why = r.contradiction or r.tuning or (r.known_miss if r.ok is False and not r.variant else "")
             if why:
                 lines.append(f"{'':<5} {'':<40} {'':<14} {'':>11} {'':>8}  {'':<33} ({why})")
-    lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
-    return "\n".join(lines)
+    out = [head, "-" * len(head), *sections[False]]
+    out.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    if sections[True]:
+        out += ["", "Tuned settings at a neutral value (not counted above):", head, "-" * len(head), *sections[True]]
+    return "\n".join(out)
 
 
 def write_summary(results: Sequence[Result], path: Path) -> None:
@@ -306,7 +318,7 @@ def write_summary(results: Sequence[Result], path: Path) -> None:
         for r in result.rows
         if r.status is not None
     ]
-    counts = {s: sum(1 for r in rows if r["status"] == s) for s in STATUSES}
+    counts = {s: sum(1 for r in rows if r["status"] == s and not r["variant"]) for s in STATUSES}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"counts": counts, "rows": rows}, indent=2, default=_jsonable) + "\n")
 

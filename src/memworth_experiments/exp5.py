@@ -268,6 +268,7 @@ def _neutral_rows(cfg: dict[str, Any], raw: list[dict[str, Any]], variants: list
                 m, s = mean_std(mw_at(sel, role, int(ep)))
                 row = Row(f"{role} [neutral: {name}]", f"MW@{ep}", cfg["paper"][role][ep], m, s, tol, source="Table 2")
             row.known_miss = "neutral value of a tuned setting, shown to measure the tuning"
+            row.variant = name
             row.note = (row.note + "; " if row.note else "") + f"{len(sorted({r['seed'] for r in sel}))} seeds"
             rows.append(row)
     return rows

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from memworth import Tracker, ValidationError
-from memworth_experiments.common import Result, Row, mean_std, progress, read_raw, spearman, tolerance_at
+from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw, spearman, tolerance_at
 
 ESTIMATORS = ("global", "weighted_own", "weighted_mix", "hard_only")
 LABELS = {
@@ -172,15 +172,18 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
 
 
 def figure(raw_csv: Path, out_png: Path) -> None:
-    """Figure 2: rho over episodes for global, weighted-average and hard-only MW."""
+    """Figure 2: rho over episodes for global, weighted-average and hard-only MW; right, the
+    end value (mean +- seed std) of global and hard-only MW under each task-mix reading,
+    beside the paper's -0.33 and +0.14 +- 0.07."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read_raw(raw_csv) if r.get("reading", "as configured") == "as configured"]
+    every = read_raw(raw_csv)
+    rows = [r for r in every if r.get("reading", "as configured") == "as configured"]
     colours = {"global": "tab:orange", "weighted_own": "gold", "weighted_mix": "goldenrod", "hard_only": "tab:green"}
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1.1, 1]})
     for name in ESTIMATORS:
         eps = sorted({int(r["episode"]) for r in rows if r["estimator"] == name})
         vals = [[float(r["rho"]) for r in rows if r["estimator"] == name and int(r["episode"]) == e] for e in eps]
@@ -195,6 +198,31 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     ax.set_title("Experiment 2: task-difficulty confound")
     ax.grid(alpha=0.3)
     ax.legend(loc="center right", fontsize=8)
+    last = max(int(r["episode"]) for r in every)
+    readings = list(dict.fromkeys(r.get("reading", "as configured") for r in every))
+    paper = load_config("exp2")["paper"]
+    bx.axhline(paper["global"], color="tab:orange", ls=":", lw=1, label=f"paper global {paper['global']}")
+    bx.axhspan(
+        paper["hard_only"] - paper["hard_only_std"]["value"],
+        paper["hard_only"] + paper["hard_only_std"]["value"],
+        color="tab:green",
+        alpha=0.12,
+        label=f"paper hard-only {paper['hard_only']} +- {paper['hard_only_std']['value']}",
+    )
+    for j, name in enumerate(("global", "hard_only")):
+        for i, reading in enumerate(readings):
+            v = [
+                float(r["rho"])
+                for r in every
+                if r.get("reading", "as configured") == reading and r["estimator"] == name and int(r["episode"]) == last
+            ]
+            sd = np.std(v, ddof=1) if len(v) > 1 else 0.0
+            bx.errorbar(i + 0.15 * (2 * j - 1), np.mean(v), yerr=sd, fmt="o", color=colours[name], capsize=3)
+    bx.set_xticks(range(len(readings)), readings, rotation=30, ha="right", fontsize=7)
+    bx.set_ylabel(f"rho@{last}, mean +- seed std")
+    bx.set_title("task-mix readings (orange: global, green: hard-only)")
+    bx.grid(alpha=0.3)
+    bx.legend(loc="center right", fontsize=7)
     fig.tight_layout()
     fig.savefig(out_png, dpi=130)
     plt.close(fig)

@@ -12,7 +12,7 @@ import numpy as np
 from memworth import MemoryStore, Recall, ValidationError
 from memworth.coretrieval import AblationPlanner
 from memworth.encoders import Encoder
-from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
+from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
 
 ROLES = ("stale", "specialist", "hitchhiker", "control")
 
@@ -275,20 +275,25 @@ def _neutral_rows(cfg: dict[str, Any], raw: list[dict[str, Any]], variants: list
 
 
 def figure(raw_csv: Path, out_png: Path) -> None:
-    """Figure 5: MW of the four designated memories over episodes, mean +- std over seeds."""
+    """Figure 5: MW of the four designated memories over episodes, mean +- std over seeds;
+    right (when the run has neutral variants), each memory's final MW with the tuned
+    settings and with each tuned setting at its neutral value, beside Table 2."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read_raw(raw_csv) if r.get("variant", "tuned") == "tuned"]
+    every = read_raw(raw_csv)
+    rows = [r for r in every if r.get("variant", "tuned") == "tuned"]
+    variants = list(dict.fromkeys(r.get("variant", "tuned") for r in every))
     style = {
         "stale": ("tab:orange", "--"),
         "specialist": ("tab:green", "-"),
         "hitchhiker": ("grey", ":"),
         "control": ("tab:blue", "-."),
     }
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, axes = plt.subplots(1, 2 if len(variants) > 1 else 1, figsize=(13 if len(variants) > 1 else 7, 4.4))
+    ax = np.atleast_1d(axes)[0]
     for role in ROLES:
         sel = [r for r in rows if r["memory"] == role]
         eps = sorted({int(r["episode"]) for r in sel})
@@ -306,6 +311,36 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     ax.set_title("Experiment 5: text agent, all-MiniLM-L6-v2")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)
+    if len(variants) > 1:
+        _neutral_panel(np.atleast_1d(axes)[1], every, variants)
     fig.tight_layout()
     fig.savefig(out_png, dpi=130)
     plt.close(fig)
+
+
+def _neutral_panel(ax: Any, rows: list[dict[str, str]], variants: list[str]) -> None:
+    """Final MW per memory (mean +- seed std) for the tuned run and each neutral variant."""
+    last = max(int(r["episode"]) for r in rows)
+    paper = load_config("exp5")["paper"]
+    for j, variant in enumerate(variants):
+        for i, role in enumerate(ROLES):
+            v = [
+                float(r["mw"])
+                for r in rows
+                if r.get("variant", "tuned") == variant and r["memory"] == role and int(r["episode"]) == last
+            ]
+            x = i + (j - (len(variants) - 1) / 2) * 0.14
+            sd = np.std(v, ddof=1) if len(v) > 1 else 0.0
+            ax.errorbar(
+                x, np.mean(v), yerr=sd, fmt="o", ms=4, capsize=2, color=f"C{j}", label=variant if i == 0 else None
+            )
+    for i, role in enumerate(ROLES):
+        target = paper[role].get(str(last))
+        if target is not None:
+            ax.plot([i - 0.4, i + 0.4], [target, target], color="black", lw=1.5, label="Table 2" if i == 0 else None)
+    ax.set_xticks(range(len(ROLES)), ROLES)
+    ax.set_ylabel(f"MW@{last}")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("tuned settings vs each at its neutral value")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=7)

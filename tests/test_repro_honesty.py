@@ -258,3 +258,16 @@ def test_exp4_full_size_anchor_rises_with_independence_as_the_design_says() -> N
     assert by["anchor: seeds rising at every share step"].ours == 1.0
     for f in ("0%", "10%", "30%", "100%"):
         assert abs(by[f"anchor, indep {f}: ours - expectation"].ours) < 0.005
+
+
+def test_exp1_checks_table_1_stds_and_deltas_paired_by_seed() -> None:
+    from memworth_experiments import exp1
+
+    cfg = _cfg("exp1", 0.03)
+    result = exp1.run(cfg, 3, 2000, show_progress=False)
+    by = {(r.name, r.metric): r for r in result.rows}
+    spread = by[("Uniform", "std rho@2000")]
+    assert spread.paper == 0.06 and spread.tolerance == pytest.approx(2 * 0.06 / np.sqrt(4), abs=1e-4)
+    assert spread.ours == pytest.approx(by[("Uniform", "rho@2000")].std)
+    assert spread.known_miss  # the narrower early spread is documented
+    assert not any(r.metric.startswith("Delta") for r in result.rows)  # Delta is at 10,000 only

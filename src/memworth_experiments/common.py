@@ -126,7 +126,7 @@ class Row:
             low = high = self.paper
         else:
             return None
-        return low - self.tolerance - 1e-12 <= self.ours <= high + self.tolerance + 1e-12
+        return bool(low - self.tolerance - 1e-12 <= self.ours <= high + self.tolerance + 1e-12)
 
     @property
     def compares(self) -> str:
@@ -248,7 +248,7 @@ def write_outputs(result: Result, out: Path, config_text: str) -> dict[str, Path
 
 
 def _jsonable(x: Any) -> Any:
-    if isinstance(x, (np.floating, np.integer)):
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
         return x.item()
     if isinstance(x, float) and math.isnan(x):
         return None

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from memworth import BetaMean, Taxonomy, Tracker
-from memworth_experiments.common import Result, Row, mean_std, progress, read_raw, spearman
+from memworth_experiments.common import Result, Row, mean_std, paired_interval, progress, read_raw, spearman
 
 STRATEGIES = ("no_update", "uniform", "score", "oracle", "beta")
 LABELS = {
@@ -108,6 +108,24 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list
                 continue
             m, s = mean_std(_select(raw, entry["strategy"], ep, "rho"))
             rows.append(Row(LABELS[entry["strategy"]], f"rho@{ep}", paper, m, s, tol, source=entry["source"]))
+            paper_std = entry["std"][ep_text]
+            seeds = len(_select(raw, entry["strategy"], ep, "rho"))
+            std_tol = round(float(2 * paper_std / np.sqrt(2 * (seeds - 1))), 4)
+            rows.append(
+                Row(
+                    LABELS[entry["strategy"]],
+                    f"std rho@{ep}",
+                    paper_std,
+                    s,
+                    0.0,
+                    std_tol,
+                    "seed std; tolerance: twice the standard error of a seed std at the paper's value",
+                    source=entry["source"],
+                    known_miss=cfg["std_known_miss"].get(ep_text, ""),
+                )
+            )
+        if "delta" in entry and cfg["delta_episode"] in present:
+            rows.append(_delta_row(cfg, raw, entry, cfg["delta_episode"]))
     final = max(present)
     for strategy, paper in cfg["paper_low_value"].items():
         m, s = mean_std(_select(raw, strategy, final, "low_value"))
@@ -128,6 +146,27 @@ def _rows(cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> list
         m, s = mean_std(_select(raw, strategy, final, "uncertain"))
         rows.append(Row(LABELS[strategy], f"uncertain@{final}", None, m, s))
     return rows
+
+
+def _delta_row(cfg: dict[str, Any], raw: list[dict[str, Any]], entry: dict[str, Any], episode: int) -> Row:
+    """Table 1's Delta: a strategy's rho minus Uniform's at ``episode``, paired by seed (same worlds)."""
+
+    def by_seed(strategy: str) -> np.ndarray:
+        sel = sorted((r for r in raw if r["strategy"] == strategy and r["episode"] == episode), key=lambda r: r["seed"])
+        return np.array([r["rho"] for r in sel])
+
+    diff = by_seed(entry["strategy"]) - by_seed("uniform")
+    mean, low, high = paired_interval(diff) if diff.size > 1 else (float(diff.mean()), float("nan"), float("nan"))
+    return Row(
+        f"{LABELS[entry['strategy']]} - Uniform",
+        f"Delta@{episode}",
+        entry["delta"],
+        mean,
+        float(np.std(diff, ddof=1)) if diff.size > 1 else 0.0,
+        cfg["_tolerance"],
+        f"paired by seed (same worlds); 95% CI {low:+.4f} to {high:+.4f}",
+        source=entry["source"],
+    )
 
 
 def low_value_curve(raw: list[dict[str, Any]], strategy: str) -> list[tuple[int, float, float]]:

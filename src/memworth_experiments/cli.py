@@ -51,7 +51,9 @@ def register(commands: Any) -> None:
     p.add_argument("--out", type=Path, help="output folder (default: results/<experiment>)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
-        "--check", action="store_true", help="exit 1 if a number misses the paper's by more than the tolerance"
+        "--check",
+        action="store_true",
+        help="exit 1 if a number misses the paper's by more than the tolerance without a documented reason",
     )
     p.set_defaults(handler=handle)
 

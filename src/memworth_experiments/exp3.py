@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from memworth import Tracker
-from memworth_experiments.common import Result, Row, mean_std, paired_interval, read_raw, spearman, tolerance_at
+from memworth_experiments.common import (
+    Result,
+    Row,
+    load_config,
+    mean_std,
+    paired_interval,
+    read_raw,
+    spearman,
+    tolerance_at,
+)
 
 
 def softmax_policy(worth: np.ndarray, temperature: float, epsilon: float | np.ndarray) -> np.ndarray:
@@ -198,7 +207,9 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     ax.set_ylim(0.3, 1.0)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    bx.axhspan(0.005, 0.009, color="tab:red", alpha=0.15, label="paper: +0.005 to +0.009")
+    paper = load_config("exp3")["paper"]
+    claim = (paper["softmax_low"] - paper["uniform"], paper["softmax_high"] - paper["uniform"])
+    bx.axhspan(*claim, color="tab:red", alpha=0.15, label=f"paper: +{claim[0]:.3f} to +{claim[1]:.3f}")
     bx.axhline(0.0, color="grey", lw=0.8)
     bx.set_xlabel("episode")
     bx.set_ylabel("rho(policy) - rho(uniform), same draws")

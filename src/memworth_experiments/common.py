@@ -62,9 +62,41 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+STATUSES = (
+    "matched",
+    "matched after documented tuning",
+    "contradicted by the paper itself",
+    "missed",
+    "not checked",
+)
+"""What a check of a paper number can say (``Row.status``); "not checked" is a number the
+paper prints that we report without a tolerance, with the reason in the row's note."""
+
+
 @dataclass
 class Row:
-    """One reported number: ours beside the paper's."""
+    """One reported number: ours beside the paper's, and how the two are compared.
+
+    ``paper`` is the paper's printed value; a number the paper prints as a range
+    ("0.895-0.899") goes in ``paper_range`` instead, as printed, and ours matches when it
+    lies in the range widened by ``tolerance`` on each side. ``source`` says where the
+    paper prints it; ``tuning`` names a setting of ours chosen to match this number;
+    ``contradiction`` says why the paper's own definitions rule its number out (such a
+    row is reported, never checked). ``known_miss`` gives the reason for a miss we expect
+    and document (the row still says "missed"; ``--check`` does not fail on it).
+    ``variant`` names a setting other than the reproduction's own (a tuned setting at a
+    neutral value): such rows measure the tuning and are counted apart in the summary.
+
+    Examples
+    --------
+    >>> Row("uniform", "rho@10000", 0.89, 0.892, 0.02, 0.03, source="Table 1").compares
+    '|ours - 0.89| <= 0.03'
+    >>> r = Row("softmax", "rho@10000", None, 0.886, 0.02, 0.005, paper_range=(0.895, 0.899))
+    >>> r.compares, r.ok, r.status
+    ('ours in [0.895, 0.899] widened by 0.005 each side', False, 'missed')
+    >>> Row("x", "m", 0.5, 0.51, 0.0, 0.03, tuning="coupling 0.12 chosen to match").status
+    'matched after documented tuning'
+    """
 
     name: str
     metric: str
@@ -73,15 +105,74 @@ class Row:
     std: float
     tolerance: float | None = None
     note: str = ""
+    paper_range: tuple[float, float] | None = None
+    source: str = ""
+    tuning: str = ""
+    contradiction: str = ""
+    known_miss: str = ""
+    variant: str = ""
+
+    @property
+    def has_paper_number(self) -> bool:
+        return self.paper is not None or self.paper_range is not None
 
     @property
     def ok(self) -> bool | None:
-        if self.paper is None or self.tolerance is None:
+        if self.contradiction or self.tolerance is None or not self.has_paper_number:
             return None
-        return abs(self.ours - self.paper) <= self.tolerance + 1e-12
+        if self.paper_range is not None:
+            low, high = self.paper_range
+        elif self.paper is not None:
+            low = high = self.paper
+        else:
+            return None
+        return bool(low - self.tolerance - 1e-12 <= self.ours <= high + self.tolerance + 1e-12)
+
+    @property
+    def compares(self) -> str:
+        """The check in words: what ours is compared with, and how."""
+        if self.contradiction:
+            return "not compared: the paper's definitions rule its number out"
+        if not self.has_paper_number:
+            return "-"
+        if self.tolerance is None:
+            return "reported, no tolerance"
+        if self.paper_range is not None:
+            low, high = self.paper_range
+            return f"ours in [{low:g}, {high:g}] widened by {self.tolerance:g} each side"
+        return f"|ours - {self.paper:g}| <= {self.tolerance:g}"
+
+    @property
+    def status(self) -> str | None:
+        """One of :data:`STATUSES` for a paper number; None for a row without one."""
+        if self.contradiction:
+            return "contradicted by the paper itself"
+        if not self.has_paper_number:
+            return None
+        ok = self.ok
+        if ok is None:
+            return "not checked"
+        if not ok:
+            return "missed"
+        return "matched after documented tuning" if self.tuning else "matched"
+
+    @property
+    def paper_text(self) -> str:
+        """The paper's number as printed: a value, a range, or '-'."""
+        if self.paper_range is not None:
+            return f"{self.paper_range[0]:g}-{self.paper_range[1]:g}"
+        return "-" if self.paper is None else f"{self.paper:g}"
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"ok": self.ok}
+        d = asdict(self)
+        if self.paper_range is not None:
+            d["paper_range"] = list(self.paper_range)
+        return d | {"ok": self.ok, "status": self.status, "compares": self.compares}
+
+
+def unexpected_misses(rows: Sequence[Row]) -> list[Row]:
+    """Rows that miss the paper's number without a documented reason (``--check`` fails on these)."""
+    return [r for r in rows if r.ok is False and not r.known_miss]
 
 
 @dataclass
@@ -98,6 +189,34 @@ class Result:
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+def tolerance_at(cfg: dict[str, Any], episode: int, paper_episode: int) -> float | None:
+    """The run's tolerance when ``episode`` is the one the paper reports, else None.
+
+    A run cut short (``--episodes 2000``) is not compared with numbers the paper gives
+    at episode 10,000; its rows are reported without a check.
+    """
+    return cfg["_tolerance"] if episode == paper_episode else None
+
+
+def paired_interval(differences: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of paired per-seed differences and its t interval: ``(mean, low, high)``.
+
+    Examples
+    --------
+    >>> m, low, high = paired_interval([0.01, 0.02, 0.03])
+    >>> round(m, 3), round(low, 3), round(high, 3)
+    (0.02, -0.005, 0.045)
+    """
+    from scipy.stats import t
+
+    arr = np.asarray(differences, dtype=float)
+    if arr.size < 2:
+        raise ValidationError("differences", f"a paired interval needs at least 2 seeds, got {arr.size}")
+    mean = float(arr.mean())
+    half = float(t.ppf(0.5 + level / 2, arr.size - 1) * arr.std(ddof=1) / np.sqrt(arr.size))
+    return mean, mean - half, mean + half
 
 
 def progress(iterable: Iterable[Any], total: int, desc: str, enabled: bool) -> Iterator[Any]:
@@ -129,7 +248,7 @@ def write_outputs(result: Result, out: Path, config_text: str) -> dict[str, Path
 
 
 def _jsonable(x: Any) -> Any:
-    if isinstance(x, (np.floating, np.integer)):
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
         return x.item()
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -137,17 +256,71 @@ def _jsonable(x: Any) -> Any:
 
 
 def format_table(result: Result) -> str:
-    """Our numbers beside the paper's, one line per row."""
-    head = f"{'name':<44} {'metric':<16} {'paper':>8} {'ours':>8} {'std':>7} {'tol':>6}  check"
+    """Our numbers beside the paper's, one line per row, with the check's status."""
+    head = f"{'name':<44} {'metric':<16} {'paper':>11} {'ours':>8} {'std':>7} {'tol':>6}  status"
     lines = [head, "-" * len(head)]
     for r in result.rows:
-        paper = "-" if r.paper is None else f"{r.paper:8.3f}"
         tol = "-" if r.tolerance is None else f"{r.tolerance:6.3f}"
-        check = {True: "ok", False: "MISS", None: ""}[r.ok]
-        lines.append(f"{r.name:<44} {r.metric:<16} {paper:>8} {r.ours:8.3f} {r.std:7.3f} {tol:>6}  {check}")
-        if r.note:
-            lines.append(f"    ({r.note})")
+        check = r.status or {True: "ok", False: "MISS", None: ""}[r.ok]
+        lines.append(f"{r.name:<44} {r.metric:<16} {r.paper_text:>11} {r.ours:8.3f} {r.std:7.3f} {tol:>6}  {check}")
+        extra = "; ".join(
+            x
+            for x in (
+                r.note,
+                f"source: {r.source}" if r.source else "",
+                f"check: {r.compares}" if r.has_paper_number else "",
+                f"tuned: {r.tuning}" if r.tuning else "",
+                f"contradiction: {r.contradiction}" if r.contradiction else "",
+                f"documented miss: {r.known_miss}" if r.known_miss and r.ok is False else "",
+            )
+            if x
+        )
+        if extra:
+            lines.append(f"    ({extra})")
     return "\n".join(lines)
+
+
+def summary_table(results: Sequence[Result]) -> str:
+    """Every paper number of ``results`` in one table, with its status and its check.
+
+    Rows of a variant setting (``Row.variant``) follow in a section of their own and are
+    not in the counts: they measure a tuning, not the reproduction.
+    """
+    head = f"{'exp':<5} {'name':<40} {'metric':<14} {'paper':>11} {'ours':>8}  {'status':<33} source / check"
+    sections: dict[bool, list[str]] = {False: [], True: []}
+    counts = dict.fromkeys(STATUSES, 0)
+    for result in results:
+        for r in result.rows:
+            if r.status is None:
+                continue
+            if not r.variant:
+                counts[r.status] += 1
+            lines = sections[bool(r.variant)]
+            lines.append(
+                f"{result.experiment:<5} {r.name[:40]:<40} {r.metric[:14]:<14} {r.paper_text:>11} {r.ours:8.3f}  "
+                f"{r.status:<33} {r.source or '?'}; {r.compares}"
+            )
+            why = r.contradiction or r.tuning or (r.known_miss if r.ok is False and not r.variant else "")
+            if why:
+                lines.append(f"{'':<5} {'':<40} {'':<14} {'':>11} {'':>8}  {'':<33} ({why})")
+    out = [head, "-" * len(head), *sections[False]]
+    out.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    if sections[True]:
+        out += ["", "Tuned settings at a neutral value (not counted above):", head, "-" * len(head), *sections[True]]
+    return "\n".join(out)
+
+
+def write_summary(results: Sequence[Result], path: Path) -> None:
+    """Every paper number of ``results`` with its status and check, as JSON (``summary.json``)."""
+    rows = [
+        {"experiment": result.experiment, **r.as_dict()}
+        for result in results
+        for r in result.rows
+        if r.status is not None
+    ]
+    counts = {s: sum(1 for r in rows if r["status"] == s and not r["variant"]) for s in STATUSES}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"counts": counts, "rows": rows}, indent=2, default=_jsonable) + "\n")
 
 
 def read_raw(path: Path) -> list[dict[str, str]]:

@@ -326,6 +326,10 @@ class MemoryStore:
         on): their statistics come from a scan of the namespace's log (at its first
         outcome recorded here and at every :meth:`govern`), advanced by every outcome
         this store object records; other processes' outcomes count from the next scan.
+        ``"split"`` (the default) is a new AlarmSplitter for this store: memories that are
+        always retrieved together get separated once two of them look broken, so the
+        change detectors can tell which one broke before either is quarantined (on the
+        demo world it kept the successor facts out of quarantine); None turns it off.
 
     Examples
     --------
@@ -364,7 +368,7 @@ class MemoryStore:
         limits: dict[str, SourceLimit] | None = None,
         burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
         holdout: float = 0.0,
-        ablation: RecallPlanner | None = None,
+        ablation: RecallPlanner | str | None = "split",
         probe_share: float = 0.1,
         verifier: Callable[[MemoryReport], object] | None = None,
         verifier_timeout: float = 30.0,
@@ -446,6 +450,8 @@ class MemoryStore:
         self.verifier_timeout = float(verifier_timeout)
         self.govern_every = govern_every
         self._outcomes_since_govern: dict[str, int] = {}
+        if isinstance(ablation, str) and ablation == "split":
+            ablation = AlarmSplitter()  # one per store: it keeps the store's alarm statistics
         if ablation is not None and not isinstance(ablation, RecallPlanner):
             kind = type(ablation).__name__
             raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")

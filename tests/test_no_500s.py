@@ -1,0 +1,74 @@
+"""No 500s, no silent loss: what an attack on the service found, each now refused or answered.
+
+* Credit weights whose sum overflows are refused (before: every memory silently got 0).
+* Metadata nested deeper than the limit is refused (before: saved, then a 500 on every list).
+* An unexpected error is answered with the one JSON error shape, and the connection stays
+  usable (before: the error was re-raised after the answer, which drops a keep-alive connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from memworth import HashingEncoder, MemoryStore, Tracker, ValidationError, normalise, normalise_rows
+from memworth.server import create_app, create_key
+from memworth.sidecar import Sidecar
+
+# -- credit weights whose sum overflows ---------------------------------------------------
+
+HUGE = [1e308, 1e308]  # each finite, their sum is not
+
+
+def test_normalise_refuses_weights_whose_sum_overflows() -> None:
+    with pytest.raises(ValidationError) as err:
+        normalise(HUGE)
+    assert err.value.field == "weights" and "largest float" in err.value.reason
+    with pytest.raises(ValidationError, match=r"episode 1"):
+        normalise_rows(np.array([[1.0, 2.0], HUGE]))
+    # Just below the overflow the shares are still exact.
+    assert normalise([8e307, 8e307]).tolist() == [0.5, 0.5]
+
+
+def test_tracker_refuses_overflowing_weights_and_changes_nothing() -> None:
+    t = Tracker()
+    t.record(["a", "b"], success=True)
+    before = t.counts("a"), t.counts("b"), t.episodes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning either: a clear refusal instead
+        with pytest.raises(ValidationError) as err:
+            t.record(["a", "b"], success=True, weights=HUGE)
+        assert err.value.field == "weights"
+        with pytest.raises(ValidationError) as err:
+            t.record_batch(np.array([[0, 1], [1, 0]]), np.array([True, False]), weights=np.array([[1.0, 1.0], HUGE]))
+        assert err.value.field == "weights"
+    assert (t.counts("a"), t.counts("b"), t.episodes) == before
+
+
+@pytest.fixture
+def store() -> Iterator[MemoryStore]:
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
+    s.exploration = 0.0
+    yield s
+    s.close()
+
+
+def test_sidecar_refuses_overflowing_weights_in_python_and_over_http(store: MemoryStore) -> None:
+    with pytest.raises(ValidationError, match="weights"):
+        Sidecar(store).retrieved(["x", "y"], weights=HUGE)
+    key = create_key(store, "default", "k")
+    r = asyncio.run(_post(store, "/v1/sidecar/retrieved", {"ids": ["x", "y"], "weights": HUGE}, key))
+    assert r.status_code == 422 and r.json()["error"]["field"] == "weights"
+    assert store.list() == []  # nothing registered, no episode with zero credit
+
+
+async def _post(store: MemoryStore, path: str, body: dict[str, Any], key: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=create_app(store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.post(path, json=body, headers={"Authorization": f"Bearer {key}"})

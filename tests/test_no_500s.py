@@ -1,6 +1,8 @@
 """No 500s, no silent loss: what an attack on the service found, each now refused or answered.
 
 * Credit weights whose sum overflows are refused (before: every memory silently got 0).
+* A SQLite file memworth did not make is refused before anything is written to it
+  (before: memworth's tables were added to it and it was switched to WAL for good).
 * Metadata nested deeper than the limit is refused (before: saved, then a 500 on every list).
 * An unexpected error is answered with the one JSON error shape, and the connection stays
   usable (before: the error was re-raised after the answer, which drops a keep-alive connection).
@@ -9,17 +11,20 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
-from memworth import HashingEncoder, MemoryStore, Tracker, ValidationError, normalise, normalise_rows
+from memworth import HashingEncoder, MemoryStore, StoreError, Tracker, ValidationError, normalise, normalise_rows
 from memworth.server import create_app, create_key
 from memworth.sidecar import Sidecar
+from memworth.store.backend import SCHEMA_VERSION
 
 # -- credit weights whose sum overflows ---------------------------------------------------
 
@@ -72,3 +77,56 @@ async def _post(store: MemoryStore, path: str, body: dict[str, Any], key: str) -
     transport = httpx.ASGITransport(app=create_app(store))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         return await client.post(path, json=body, headers={"Authorization": f"Bearer {key}"})
+
+
+# -- SQLite files memworth did not make -----------------------------------------------------
+
+
+def _foreign_db(path: Path, schema: str) -> None:
+    db = sqlite3.connect(path)
+    db.executescript(schema)
+    db.commit()
+    db.close()
+
+
+FOREIGN = {
+    "a memories table": "CREATE TABLE memories (id INTEGER PRIMARY KEY, note TEXT); INSERT INTO memories (note) VALUES ('mine');",
+    "other tables": "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX users_name ON users (name);"
+    " INSERT INTO users (name) VALUES ('ada');",
+    "a meta table of its own": "CREATE TABLE meta (k TEXT, v TEXT); INSERT INTO meta VALUES ('schema_version', '1');",
+    "no tables, an application id": "PRAGMA application_id = 1234;",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FOREIGN))
+def test_a_foreign_sqlite_file_is_refused_and_left_byte_identical(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "theirs.db"
+    _foreign_db(path, FOREIGN[kind])
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as err:
+        MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder())
+    assert str(path) in str(err.value) and "not a memworth store" in str(err.value)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]  # no -wal, -shm or -journal left
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
+
+
+def test_a_file_that_is_not_a_database_is_refused_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 200)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"notes\.db"):
+        MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder())
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with MemoryStore.open(f"sqlite:///{empty}", encoder=HashingEncoder()) as s:
+        s.add("a first memory", id="m")
+    with MemoryStore.open(f"sqlite:///{empty}") as s:
+        assert s.get("m").text == "a first memory"
+        assert s.backend.get_meta("schema_version") == str(SCHEMA_VERSION)

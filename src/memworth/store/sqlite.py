@@ -488,7 +488,10 @@ def _stored_version(db: sqlite3.Connection, url: str) -> int:
     """
     objects = db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
     if not objects:
-        marks = {pragma: db.execute(f"PRAGMA {pragma}").fetchone()[0] for pragma in ("application_id", "user_version")}
+        marks = {
+            "application_id": db.execute("PRAGMA application_id").fetchone()[0],
+            "user_version": db.execute("PRAGMA user_version").fetchone()[0],
+        }
         marked = ", ".join(f"{pragma} {value}" for pragma, value in marks.items() if value)
         if marked:
             raise StoreError(

@@ -12,7 +12,12 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
+import socket
 import sqlite3
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +26,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import uvicorn
 
 from memworth import HashingEncoder, MemoryStore, StoreError, Tracker, ValidationError, normalise, normalise_rows
 from memworth.server import create_app, create_key
@@ -218,3 +224,85 @@ def test_deep_metadata_over_http_is_a_422_and_listing_keeps_working(store: Memor
     assert fine.status_code == 201 and _depth(fine.json()["metadata"]) == MAX_METADATA_DEPTH
     assert deep.status_code == 422 and deep.json()["error"]["field"] == "metadata"
     assert listing.status_code == 200 and [m["text"] for m in listing.json()] == ["deepest allowed"]
+
+
+# -- an unexpected error: one JSON answer, and the connection goes on -------------------------
+
+
+def _break_listing(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inject a bug: the next listing raises an error no handler knows; later ones work."""
+    real = store.list
+    calls = 0
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("injected bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "list", broken)
+
+
+def test_an_unexpected_error_is_a_json_500_and_the_next_request_works(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = create_key(store, "default", "k")
+    store.add("still here", id="m")
+    _break_listing(store, monkeypatch)
+
+    async def session() -> list[httpx.Response]:
+        # raise_app_exceptions (the default) turns an error the app lets escape into an exception here.
+        transport = httpx.ASGITransport(app=create_app(store))
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=headers) as client:
+            return [await client.get("/v1/memories"), await client.get("/v1/memories")]
+
+    failed, after = asyncio.run(session())
+    assert failed.status_code == 500 and failed.json() == {
+        "ok": False,
+        "error": {
+            "type": "InternalError",
+            "field": None,
+            "reason": "unexpected RuntimeError (a bug in memworth; the server's log has the details)",
+            "status": 500,
+        },
+    }
+    assert after.status_code == 200 and [m["id"] for m in after.json()] == ["m"]
+    logged = [r for r in caplog.records if r.name == "memworth.server"]
+    assert len(logged) == 1 and logged[0].exc_info is not None and "injected bug" in str(logged[0].exc_info[1])
+
+
+def test_over_a_real_socket_the_keep_alive_connection_survives_a_500(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = create_key(store, "default", "k")
+    _break_listing(store, monkeypatch)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+        def get() -> tuple[int, Any]:
+            connection.request("GET", "/v1/memories", headers={"Authorization": f"Bearer {key}"})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+
+        answers = [get()]
+        first_socket = connection.sock
+        answers.append(get())  # before: RemoteDisconnected, the server had closed the connection
+        assert connection.sock is first_socket  # the same connection, not a new one
+        connection.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert answers[0][0] == 500 and answers[0][1]["error"]["type"] == "InternalError"
+    assert answers[1] == (200, [])

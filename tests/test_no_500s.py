@@ -102,6 +102,8 @@ FOREIGN = {
     "other tables": "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX users_name ON users (name);"
     " INSERT INTO users (name) VALUES ('ada');",
     "a meta table of its own": "CREATE TABLE meta (k TEXT, v TEXT); INSERT INTO meta VALUES ('schema_version', '1');",
+    "a meta table like ours": "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    " INSERT INTO meta VALUES ('schema_version', '1'); CREATE TABLE memories (id TEXT);",
     "no tables, an application id": "PRAGMA application_id = 1234;",
 }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -478,15 +479,21 @@ class SQLiteBackend:
             self._db.close()
 
 
+_FIRST_TABLES = set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", MIGRATIONS[1]))
+"""The tables every memworth store has had since schema version 1."""
+
+
 def _stored_version(db: sqlite3.Connection, url: str) -> int:
     """The schema version of the memworth store in ``db``, 0 for an empty database; reads only.
 
     Anything else is refused with a :class:`StoreError` that names the file and why: a
-    database with tables but no memworth schema version (another program's file), one
+    database without memworth's tables and schema version (another program's file), one
     with no tables that another program has marked as its own (``application_id`` or
     ``user_version`` set), and a memworth store newer than this code.
     """
-    objects = db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+    objects = db.execute(
+        "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    ).fetchall()
     if not objects:
         marks = {
             "application_id": db.execute("PRAGMA application_id").fetchone()[0],
@@ -501,7 +508,7 @@ def _stored_version(db: sqlite3.Connection, url: str) -> int:
         return 0
     tables = [name for kind, name in objects if kind == "table"]
     version: str | None = None
-    if "meta" in tables:
+    if _FIRST_TABLES <= set(tables):  # a meta table alone may be another program's
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error:  # a table of another program that happens to be called meta

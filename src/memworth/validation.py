@@ -26,6 +26,8 @@ MAX_METADATA_DEPTH = 32
 """Most levels of objects and lists, one inside another, that metadata may have (the
 top-level object is level 1)."""
 
+_CONTAINERS = (dict, list, tuple)
+
 
 def check_metadata_shape(value: object, field: str = "metadata") -> None:
     """Refuse ``value`` if its objects and lists nest deeper than :data:`MAX_METADATA_DEPTH`.
@@ -46,6 +48,7 @@ def check_metadata_shape(value: object, field: str = "metadata") -> None:
     Examples
     --------
     >>> check_metadata_shape({"source": {"tags": ["a", "b"]}})  # 3 levels
+    >>> check_metadata_shape("a leaf")  # 0 levels
     >>> deep: object = "leaf"
     >>> for _ in range(40):
     ...     deep = {"a": deep}
@@ -54,22 +57,31 @@ def check_metadata_shape(value: object, field: str = "metadata") -> None:
     ...
     memworth.errors.ValidationError: metadata: nests deeper than 32 levels of objects and lists (at metadata.a.a.a...); the limit is 32
     """
-    pending: list[tuple[Any, int, tuple[object, ...]]] = [(value, 1, ())]
+    if not isinstance(value, _CONTAINERS):
+        return
+    pending: list[tuple[Any, int]] = [(value, 1)]  # containers only
     while pending:
-        item, level, path = pending.pop()
-        if isinstance(item, dict):
-            children: list[tuple[object, Any]] = list(item.items())
-        elif isinstance(item, (list, tuple)):
-            children = list(enumerate(item))
-        else:
-            continue
+        item, level = pending.pop()
         if level > MAX_METADATA_DEPTH:
             raise ValidationError(
                 field,
-                f"nests deeper than {MAX_METADATA_DEPTH} levels of objects and lists (at {_where(field, path)});"
-                f" the limit is {MAX_METADATA_DEPTH}",
+                f"nests deeper than {MAX_METADATA_DEPTH} levels of objects and lists"
+                f" (at {_where(field, _path_past_limit(value))}); the limit is {MAX_METADATA_DEPTH}",
             )
-        pending += [(child, level + 1, (*path, key)) for key, child in children if isinstance(child, (dict, list, tuple))]
+        children = item.values() if isinstance(item, dict) else item
+        pending += [(child, level + 1) for child in children if isinstance(child, _CONTAINERS)]
+
+
+def _path_past_limit(value: Any) -> tuple[object, ...]:
+    """Keys and indexes to a container past the limit (searched again only to name it in the error)."""
+    pending: list[tuple[Any, tuple[object, ...]]] = [(value, ())]
+    while pending:
+        item, path = pending.pop()
+        if len(path) >= MAX_METADATA_DEPTH:
+            return path
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        pending += [(child, (*path, key)) for key, child in pairs if isinstance(child, _CONTAINERS)]
+    return ()
 
 
 def _where(field: str, path: tuple[object, ...]) -> str:

@@ -517,7 +517,8 @@ def _stored_version(db: sqlite3.Connection, url: str) -> int:
     if version is None or not version.isdigit():
         listed = ", ".join(tables[:8]) + (f" and {len(tables) - 8} more" if len(tables) > 8 else "")
         raise StoreError(
-            f"{url} is not a memworth store: it holds tables ({listed or 'none'}) but no memworth schema version;"
+            f"{url} is not a memworth store: it holds tables ({listed or 'none'}) but not memworth's tables and"
+            " schema version;"
             " memworth opens only an empty file or a store it made, and changed nothing"
         )
     if int(version) > SCHEMA_VERSION:

@@ -6,8 +6,6 @@ Every error, whatever raised it, is answered as::
 
 Memworth errors map by class (validation 422, unknown id 404, duplicate 409, store
 unavailable 503); a missing or unknown key is 401; a body over ``max_body`` bytes is 413.
-Any other error is a bug: it is logged (``memworth.server``) and answered 500, in the same
-shape, and the connection stays open for the client's next request.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
 request.
@@ -15,6 +13,9 @@ request.
 A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
 as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the
 memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.server.ids`).
+
+Any other error is a bug: it is logged (``memworth.server``) and answered 500 in the same
+shape, and the connection stays open for the client's next request.
 """
 
 import logging

@@ -46,6 +46,10 @@ def normalise(weights: Sequence[float] | np.ndarray, *, w_min: float = 0.0, fiel
     raised to it and the rest are scaled down proportionally, so the result sums to 1 and
     keeps the order of the inputs.
 
+    Refused, with a :class:`ValidationError` naming ``field``: a weight that is negative or
+    not finite, weights that sum to zero, and weights whose sum overflows (is larger than
+    the largest float, about 1.8e308), which would otherwise turn every share into 0.
+
     Examples
     --------
     >>> normalise([3.0, 1.0])
@@ -56,6 +60,10 @@ def normalise(weights: Sequence[float] | np.ndarray, *, w_min: float = 0.0, fiel
     Traceback (most recent call last):
     ...
     memworth.errors.ValidationError: weights: must be >= 0, got -1.0 at position 1
+    >>> normalise([1e308, 1e308])
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: weights: sum to more than the largest float; scale them down (only ratios count)
     """
     arr = as_float_array(weights, field)
     if arr.ndim != 1:
@@ -77,7 +85,12 @@ def normalise_rows(weights: np.ndarray, *, w_min: float = 0.0, field: str = "wei
     if negative.any():
         pos = np.argwhere(negative)[0]
         raise ValidationError(field, f"must be >= 0, got {arr[tuple(pos)].item()!r} at position {_where(pos, arr)}")
-    totals = arr.sum(axis=1)
+    with np.errstate(over="ignore"):  # an overflowing sum is refused just below, not warned about
+        totals = arr.sum(axis=1)
+    if not np.isfinite(totals).all():
+        row = int(np.flatnonzero(~np.isfinite(totals))[0])
+        where = "" if arr.shape[0] == 1 else f" (episode {row})"
+        raise ValidationError(field, f"sum to more than the largest float{where}; scale them down (only ratios count)")
     if (totals <= 0).any():
         row = int(np.flatnonzero(totals <= 0)[0])
         where = "" if arr.shape[0] == 1 else f" (episode {row})"

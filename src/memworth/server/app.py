@@ -14,8 +14,12 @@ request.
 A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
 as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the
 memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.server.ids`).
+
+Any other error is a bug: it is logged (``memworth.server``) and answered 500 in the same
+shape, and the connection stays open for the client's next request.
 """
 
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
@@ -40,6 +44,8 @@ from memworth.store.store import MAX_K, MAX_TEXT
 __all__ = ["create_app"]
 
 MAX_BODY = 1 << 20  # bytes
+
+_log = logging.getLogger("memworth.server")
 
 PathId = Annotated[
     str,
@@ -156,6 +162,43 @@ class _BodyLimit:
             await _error(413, "PayloadTooLarge", f"request body over {self.limit} bytes")(scope, receive, send)
 
 
+class _CatchAll:
+    """Answer an error that no handler took (a bug) with the one JSON shape, status 500; log it.
+
+    Starlette's last-resort handler sends its answer and then raises the error again, for
+    the server to log; uvicorn then closes the connection, so a keep-alive client's next
+    request on it is reset. Here the error ends with the answer: logged, answered 500,
+    connection kept. An error after the answer has begun cannot be answered any more and
+    goes on to the server, which closes the connection: the only honest end of a half-sent
+    answer.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:
+                raise
+            _log.error("unexpected error answering %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+            reason = f"unexpected {type(exc).__name__} (a bug in memworth; the server's log has the details)"
+            await _error(500, "InternalError", reason)(scope, receive, send)
+
+
 class _TooLarge(StarletteHTTPException):
     """A streamed body grew past the limit. An HTTPException, so that FastAPI, reading the body
     of a JSON route, passes it on (any other error there becomes its 400 "error parsing the body")."""
@@ -205,10 +248,6 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             exc.status_code, "HTTPError"
         )
         return _error(exc.status_code, kind, str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: still the one shape
-        return _error(500, "InternalError", f"{type(exc).__name__}: {exc}")
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -360,4 +399,5 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar
     app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))
     app.add_middleware(_BodyLimit, limit=max_body)
+    app.add_middleware(_CatchAll)  # outermost of ours: whatever fails inside is answered
     return app

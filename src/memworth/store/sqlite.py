@@ -6,12 +6,17 @@ trades the power-cut guarantee for speed (still safe against a killed process).
 Writers take the write lock up front (``BEGIN IMMEDIATE``) and add to counters inside
 SQL (``success = success + ?``): with several processes writing, no read-then-write race
 can lose an update, and no transaction fails half way on a lock upgrade.
+
+Another program's file is never touched: a file that is neither empty nor a memworth
+store is refused after a read-only look at its schema, before the journal mode or
+anything else in it is changed; so is a store with a newer schema version than this code.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -140,6 +145,9 @@ class SQLiteBackend:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {url}: {exc}{_read_only_hint(path)}") from exc
         try:
+            # Read-only first: a file that is neither empty nor a memworth store this code
+            # knows is refused before anything (the journal mode included) is written to it.
+            _stored_version(self._db, url)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA busy_timeout=60000")
@@ -165,11 +173,7 @@ class SQLiteBackend:
 
     def _migrate(self) -> None:
         with self._write() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            current = int(row[0]) if row else 0
-            if current > SCHEMA_VERSION:
-                raise StoreError(f"{self.url} has schema version {current}; this memworth knows up to {SCHEMA_VERSION}")
+            current = _stored_version(db, self.url)  # again under the write lock: another process may have begun
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[version].split(";"):
                     if statement.strip():
@@ -531,6 +535,53 @@ class SQLiteBackend:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_FIRST_TABLES = set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", MIGRATIONS[1]))
+"""The tables every memworth store has had since schema version 1."""
+
+
+def _stored_version(db: sqlite3.Connection, url: str) -> int:
+    """The schema version of the memworth store in ``db``, 0 for an empty database; reads only.
+
+    Anything else is refused with a :class:`StoreError` that names the file and why: a
+    database without memworth's tables and schema version (another program's file), one
+    with no tables that another program has marked as its own (``application_id`` or
+    ``user_version`` set), and a memworth store newer than this code.
+    """
+    objects = db.execute(
+        "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    ).fetchall()
+    if not objects:
+        marks = {
+            "application_id": db.execute("PRAGMA application_id").fetchone()[0],
+            "user_version": db.execute("PRAGMA user_version").fetchone()[0],
+        }
+        marked = ", ".join(f"{pragma} {value}" for pragma, value in marks.items() if value)
+        if marked:
+            raise StoreError(
+                f"{url} is not a memworth store: it has no tables but {marked}, set by the program that owns it;"
+                " nothing was changed"
+            )
+        return 0
+    tables = [name for kind, name in objects if kind == "table"]
+    version: str | None = None
+    if _FIRST_TABLES <= set(tables):  # a meta table alone may be another program's
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error:  # a table of another program that happens to be called meta
+            row = None
+        version = None if row is None else str(row[0])
+    if version is None or not version.isdigit():
+        listed = ", ".join(tables[:8]) + (f" and {len(tables) - 8} more" if len(tables) > 8 else "")
+        raise StoreError(
+            f"{url} is not a memworth store: it holds tables ({listed or 'none'}) but not memworth's tables and"
+            " schema version;"
+            " memworth opens only an empty file or a store it made, and changed nothing"
+        )
+    if int(version) > SCHEMA_VERSION:
+        raise StoreError(f"{url} has schema version {version}; this memworth knows up to {SCHEMA_VERSION}")
+    return int(version)
 
 
 def _read_only_hint(path: str) -> str:

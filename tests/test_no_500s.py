@@ -3,8 +3,7 @@
 * Credit weights whose sum overflows are refused (before: every memory silently got 0).
 * A SQLite file memworth did not make is refused before anything is written to it
   (before: memworth's tables were added to it and it was switched to WAL for good).
-* Metadata nested deeper than the limit is refused (before: saved, then a 500 on every list);
-  the store's refusal waits on one call in ``memworth.store.store._metadata`` (see ``WIRED``).
+* Metadata nested deeper than the limit is refused (before: saved, then a 500 on every list).
 * An unexpected error is answered with the one JSON error shape, and the connection stays
   usable (before: the error was re-raised after the answer, which drops a keep-alive connection).
 """
@@ -193,13 +192,6 @@ def test_the_depth_helper_of_these_tests_counts_levels() -> None:
     assert [_depth(nested(d)) for d in (1, 2, 3, 33)] == [1, 2, 3, 33]
 
 
-# Until MemoryStore's _metadata (memworth/store/store.py) calls check_metadata_shape, the
-# store accepts deep metadata and these fail; the mark is strict, so once it does they
-# pass and the mark must go.
-WIRED = pytest.mark.xfail(strict=True, reason="store.py's _metadata does not call check_metadata_shape yet")
-
-
-@WIRED
 def test_deep_metadata_is_refused_by_the_store_before_anything_is_written(store: MemoryStore) -> None:
     for depth in (MAX_METADATA_DEPTH + 1, 5_000):  # 5,000 levels was a RecursionError in json.dumps
         with pytest.raises(ValidationError) as err:
@@ -208,7 +200,6 @@ def test_deep_metadata_is_refused_by_the_store_before_anything_is_written(store:
     assert store.list() == []
 
 
-@WIRED
 def test_deep_metadata_over_http_is_a_422_and_listing_keeps_working(store: MemoryStore) -> None:
     key = create_key(store, "default", "k")
 

@@ -57,6 +57,7 @@ from memworth.store.records import (
     Verification,
 )
 from memworth.store.report import MemoryReport, assess, worth_of
+from memworth.validation import check_metadata_shape
 from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 if TYPE_CHECKING:
@@ -216,6 +217,7 @@ def _metadata(value: object) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise ValidationError("metadata", "must be a JSON object (a dict with string keys)")
+    check_metadata_shape(value, "metadata")  # depth first: json.dumps recurses, and a 500 waits deeper
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -67,6 +67,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"deprecation": None}, "deprecation", "'fixed' or 'sequential'"),
     ({"deprecation_alpha": 0.0}, "deprecation_alpha", "(0, 1)"),
     ({"deprecation_alpha": 1}, "deprecation_alpha", "(0, 1)"),
+    ({"pin_evidence": -1}, "pin_evidence", ">= 0"),
+    ({"pin_evidence": float("inf")}, "pin_evidence", "finite"),
+    ({"probe_alpha": 0.5}, "probe_alpha", "(0, 0.5)"),
+    ({"probe_alpha": True}, "probe_alpha", "number"),
+    ({"probe_beta": 0.0}, "probe_beta", "(0, 0.5)"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),
     ({"deprecation_evidence": 1}, "deprecation_evidence", "'retrievals' or 'weighted'"),
 ]

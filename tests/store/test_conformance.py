@@ -303,3 +303,29 @@ def test_each_namespace_reads_its_own_log_and_history(store: MemoryStore) -> Non
     assert store.backend.history("nobody") == []
     # counts and proposals of one namespace never see another's outcomes
     assert store.episode_stats().episodes == 1 and store.episode_stats("tenant-b").episodes == 3
+
+
+def test_an_outcome_replays_under_the_credit_settings_it_was_recorded_with(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """Issue 13: a client with propagation off records; a client with the default (0.7)
+    replays. Each outcome keeps its own settings, so both agree the counters are consistent."""
+    plain = make_store(exploration=0.0, propagation=0.0, seed=0)
+    plain.add("Prague was the capital of Czechoslovakia.", id="fact")
+    plain.add("Czechoslovakia split in 1993; Prague is the Czech capital.", id="note", derived_from=["fact"])
+    for ok in (True, False, True):
+        plain.record(plain.recall("czechoslovakia split 1993 prague", k=1), success=ok)
+    assert plain.get("fact").counts == Counts()  # nothing propagated to the parent
+    (row, *_) = plain.backend.outcome_log()
+    assert (row.propagation, row.max_hops) == (0.0, 3)
+    if plain.backend.url == "memory://":
+        pytest.skip("an in-memory store has one client")
+    default = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), exploration=0.0, seed=0)
+    assert default.propagation == 0.7
+    assert default.replay().consistent and plain.replay().consistent
+    report = default.replay(apply=True)
+    assert not report.applied and default.get("fact").counts == Counts()
+    default.record(default.recall("czechoslovakia split 1993 prague", k=1), success=True)  # this one propagates
+    assert default.get("fact").counts.success == pytest.approx(0.7)
+    assert default.replay().consistent and plain.replay().consistent
+    default.close()

@@ -224,7 +224,7 @@ def joined(
     """Outcomes with their episodes, from the two reads of :meth:`Backend.history`.
 
     ``heads``: ``(seq, episode_id, success, source, confidence, recorded, query, context,
-    created, holdout)`` in commit order; ``items``: ``(episode_id, position, memory_id,
+    created, holdout, propagation, max_hops)`` in commit order; ``items``: ``(episode_id, position, memory_id,
     weight, propensity, probe)`` in the same order, by position within an episode.
     """
     by_episode: dict[str, list[EpisodeItem]] = {}
@@ -232,8 +232,8 @@ def joined(
         by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
     return [
         (
-            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace),
+            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace, prop, hops),
             Episode(eid, namespace, query, context, created, tuple(by_episode.get(eid, ())), bool(holdout)),
         )
-        for seq, eid, ok, source, conf, recorded, query, context, created, holdout in heads
+        for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops in heads
     ]

@@ -28,8 +28,8 @@ from memworth.store.records import Episode, Memory, OutcomeRow
 
 __all__ = ["PolicyReplayReport", "SourceReport"]
 
-Increments = Callable[[Episode, bool, float], list[Increment]]
-"""How one outcome turns into counter increments (the store's credit and propagation)."""
+Increments = Callable[[OutcomeRow, Episode], list[Increment]]
+"""How one outcome turns into counter increments (:meth:`memworth.MemoryStore.increments_of`)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def burst_alerts(
     window: dict[str, list[float]] = {}
     by_source: dict[str, dict[str, float]] = {}
     for o, ep in logged(backend, namespace, backend.outcomes_since(now - detector.window)):
-        for inc in increments(ep, o.success, o.confidence):
+        for inc in increments(o, ep):
             acc = window.setdefault(inc.memory_id, [0.0, 0.0, 0.0])
             acc[0] += inc.success
             acc[1] += inc.failure
@@ -161,7 +161,7 @@ def replay_policy(
     steps = [
         LoggedOutcome(
             o.recorded,
-            tuple(Credit(i.memory_id, i.success, i.failure, i.n) for i in increments(ep, o.success, o.confidence)),
+            tuple(Credit(i.memory_id, i.success, i.failure, i.n) for i in increments(o, ep)),
         )
         for o, ep in logged(backend, namespace)
     ]

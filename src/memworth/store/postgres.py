@@ -147,12 +147,15 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
     # indexed read (governance, stats and the dashboard never scan other tenants' logs);
-    # an episode item says whether it was served as a probe of a quarantined memory.
+    # an episode item says whether it was served as a probe of a quarantined memory; an
+    # outcome keeps the credit settings it was credited under, so any client replays it exactly.
     3: [
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS namespace TEXT NOT NULL DEFAULT ''",
         "UPDATE outcomes o SET namespace = e.namespace FROM episodes e WHERE e.id = o.episode_id AND o.namespace = ''",
         "CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq)",
         "ALTER TABLE episode_items ADD COLUMN IF NOT EXISTS probe BOOLEAN NOT NULL DEFAULT FALSE",
+        "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS propagation DOUBLE PRECISION",
+        "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS max_hops INTEGER",
     ],
 }
 
@@ -639,12 +642,23 @@ class PostgresBackend:
                     _add_to_counters(cur, increments, recorded)
                 if outcomes:
                     with cur.copy(
-                        "COPY outcomes (episode_id, success, source, confidence, recorded, namespace)"
-                        " FROM STDIN (FORMAT BINARY)"
+                        "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
+                        " max_hops) FROM STDIN (FORMAT BINARY)"
                     ) as copy:
-                        copy.set_types(["text", "bool", "text", "float8", "float8", "text"])
+                        copy.set_types(["text", "bool", "text", "float8", "float8", "text", "float8", "int4"])
                         for o in outcomes:
-                            copy.write_row((o.episode_id, o.success, o.source, o.confidence, o.recorded, o.namespace))
+                            copy.write_row(
+                                (
+                                    o.episode_id,
+                                    o.success,
+                                    o.source,
+                                    o.confidence,
+                                    o.recorded,
+                                    o.namespace,
+                                    o.propagation,
+                                    o.max_hops,
+                                )
+                            )
 
         try:
             with self._pool.connection() as conn, conn.transaction():
@@ -664,7 +678,7 @@ class PostgresBackend:
         return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
 
     def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         if namespace is None:
             rows = self._run(lambda c: c.execute(f"SELECT {cols} FROM outcomes ORDER BY seq").fetchall())
         else:
@@ -673,8 +687,8 @@ class PostgresBackend:
                     f"SELECT {cols} FROM outcomes WHERE namespace = %s ORDER BY seq", (namespace,)
                 ).fetchall()
             )
-        for seq, eid, ok, source, conf, recorded, ns in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns)
+        for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
+            yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         """Two indexed reads in one repeatable-read transaction (one snapshot)."""
@@ -683,7 +697,7 @@ class PostgresBackend:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             heads = conn.execute(
                 "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
-                " e.query, e.context, e.created, e.holdout"
+                " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"
                 " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
                 " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq",
                 (namespace, after),
@@ -699,25 +713,28 @@ class PostgresBackend:
         return list(self._run(work))
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         sql = f"SELECT {cols} FROM outcomes WHERE recorded >= %s ORDER BY seq"
         args: tuple[Any, ...] = (since,)
         if source is not None:
             sql = f"SELECT {cols} FROM outcomes WHERE source = %s AND recorded >= %s ORDER BY seq"
             args = (source, since)
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
-        return [OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns) for seq, eid, ok, src, conf, rec, ns in rows]
+        return [
+            OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h) for seq, eid, ok, src, conf, rec, ns, pr, h in rows
+        ]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT seq, episode_id, success, source, confidence, recorded, namespace FROM outcomes"
-                " WHERE episode_id = ANY(%s)",
+                "SELECT seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+                " FROM outcomes WHERE episode_id = ANY(%s)",
                 (list(dict.fromkeys(episode_ids)),),
             ).fetchall()
         )
         return {
-            eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns) for seq, eid, ok, src, conf, rec, ns in rows
+            eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h)
+            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
         }
 
     def verifications(self, after: int = 0) -> list[Verification]:

@@ -85,6 +85,10 @@ class OutcomeRow:
     seq: int = 0
     namespace: str = ""
     """The namespace of its episode (the log is read namespace by namespace)."""
+    propagation: float | None = None
+    """The provenance credit share it was credited with (None: logged before schema 3)."""
+    max_hops: int | None = None
+    """How far that credit travelled (None: logged before schema 3)."""
 
 
 @dataclass(frozen=True)

@@ -108,12 +108,15 @@ MIGRATIONS: dict[int, str] = {
     """,
     # 3: each outcome keeps its episode's namespace, so that a namespace's log is one
     # indexed read (governance, stats and the dashboard never scan other tenants' logs);
-    # an episode item says whether it was served as a probe of a quarantined memory.
+    # an episode item says whether it was served as a probe of a quarantined memory; an
+    # outcome keeps the credit settings it was credited under, so any client replays it exactly.
     3: """
     ALTER TABLE outcomes ADD COLUMN namespace TEXT NOT NULL DEFAULT '';
     UPDATE outcomes SET namespace = COALESCE((SELECT e.namespace FROM episodes e WHERE e.id = outcomes.episode_id), '');
     CREATE INDEX IF NOT EXISTS outcomes_by_namespace ON outcomes (namespace, seq);
     ALTER TABLE episode_items ADD COLUMN probe INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE outcomes ADD COLUMN propagation REAL;
+    ALTER TABLE outcomes ADD COLUMN max_hops INTEGER;
     """,
 }
 
@@ -374,10 +377,22 @@ class SQLiteBackend:
         start = db.total_changes
         try:
             db.executemany(
-                "INSERT INTO outcomes (episode_id, success, source, confidence, recorded, namespace)"
-                " VALUES (?,?,?,?,?, COALESCE((SELECT namespace FROM episodes WHERE id = ?), ?))",
-                [(o.episode_id, int(o.success), o.source, o.confidence, o.recorded, o.episode_id, o.namespace)
-                 for o in outcomes],
+                "INSERT INTO outcomes (episode_id, success, source, confidence, recorded, propagation, max_hops,"
+                " namespace) VALUES (?,?,?,?,?,?,?, COALESCE((SELECT namespace FROM episodes WHERE id = ?), ?))",
+                [
+                    (
+                        o.episode_id,
+                        int(o.success),
+                        o.source,
+                        o.confidence,
+                        o.recorded,
+                        o.propagation,
+                        o.max_hops,
+                        o.episode_id,
+                        o.namespace,
+                    )
+                    for o in outcomes
+                ],
             )
         except sqlite3.IntegrityError:
             # executemany stops at the offending row: the rows before it went in.
@@ -405,13 +420,13 @@ class SQLiteBackend:
             raise UnknownMemoryError(missing)
 
     def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         if namespace is None:
             rows = self._read(f"SELECT {cols} FROM outcomes ORDER BY seq")
         else:
             rows = self._read(f"SELECT {cols} FROM outcomes WHERE namespace = ? ORDER BY seq", (namespace,))
-        for seq, eid, ok, source, conf, recorded, ns in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns)
+        for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
+            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns, prop, hops)
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         """Two indexed reads (outcomes with their episode heads, then their items), one snapshot."""
@@ -420,7 +435,7 @@ class SQLiteBackend:
                 self._db.execute("BEGIN")
                 heads = self._db.execute(
                     "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
-                    " e.query, e.context, e.created, e.holdout"
+                    " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"
                     " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
                     " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq",
                     (namespace, after),
@@ -439,14 +454,14 @@ class SQLiteBackend:
         return joined(namespace, heads, rows)
 
     def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace"
+        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         if source is None:
             rows = self._read(f"SELECT {cols} FROM outcomes WHERE recorded >= ? ORDER BY seq", (since,))
         else:
             rows = self._read(
                 f"SELECT {cols} FROM outcomes WHERE source = ? AND recorded >= ? ORDER BY seq", (source, since)
             )
-        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns) for seq, eid, ok, src, conf, rec, ns in rows]
+        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, pr, h) for seq, eid, ok, src, conf, rec, ns, pr, h in rows]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
@@ -454,12 +469,12 @@ class SQLiteBackend:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for seq, eid, ok, src, conf, rec, ns in self._read(
-                f"SELECT seq, episode_id, success, source, confidence, recorded, namespace FROM outcomes"
-                f" WHERE episode_id IN ({marks})",
+            for seq, eid, ok, src, conf, rec, ns, prop, hops in self._read(
+                f"SELECT seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+                f" FROM outcomes WHERE episode_id IN ({marks})",
                 chunk,
             ):
-                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns)
+                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, prop, hops)
         return out
 
     def verifications(self, after: int = 0) -> list[Verification]:

@@ -1033,8 +1033,9 @@ class MemoryStore:
                 if before is not None:
                     continue
             conf = self._weight(source, ep.namespace, given)
-            rows.append(OutcomeRow(ep.id, ok, source, conf, now, namespace=ep.namespace))
-            increments += self._increments(ep, ok, conf, parents[ep.namespace])
+            row = OutcomeRow(ep.id, ok, source, conf, now, 0, ep.namespace, self.propagation, self.max_hops)
+            rows.append(row)
+            increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
         if source == VERIFIED:
             self.backend.append_verifications(checks, rows, increments)
@@ -1126,17 +1127,19 @@ class MemoryStore:
             )
         return out
 
-    def _increments(
-        self,
-        episode: Episode,
-        success: bool,
-        confidence: float,
-        parents: dict[str, builtins.list[str]] | None = None,
+    def increments_of(
+        self, outcome: OutcomeRow, episode: Episode, parents: dict[str, builtins.list[str]] | None = None
     ) -> builtins.list[Increment]:
-        """The increments of one outcome; ``parents`` (the namespace's provenance) is read if not given."""
+        """The counter increments ``outcome`` caused, under the credit settings it was recorded
+        with (its ``propagation`` and ``max_hops``; an outcome logged before they were kept
+        uses this store's). Recording, replay, burst alerts, policy replay and the
+        dashboard all credit through here, so a replay rebuilds what was done, whoever
+        replays. ``parents`` (the namespace's provenance) is read when needed and not given."""
+        propagation = self.propagation if outcome.propagation is None else outcome.propagation
+        hops = self.max_hops if outcome.max_hops is None else outcome.max_hops
         if parents is None:
-            parents = self._parents_of(episode.namespace)
-        return credit_increments(episode, success, confidence, parents, self.propagation, self.max_hops)
+            parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
+        return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
 
     def _parents_of(self, namespace: str) -> dict[str, builtins.list[str]]:
         """The provenance credit propagates along: none when propagation is off."""
@@ -1472,7 +1475,7 @@ class MemoryStore:
     def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
         if self.burst is None:
             return []
-        return outcome_log.burst_alerts(self.backend, self.burst, namespace, self.clock(), memories, self._increments)
+        return outcome_log.burst_alerts(self.backend, self.burst, namespace, self.clock(), memories, self.increments_of)
 
     def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
         """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.
@@ -1514,7 +1517,7 @@ class MemoryStore:
         """
         _name(namespace, "namespace")
         baseline = ReplaySettings("current", self.policy, every=every)
-        return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self._increments)
+        return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self.increments_of)
 
     # -- the verification loop --------------------------------------------------------
 
@@ -1785,8 +1788,8 @@ class MemoryStore:
         for o in log:
             ep = episodes[o.episode_id]
             if ep.namespace not in parents:
-                parents[ep.namespace] = self._parents_of(ep.namespace)
-            for inc in self._increments(ep, o.success, o.confidence, parents[ep.namespace]):
+                parents[ep.namespace] = self._provenance(ep.namespace)
+            for inc in self.increments_of(o, ep, parents[ep.namespace]):
                 acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
                 acc[0] += inc.success
                 acc[1] += inc.failure

@@ -6,7 +6,6 @@ from memworth.counts import Counts
 from memworth.estimators import RawWorth
 from memworth.store import MemoryStore
 from memworth.store.report import INTERVAL
-from memworth.store.store import credit_increments
 
 __all__ = ["Point", "trajectory"]
 
@@ -31,8 +30,9 @@ class Point:
 def trajectory(store: MemoryStore, memory_id: str, namespace: str) -> list[Point]:
     """The memory's worth after each outcome that credited it, rebuilt from the outcome log.
 
-    The credit is the store's own (:func:`memworth.store.store.credit_increments`, with
-    its provenance propagation), so the last point holds the counts ``replay`` rebuilds.
+    The credit is the store's own (:meth:`memworth.MemoryStore.increments_of`: each
+    outcome's credit settings, provenance included), so the last point holds the counts
+    ``replay`` rebuilds.
 
     Examples
     --------
@@ -44,16 +44,12 @@ def trajectory(store: MemoryStore, memory_id: str, namespace: str) -> list[Point
     >>> [round(p.worth, 3) for p in trajectory(store, "rev", "default")]
     [1.0, 1.0, 0.667]
     """
-    parents: dict[str, list[str]] = {}
-    if store.propagation > 0 and store.max_hops > 0:
-        for src, dst, _kind in sorted(store.backend.edges(namespace)):
-            parents.setdefault(src, []).append(dst)
     points: list[Point] = []
     s = f = n = 0.0
     for o, ep in store.backend.history(namespace):
         mine = [
             i
-            for i in credit_increments(ep, o.success, o.confidence, parents, store.propagation, store.max_hops)
+            for i in store.increments_of(o, ep)
             if i.memory_id == memory_id
         ]
         if not mine:

@@ -200,3 +200,16 @@ def test_import_memworth_does_not_import_langchain() -> None:
     code = "import memworth, sys; print(sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_quarantine_acts_here_as_in_the_store(governed: GovernedRetriever) -> None:
+    store = governed.sidecar.store
+    assert [d.id for d in governed.invoke("how do I reverse a python list")] == ["reverse", "reversed"]
+    store.set_standing("reverse", "re-verify", reason="check it")  # the document id is the memory id
+    store.probe_share = 0.0
+    for _ in range(5):
+        assert "reverse" not in [d.id for d in governed.invoke("how do I reverse a python list")]
+    store.probe_share = 1.0
+    found = governed.invoke("how do I reverse a python list")
+    assert found[0].id == "reverse" and governed.last_episode is not None
+    assert governed.last_episode.items[0].probe

@@ -75,8 +75,11 @@ def test_outcomes_reorder_a_listing_and_governance_hides_an_item(store: Governed
     assert "prague" not in [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
     item = store.get(NS, "prague")  # a get by key is not a retrieval: still there
     assert item is not None and item.value["text"] == NOTES["prague"]
+    assert {(e.memory_id, e.action) for e in report.applied} >= {(item_id(NS, "water"), "promote")}
     store.sidecar.restore(deprecated[0].seq, namespace="alice")
-    assert store.search(NS, query="capital of the czech republic", limit=1)[0].key == "prague"
+    found = [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
+    assert "prague" in found  # restored: served again
+    assert found[0] == "water"  # promoted: its standing raises its score above the failed prague
 
 
 def test_pages_after_the_first_are_cut_from_the_ranking(store: GovernedStore) -> None:
@@ -130,3 +133,25 @@ def test_long_ids_are_hashed_and_bad_settings_refused() -> None:
         GovernedStore(InMemoryStore(), sidecar, namespace="not a name")
     with pytest.raises(ValidationError):
         GovernedStore(InMemoryStore(), sidecar).report(True)  # no search yet
+
+
+def test_quarantine_and_pins_act_here_as_in_the_store(store: GovernedStore) -> None:
+    sidecar = store.sidecar
+    # a memory flagged for re-verification is not served as an answer ...
+    store.search(NS, query="capital of the czech republic", limit=5)  # registers the items
+    sidecar.store.set_standing(item_id(NS, "prague"), "re-verify", reason="check it", namespace="alice")
+    sidecar.store.probe_share = 0.0
+    for _ in range(5):
+        assert "prague" not in [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
+        assert "prague" not in [i.key for i in store.search(NS, limit=5)]
+    # ... except as a probe, marked in the episode log
+    sidecar.store.probe_share = 1.0
+    found = store.search(NS, query="capital of the czech republic", limit=1)
+    assert [i.key for i in found] == ["prague"]
+    episode = sidecar.store.backend.episodes([found[0].episode_id])[found[0].episode_id]  # type: ignore[attr-defined]
+    assert episode.items[0].probe
+    # a person's verdict sticks: it is pinned and served normally again
+    sidecar.store.resolve(item_id(NS, "prague"), "confirmed", reason="still the capital", namespace="alice")
+    sidecar.store.probe_share = 0.0
+    assert "prague" in [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
+    assert sidecar.worth(item_id(NS, "prague"), namespace="alice").pin is not None

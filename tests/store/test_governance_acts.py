@@ -169,3 +169,11 @@ def test_continuous_governance_applies_protective_actions_only(make_store: Calla
     assert any(p.memory_id == "water" and p.action == "promote" for p in s.govern().proposals)
     with pytest.raises(ValidationError):
         make_store(govern_every=0)
+
+
+def test_recall_returns_nothing_when_every_candidate_is_quarantined(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=0, probe_share=0.0)
+    s.add("Prague was the capital of Czechoslovakia.", id="cz")
+    s.set_standing("cz", "re-verify", reason="check it")
+    r = s.recall("capital of czechoslovakia", k=2)
+    assert r.results == () and r.episode.items == ()

@@ -830,7 +830,9 @@ class MemoryStore:
         kept_scores = scores[keep]
         explorable = (table.n < self.min_evidence)[keep]
         sel = select(kept_scores, explorable, k, self.exploration, self._rng)
-        plan = None if self.ablation is None else self.ablation.plan([(namespace, ids[keep[i]]) for i in sel.picked])
+        plan = None
+        if self.ablation is not None and sel.picked.size:  # nothing picked (all quarantined): nothing to split
+            plan = self.ablation.plan([(namespace, ids[keep[i]]) for i in sel.picked])
         if plan is not None:
             intended = sel.picked
             sel = drop(sel, plan.position, kept_scores, explorable, self.exploration)

@@ -159,8 +159,11 @@ class OutcomeStream:
     ``context`` is each outcome's context label (its episode's, ``None`` for an episode
     without one) when any episode had one, else ``None`` (:class:`ContextCheck` reads it);
     ``window_explained_by`` names memories whose change alarm stands (not held) that came
-    with at least half of the failures among its last retrievals (the window test's):
-    those failures are theirs.
+    with at least half of the failures among its last retrievals (the window test's), or
+    suspects that explain them (:func:`memworth.window.explainers`): those failures are
+    theirs. ``suspect`` says whether the memory itself looks broken now (its change alarm
+    fired, held or not, or its window test fires): a probe of another memory that came
+    with it tells nothing about that other memory.
 
     Examples
     --------
@@ -177,6 +180,7 @@ class OutcomeStream:
     explained_by: tuple[str, ...] = ()
     context: tuple[str | None, ...] | None = None
     window_explained_by: tuple[str, ...] = ()
+    suspect: bool = False
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)

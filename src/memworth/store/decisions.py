@@ -18,7 +18,7 @@ the namespace's audit log and outcome history and applies what they say.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,16 +122,23 @@ def flag_rates(numbers: dict[str, Any], worth_now: float, odds_ratio: float) -> 
 
 
 def probe_evidence(
-    history: Sequence[tuple[OutcomeRow, Episode]], flag: AuditEntry, worth_now: float, odds_ratio: float
+    history: Sequence[tuple[OutcomeRow, Episode]],
+    flag: AuditEntry,
+    worth_now: float,
+    odds_ratio: float,
+    exclude: Collection[str] = (),
 ) -> ProbeEvidence:
-    """The flagged memory's direct retrievals with an outcome recorded since ``flag``."""
+    """The flagged memory's direct retrievals with an outcome recorded since ``flag``,
+    except those whose episode also retrieved a memory of ``exclude`` (another suspect)."""
     mid = flag.memory_id
     ys: list[bool] = []
     ws: list[float] = []
+    excluded = set(exclude)
     for o, ep in history:
         if o.recorded < flag.at:
             continue
-        if any(item.memory_id == mid for item in ep.items):
+        ids = {item.memory_id for item in ep.items}
+        if mid in ids and not (ids & excluded):
             ys.append(o.success)
             ws.append(o.confidence)
     numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}

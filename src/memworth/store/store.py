@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memworth import window
 from memworth.adjusted import EpisodeStats
 from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
 from memworth.coretrieval import AlarmSplitter, RecallPlanner
@@ -442,18 +443,22 @@ class MemoryStore:
         self.probe_share = float(probe_share)
         if verifier is not None and not callable(verifier):
             raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
-        if isinstance(verifier_timeout, bool) or not isinstance(verifier_timeout, (int, float)) or not (
-            0 < verifier_timeout < math.inf
+        if (
+            isinstance(verifier_timeout, bool)
+            or not isinstance(verifier_timeout, (int, float))
+            or not (0 < verifier_timeout < math.inf)
         ):
             raise ValidationError("verifier_timeout", f"must be a positive number of seconds, got {verifier_timeout!r}")
-        if govern_every is not None and (isinstance(govern_every, bool) or not isinstance(govern_every, int) or govern_every < 1):
+        if govern_every is not None and (
+            isinstance(govern_every, bool) or not isinstance(govern_every, int) or govern_every < 1
+        ):
             raise ValidationError("govern_every", f"must be a positive integer or None, got {govern_every!r}")
         self.verifier = verifier
         self.verifier_timeout = float(verifier_timeout)
         self.govern_every = govern_every
         self._outcomes_since_govern: dict[str, int] = {}
         if isinstance(ablation, str) and ablation == "split":
-            ablation = AlarmSplitter()  # one per store: it keeps the store's alarm statistics
+            ablation = AlarmSplitter(seed=seed)  # one per store (it keeps its alarm statistics), seeded by it
         if ablation is not None and not isinstance(ablation, RecallPlanner):
             kind = type(ablation).__name__
             raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
@@ -1004,7 +1009,13 @@ class MemoryStore:
         for i, pair in enumerate(pairs):
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair")
-            ref = pair[0].episode.id if isinstance(pair[0], Recall) else pair[0].id if isinstance(pair[0], Episode) else pair[0]
+            ref = (
+                pair[0].episode.id
+                if isinstance(pair[0], Recall)
+                else pair[0].id
+                if isinstance(pair[0], Episode)
+                else pair[0]
+            )
             if not isinstance(ref, str):
                 raise ValidationError("episode", f"must be a Recall, an Episode or its id, got {type(ref).__name__}")
             ids.append(_storable(ref, "episode"))
@@ -1264,9 +1275,7 @@ class MemoryStore:
         _name(namespace, "namespace")
         return self._streams(namespace, self.backend.history(namespace))
 
-    def _streams(
-        self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]
-    ) -> dict[str, OutcomeStream]:
+    def _streams(self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]) -> dict[str, OutcomeStream]:
         """The outcome streams of :meth:`outcome_streams`, from the namespace's history."""
         reference = reference_rates(
             np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
@@ -1281,9 +1290,11 @@ class MemoryStore:
                 at.append(i + 1)
                 ctx.append(ep.context)
         labelled = any(ep.context is not None for _, ep in rows)
-        alarms = self._held_alarms(rows, reference, list(seen), namespace)
+        alarms, rising = self._held_alarms(rows, reference, list(seen), namespace)
         flagged = {mid for mid, by in alarms.items() if not by}
         window = self.policy.staleness_window
+        suspects, explained = self._window_explainers(rows, seen, flagged | rising)
+        suspects |= set(alarms)
         return {
             mid: OutcomeStream(
                 np.array(y, dtype=bool),
@@ -1292,10 +1303,48 @@ class MemoryStore:
                 np.array(at, dtype=np.int64),
                 alarms.get(mid, ()),
                 tuple(ctx) if labelled else None,
-                _failing_with(mid, [rows[i - 1][1] for i, ok in zip(at[-window:], y[-window:], strict=True) if not ok], flagged),
+                tuple(
+                    sorted(
+                        set(
+                            _failing_with(
+                                mid,
+                                [rows[i - 1][1] for i, ok in zip(at[-window:], y[-window:], strict=True) if not ok],
+                                flagged,
+                            )
+                        )
+                        | set(explained.get(mid, ()))
+                    )
+                ),
+                mid in suspects,
             )
             for mid, (y, w, ref, at, ctx) in seen.items()
         }
+
+    def _window_explainers(
+        self,
+        rows: builtins.list[tuple[OutcomeRow, Episode]],
+        seen: dict[str, tuple[builtins.list[bool], builtins.list[float], Any, builtins.list[int], Any]],
+        flagged: set[str],
+    ) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+        """The memories whose window test fires, and the suspects that explain each memory's
+        window failures (:mod:`memworth.window`): those, and memories whose change alarm stands."""
+        p = self.policy
+        sets = [frozenset(item.memory_id for item in ep.items) for _, ep in rows]
+        retrievals = {
+            mid: [(ok, sets[i - 1]) for ok, i in zip(y, at, strict=True)] for mid, (y, _w, _r, at, _c) in seen.items()
+        }
+        lifetime = {mid: (sum(y) / len(y) if y else 0.5) for mid, (y, *_rest) in seen.items()}
+        fired = {
+            mid
+            for mid, r in retrievals.items()
+            if window.fires(r, lifetime[mid], window=p.staleness_window, drop=p.staleness_drop, theta_low=p.theta_low)
+        }
+        suspects = set(flagged) | fired
+        if not suspects:
+            return fired, {}
+        return fired, window.explainers(
+            retrievals, lifetime=lifetime, suspects=suspects, window=p.staleness_window, drop=p.staleness_drop
+        )
 
     def _held_alarms(
         self,
@@ -1303,10 +1352,11 @@ class MemoryStore:
         reference: np.ndarray,
         ids: builtins.list[str],
         namespace: str,
-    ) -> dict[str, tuple[str, ...]]:
+    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
         """Every memory in alarm, with the co-retrieved memories that explain its failures
         better (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once;
-        none: the alarm stands).
+        none: the alarm stands), and the memories whose statistic is at least half the
+        threshold (rising: suspects for the window test's explaining away).
 
         An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
@@ -1315,10 +1365,14 @@ class MemoryStore:
                 with self._live_lock:
                     nothing = np.zeros(0, dtype=bool)
                     half_life = self.policy.change_reference_half_life
-                    self._live[namespace] = LiveAlarms(self.policy.detector(), half_life, [], CusumState.empty(0), nothing)
-            return {}
+                    self._live[namespace] = LiveAlarms(
+                        self.policy.detector(), half_life, [], CusumState.empty(0), nothing
+                    )
+            return {}, set()
         index = {mid: i for i, mid in enumerate(ids)}
-        sets = [[index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows]
+        sets = [
+            [index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows
+        ]
         detector, rule = self.policy.detector(), ExplainingAway()
         success = np.array([o.success for o, _ in rows], dtype=bool)
         weight = np.array([o.confidence for o, _ in rows], dtype=float)
@@ -1329,7 +1383,8 @@ class MemoryStore:
                 self._live[namespace] = live
                 self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
         alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
-        return {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}
+        rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
+        return {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}, rising
 
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
@@ -1397,12 +1452,15 @@ class MemoryStore:
         recent = _recent(history, self.policy.staleness_window)
         streams = self._streams(namespace, history) if self.policy.change_detection else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
+        suspects = {mid for mid, s in streams.items() if s.suspect} | {
+            m.id for m in self.backend.memories(namespace) if m.standing == "re-verify" and m.status == "active"
+        }
         out: dict[str, _Decision] = {}
         for m in chosen:
             p = None
             flag = flagged.get(m.id)
             if m.status == "active" and m.standing == "re-verify" and flag is not None:
-                p = self._probe_proposal(m, flag, history)
+                p = self._probe_proposal(m, flag, history, suspects - {m.id})
             if p is None:
                 p = self.policy.propose(
                     m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id)
@@ -1414,10 +1472,16 @@ class MemoryStore:
                 out[m.id] = _Decision(p, None, None)
         return out
 
-    def _probe_proposal(self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]]) -> Proposal | None:
-        """Release or suppress a quarantined memory when its probe outcomes decide (else None)."""
+    def _probe_proposal(
+        self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]], others: set[str]
+    ) -> Proposal | None:
+        """Release or suppress a quarantined memory when its probe outcomes decide (else None).
+
+        Outcomes of episodes that also retrieved another suspect (``others``: memories that
+        look broken now, or are quarantined themselves) are left out: they tell nothing
+        about this memory."""
         worth = float(RawWorth().value(m.counts))
-        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change_odds_ratio))
+        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change_odds_ratio), exclude=others)
         decision = self.policy.probe_test().decide(
             evidence.success, evidence.weight, before=evidence.before, after=evidence.after
         )
@@ -1450,9 +1514,7 @@ class MemoryStore:
         d = self._decide([memory], namespace)[memory.id]
         return assess(self.policy, memory, d.proposal, pin=d.pin, held=d.held)
 
-    def reports(
-        self, ids: Sequence[str] | None = None, *, namespace: str = "default"
-    ) -> builtins.list[MemoryReport]:
+    def reports(self, ids: Sequence[str] | None = None, *, namespace: str = "default") -> builtins.list[MemoryReport]:
         """:meth:`report` for many memories with one history read: ``ids`` in the order given
         (an unknown one raises UnknownMemoryError), or every memory of the namespace."""
         _name(namespace, "namespace")
@@ -1466,7 +1528,9 @@ class MemoryStore:
                 raise UnknownMemoryError(missing[0])
             memories = [by_id[mid] for mid in wanted]
         found = self._decide(memories, namespace)
-        return [assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories]
+        return [
+            assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories
+        ]
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
@@ -1585,7 +1649,9 @@ class MemoryStore:
         if text is None:
             raise ValidationError("text", "an edited memory needs its new text")
         new_text = _text(text, "text")
-        replacement = _memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
+        replacement = (
+            _memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
+        )
         new = self.add(
             new_text,
             id=replacement,
@@ -1632,9 +1698,7 @@ class MemoryStore:
                 continue  # pinned, or the verifier already failed on this flag
             try:
                 verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
-                done.append(
-                    self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace)
-                )
+                done.append(self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace))
             except Exception as exc:
                 why = f"verifier failed: {type(exc).__name__}: {exc}"[:2000]
                 done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))
@@ -1708,7 +1772,9 @@ class MemoryStore:
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
         if entry.field not in ("status", "standing"):
-            raise ValidationError("audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin")
+            raise ValidationError(
+                "audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin"
+            )
         current = getattr(self.get(entry.memory_id, namespace=namespace), entry.field)
         if current != entry.new:
             raise ChangedError(
@@ -2073,4 +2139,6 @@ def _encoder_named(name: str) -> Encoder:
         from memworth.minilm import MiniLMEncoder
 
         return MiniLMEncoder()
-    raise SettingsError(f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)")
+    raise SettingsError(
+        f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)"
+    )

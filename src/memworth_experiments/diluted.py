@@ -1,0 +1,132 @@
+"""Past the paper (issue 14): precise flags on a diluted workload, through the Sidecar.
+
+See ``configs/diluted.toml``. Every memory shares each episode with seven others, and the
+episode's success depends on all eight: one memory's failures are mostly its companions'.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memworth import Sidecar
+from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
+
+PROTECTIVE = ("re-verify", "suppress", "deprecate")
+
+
+def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
+    """One seed: returns each memory's usefulness, the broken ones and the first flag of each memory."""
+    rng = np.random.default_rng([seed, 7])
+    n, k, cands = int(w["memories"]), int(w["k"]), int(w["candidates"])
+    usefulness = rng.uniform(0.0, 1.0, n)
+    good = np.flatnonzero(usefulness >= float(w["good_at_least"]))
+    broken = rng.choice(good, size=min(int(w["broken"]), good.size), replace=False)
+    change = episodes // 2
+    ids = [f"m{i:03d}" for i in range(n)]
+    sidecar = Sidecar.open("memory://", seed=seed)
+    sidecar.register(ids)
+    first: dict[str, tuple[int, str]] = {}
+    now = usefulness.copy()
+    for t in range(1, episodes + 1):
+        if t == change + 1:
+            now[broken] = 0.0
+        offered = rng.choice(n, size=cands, replace=False)
+        sims = rng.uniform(0.5, 1.0, cands)
+        got = sidecar.retrieve([(ids[i], float(s)) for i, s in zip(offered, sims, strict=True)], k=k)
+        picked = [int(r.id[1:]) for r in got.results]
+        ok = bool(rng.random() < now[picked].mean())
+        sidecar.record(got, ok)
+        if t % int(w["govern_every"]) == 0:
+            for e in sidecar.govern(apply=True).applied:
+                if e.action in PROTECTIVE and e.memory_id not in first:
+                    first[e.memory_id] = (t, e.action)
+    sidecar.close()
+    return {"usefulness": usefulness, "broken": {ids[i] for i in broken}, "first": first, "change": change}
+
+
+def tally(got: dict[str, Any], w: dict[str, Any]) -> dict[str, Any]:
+    useful_at_least = float(w["useful_at_least"])
+    change, first, broken = got["change"], got["first"], got["broken"]
+    caught = [m for m in broken if m in first and change < first[m][0] <= change + 2500]
+    others = {f"m{i:03d}": float(u) for i, u in enumerate(got["usefulness"]) if f"m{i:03d}" not in broken}
+    false = sorted(m for m in first if m in others and others[m] >= useful_at_least)
+    low = sorted(m for m in first if m in others and others[m] < useful_at_least)
+    return {
+        "broken_flagged": len(caught),
+        "broken": len(broken),
+        "false_before": sum(1 for m in false if first[m][0] <= change),
+        "false_after": sum(1 for m in false if first[m][0] > change),
+        "low_flagged": len(low),
+        "false_ids": ";".join(f"{m}(u={others[m]:.2f})@{first[m][0]}:{first[m][1]}" for m in false),
+    }
+
+
+def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
+    w = cfg["workload"]
+    raw = [
+        {"seed": s} | tally(run_seed(w, s, episodes), w)
+        for s in progress(range(seeds), seeds, "diluted", show_progress)
+    ]
+    caught, caught_sd = mean_std([r["broken_flagged"] for r in raw])
+    false = [r["false_before"] + r["false_after"] for r in raw]
+    false_mean, false_sd = mean_std(false)
+    rows = [
+        Row(
+            "broken memories flagged within 2,500 episodes",
+            "of 10",
+            None,
+            caught,
+            caught_sd,
+            None,
+            f"issue 14 target >= 8 in every seed; per seed: {[r['broken_flagged'] for r in raw]}",
+        ),
+        Row(
+            "useful memories flagged (false flags), per seed",
+            "count",
+            None,
+            false_mean,
+            false_sd,
+            None,
+            f"issue 14 target <= 2 per seed; per seed {false} (before / after the change: "
+            f"{[(r['false_before'], r['false_after']) for r in raw]})",
+        ),
+        Row(
+            "low-usefulness memories flagged, per seed",
+            "count",
+            None,
+            mean_std([r["low_flagged"] for r in raw])[0],
+            mean_std([r["low_flagged"] for r in raw])[1],
+            None,
+            f"u < {w['useful_at_least']}: flags worth is meant to raise",
+        ),
+    ]
+    notes = [f"seed {r['seed']}: false flags {r['false_ids'] or 'none'}" for r in raw]
+    return Result("diluted", rows, raw, {"seeds": seeds, "episodes": episodes}, notes)
+
+
+def figure(raw_csv: Path, out_png: Path) -> None:
+    """Per seed: broken memories caught (of 10) and false flags."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [dict(r) for r in read_raw(raw_csv)]
+    seeds = [int(r["seed"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    ax.bar(
+        [s - 0.2 for s in seeds], [int(r["broken_flagged"]) for r in rows], width=0.4, label="broken flagged (of 10)"
+    )
+    false = [int(r["false_before"]) + int(r["false_after"]) for r in rows]
+    ax.bar([s + 0.2 for s in seeds], false, width=0.4, label="useful memories flagged")
+    ax.axhline(8, color="tab:blue", ls="--", lw=0.8, label="target: at least 8 caught")
+    ax.axhline(2, color="tab:orange", ls="--", lw=0.8, label="target: at most 2 false")
+    ax.set(xlabel="seed", ylabel="memories", title="Diluted workload: flags per seed")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=130)
+    plt.close(fig)

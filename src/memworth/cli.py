@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memworth.store_cli import register as register_store_commands
 
     register_store_commands(commands)
+    from memworth.logs.command import register as register_log_commands
+
+    register_log_commands(commands)
     for ep in sorted(entry_points(group="memworth.commands"), key=lambda e: e.name):
         try:
             register = ep.load()

@@ -14,7 +14,7 @@ from typing import Any
 from memworth.errors import ValidationError
 from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
 
-__all__ = ["FORMATS", "LogError", "format_of", "read_logs"]
+__all__ = ["FORMATS", "LogError", "first_row", "format_of", "read_logs"]
 
 FORMATS = ("parquet", "jsonl", "csv")
 
@@ -35,6 +35,12 @@ class LogError(ValidationError):
         where = file if row is None else f"{file}, row {row}"
         super().__init__(column, f"{where}: {reason}")
         self.file, self.row, self.column = file, row, column
+
+
+def first_row(con: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first row of a query (``None`` if it has none), with the result read to its end."""
+    rows = con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+    return rows[0] if rows else None
 
 
 def format_of(path: str, given: str | None = None) -> str:
@@ -92,7 +98,7 @@ def read_logs(
         bar.update(1)
     bar.close()
     _check_episodes(con, list(files), first_file)
-    return int(con.execute("SELECT count(*) FROM incoming").fetchone()[0])
+    return int(first_row(con, "SELECT count(*) FROM incoming")[0])
 
 
 def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence[str], number: int) -> None:
@@ -155,13 +161,13 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
     if checks:
         firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
         try:
-            found = con.execute(f"SELECT {firsts} FROM {source}").fetchone()
+            found = first_row(con, f"SELECT {firsts} FROM {source}")
         except duckdb.Error as exc:
             raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
         bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
         if bad:
             row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
-            got = con.execute(f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row]).fetchone()[0]
+            got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
             raise LogError(path, int(row), label, f"{reason}, got {got!r}")
     select = ", ".join(
         [str(number), "__row"]
@@ -174,13 +180,13 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
 
 def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree."""
-    dup = con.execute(
+    dup = first_row(con, 
         """
         SELECT file, row, episode_id, memory_id FROM (
             SELECT *, row_number() OVER (PARTITION BY episode_id, memory_id ORDER BY file, row) AS k FROM incoming
         ) WHERE k = 2 ORDER BY file, row LIMIT 1
         """
-    ).fetchone()
+    )
     if dup is not None:
         raise LogError(
             files[dup[0] - first_file], int(dup[1]), "memory_id",
@@ -193,13 +199,13 @@ def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
         ("source", "source"),
         ("context", "context"),
     ):
-        clash = con.execute(
+        clash = first_row(con, 
             f"""
             SELECT file, row, episode_id, CAST({column} AS VARCHAR), CAST(first AS VARCHAR) FROM (
                 SELECT *, first_value({column}) OVER (PARTITION BY episode_id ORDER BY file, row) AS first FROM incoming
             ) WHERE {column} IS DISTINCT FROM first ORDER BY file, row LIMIT 1
             """
-        ).fetchone()
+        )
         if clash is not None:
             raise LogError(
                 files[clash[0] - first_file], int(clash[1]), what,

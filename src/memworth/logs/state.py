@@ -22,7 +22,7 @@ import numpy as np
 from memworth.credit import check_w_min, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
-from memworth.logs.read import LogError
+from memworth.logs.read import first_row, LogError
 
 __all__ = ["CREDITS", "Counting", "create_tables", "ingest", "new_files"]
 
@@ -72,7 +72,7 @@ def create_tables(con: Any, counting: Counting) -> None:
     """Make the tables (if new) and check that the state was made with ``counting``."""
     con.execute(TABLES)
     want = json.dumps(asdict(counting), sort_keys=True)
-    got = con.execute("SELECT value FROM settings WHERE key = 'counting'").fetchone()
+    got = first_row(con, "SELECT value FROM settings WHERE key = 'counting'")
     if got is None:
         con.execute("INSERT INTO settings VALUES ('counting', ?)", [want])
     elif got[0] != want:
@@ -89,7 +89,7 @@ def new_files(con: Any, files: Sequence[str]) -> list[str]:
         if not Path(path).is_file():
             raise LogError(path, None, "file", "no such file")
         st = os.stat(path)
-        seen = con.execute("SELECT size, modified FROM files WHERE path = ?", [key]).fetchone()
+        seen = first_row(con, "SELECT size, modified FROM files WHERE path = ?", [key])
         if seen is None:
             if key not in (str(Path(p).resolve()) for p in out):
                 out.append(path)
@@ -116,7 +116,7 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
         """
     )
     _credit(con, counting, files)
-    added = int(con.execute("SELECT count(*) FROM new_episodes").fetchone()[0])
+    added = int(first_row(con, "SELECT count(*) FROM new_episodes")[0])
     # Each namespace's clock moves on by its new episodes: old decayed counts age by that many.
     con.execute(
         """
@@ -172,7 +172,7 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
     )
     for number, path in enumerate(files):
         st = os.stat(path)
-        rows = con.execute("SELECT count(*) FROM incoming WHERE file = ?", [number]).fetchone()[0]
+        rows = first_row(con, "SELECT count(*) FROM incoming WHERE file = ?", [number])[0]
         con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?)", [str(Path(path).resolve()), st.st_size, st.st_mtime_ns, rows]
         )
@@ -181,9 +181,9 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
 
 def _check_new_episodes(con: Any, files: Sequence[str]) -> None:
     """Refuse rows of an episode the state has scored already (an episode has one outcome)."""
-    seen = con.execute(
+    seen = first_row(con, 
         "SELECT i.file, i.row, i.episode_id FROM incoming i JOIN episodes e USING (episode_id) ORDER BY i.file, i.row LIMIT 1"
-    ).fetchone()
+    )
     if seen is not None:
         raise LogError(
             files[seen[0]], int(seen[1]), "episode_id",
@@ -193,12 +193,12 @@ def _check_new_episodes(con: Any, files: Sequence[str]) -> None:
 
 def _order(con: Any, files: Sequence[str]) -> None:
     """Refuse new episodes older than the newest the state holds: detectors read outcomes in time order."""
-    late = con.execute(
+    late = first_row(con, 
         """
         SELECT i.file, i.row, i.ts, c.last_ts FROM incoming i JOIN clocks c USING (namespace)
         WHERE i.ts < c.last_ts ORDER BY i.file, i.row LIMIT 1
         """
-    ).fetchone()
+    )
     if late is not None:
         raise LogError(
             files[late[0]], int(late[1]), "timestamp",
@@ -211,7 +211,7 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
     """Table ``new_items``: each row's credit, 1/k or its score / weight split by ``normalise_rows``."""
     import pyarrow as pa
 
-    k_max = con.execute("SELECT max(k) FROM (SELECT count(*) AS k FROM incoming GROUP BY episode_id)").fetchone()[0]
+    k_max = first_row(con, "SELECT max(k) FROM (SELECT count(*) AS k FROM incoming GROUP BY episode_id)")[0]
     if k_max is not None:
         check_w_min(counting.w_min, int(k_max))
     base = """
@@ -224,9 +224,9 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
             + base.format(credit="1.0 / count(*) OVER (PARTITION BY i.episode_id)")
         )
         return
-    rows = con.execute(
+    rows = con.sql(
         base.format(credit=f"i.{counting.column}") + " ORDER BY e.namespace, e.pos, i.file, i.row"
-    ).fetch_arrow_table()
+    ).to_arrow_table()
     values = rows.column("credit").to_numpy(zero_copy_only=False).astype(float)
     missing = np.flatnonzero(np.isnan(values))
     if missing.size:

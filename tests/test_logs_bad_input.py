@@ -15,12 +15,37 @@ GOOD = "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,0.5\ne1,b,s
 
 CASES = {
     "missing column": ("episode_id,memory_id,timestamp\ne1,a,1\n", None, "outcome", "is missing"),
-    "wrong type": ("episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,0.5\ne2,a,success,x,1\n", 2, "timestamp", "got 'x'"),
-    "bad score": ("episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,high\n", 1, "score", "must be a number"),
+    "wrong type": (
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,0.5\ne2,a,success,x,1\n",
+        2,
+        "timestamp",
+        "got 'x'",
+    ),
+    "bad score": (
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,high\n",
+        1,
+        "score",
+        "must be a number",
+    ),
     "outcome": ("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne2,a,maybe,2\n", 2, "outcome", "got 'maybe'"),
-    "duplicate row": ("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,success,1\ne1,a,success,1\n", 3, "memory_id", "appears twice"),
-    "two outcomes": ("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,failure,1\n", 2, "outcome", "two different values"),
-    "confidence": ("episode_id,memory_id,outcome,timestamp,confidence\ne1,a,success,1,1.5\n", 1, "confidence", "(0, 1]"),
+    "duplicate row": (
+        "episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,success,1\ne1,a,success,1\n",
+        3,
+        "memory_id",
+        "appears twice",
+    ),
+    "two outcomes": (
+        "episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,failure,1\n",
+        2,
+        "outcome",
+        "two different values",
+    ),
+    "confidence": (
+        "episode_id,memory_id,outcome,timestamp,confidence\ne1,a,success,1,1.5\n",
+        1,
+        "confidence",
+        "(0, 1]",
+    ),
 }
 
 
@@ -66,7 +91,9 @@ def test_credit_by_score_needs_the_column_and_a_positive_sum(tmp_path) -> None:
     path.write_text("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\n")
     with pytest.raises(LogError, match="needed by --credit score"):
         score_files([str(path)], ScoreSettings(Counting("score")))
-    path.write_text("episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,1\ne2,a,success,2,0\ne2,b,success,2,0\n")
+    path.write_text(
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,1\ne2,a,success,2,0\ne2,b,success,2,0\n"
+    )
     with pytest.raises(LogError, match=r"row 2: sum to zero") as info:
         score_files([str(path)], ScoreSettings(Counting("score")))
     assert info.value.column == "score"

@@ -92,7 +92,9 @@ def test_counts_equal_tracker_record_one_at_a_time_with_given_weights(tmp_path) 
     for m in tracker.ids():
         want = tracker.counts(m)
         got = rows[str(m)]
-        np.testing.assert_allclose([got["success"], got["failure"], got["n"]], [want.success, want.failure, want.n], rtol=1e-9)
+        np.testing.assert_allclose(
+            [got["success"], got["failure"], got["n"]], [want.success, want.failure, want.n], rtol=1e-9
+        )
 
 
 def test_incremental_runs_equal_one_run(tmp_path) -> None:

@@ -46,7 +46,9 @@ def store(tmp_path):
 def test_export_then_score_equals_the_stores_counts_and_proposals(store, tmp_path, fmt) -> None:
     path = tmp_path / f"log.{fmt}"
     rows = export_log(store.backend, path, fmt)
-    assert rows == sum(len(store.backend.episodes([o.episode_id])[o.episode_id].items) for o in store.backend.outcome_log())
+    assert rows == sum(
+        len(store.backend.episodes([o.episode_id])[o.episode_id].items) for o in store.backend.outcome_log()
+    )
     scored = {r["memory_id"]: r for r in score_files([str(path)], ScoreSettings(Counting("given"))).table.to_pylist()}
     memories = {m.id: m for m in store.list() if m.counts.n > 0}
     assert set(scored) == set(memories)
@@ -71,7 +73,9 @@ def test_import_rebuilds_counters_that_replay_confirms(store, tmp_path) -> None:
         for m in store.list():
             if m.counts.n:
                 c = copy.get(m.id).counts
-                np.testing.assert_allclose([c.success, c.failure, c.n], [m.counts.success, m.counts.failure, m.counts.n], rtol=1e-9)
+                np.testing.assert_allclose(
+                    [c.success, c.failure, c.n], [m.counts.success, m.counts.failure, m.counts.n], rtol=1e-9
+                )
         again = {p.memory_id: (p.action, p.reason) for p in copy.govern().proposals}
         assert again == {p.memory_id: (p.action, p.reason) for p in store.govern().proposals}
         with pytest.raises(Exception, match="in the store already"):

@@ -19,19 +19,33 @@ __all__ = ["export_command", "register"]
 
 def _reading_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files (Parquet, JSON lines or CSV)")
-    p.add_argument("--format", dest="log_format", choices=["parquet", "jsonl", "csv"],
-                   help="format of every LOG (default: from each file's suffix)")
-    p.add_argument("--column", action="append", default=[], metavar="NAME=THEIRS",
-                   help="the log's name for a column of the format, e.g. --column episode_id=trace_id (repeatable)")
-    p.add_argument("--credit", choices=["uniform", "score", "given"], default="uniform",
-                   help="how an outcome splits among the episode's items: 1/k, by score, by weight (default uniform)")
+    p.add_argument(
+        "--format",
+        dest="log_format",
+        choices=["parquet", "jsonl", "csv"],
+        help="format of every LOG (default: from each file's suffix)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME=THEIRS",
+        help="the log's name for a column of the format, e.g. --column episode_id=trace_id (repeatable)",
+    )
+    p.add_argument(
+        "--credit",
+        choices=["uniform", "score", "given"],
+        default="uniform",
+        help="how an outcome splits among the episode's items: 1/k, by score, by weight (default uniform)",
+    )
     p.add_argument("--w-min", type=float, default=0.0, help="floor on an item's credit (default 0)")
 
 
 def register(commands: Any) -> None:
     """Add ``score`` and ``import`` to the ``memworth`` CLI."""
     p = commands.add_parser(
-        "score", help="worth, intervals, class, change alarm and proposal of every memory in retrieval logs",
+        "score",
+        help="worth, intervals, class, change alarm and proposal of every memory in retrieval logs",
         description="Score every memory in retrieval logs with DuckDB: counts, worth, intervals, class, "
         "change alarm, sequential deprecation and the proposal with its reason.",
     )
@@ -39,18 +53,25 @@ def register(commands: Any) -> None:
     p.add_argument("--engine", choices=["duckdb"], default="duckdb", help="where the sums run (default duckdb)")
     p.add_argument("--out", type=Path, help="directory for worth.parquet, worth.csv and report.png")
     p.add_argument("--state", type=Path, help="state file: keeps counts and the episode log; reads only new files")
-    p.add_argument("--half-life", type=float, default=100.0, help="half-life of decayed worth, in episodes (default 100)")
+    p.add_argument(
+        "--half-life", type=float, default=100.0, help="half-life of decayed worth, in episodes (default 100)"
+    )
     p.add_argument("--level", type=float, default=0.95, help="level of the Beta and Wilson intervals (default 0.95)")
     p.add_argument("--min-evidence", type=float, default=10.0, help="V_min in retrievals (default 10)")
-    p.add_argument("--deprecation", choices=["fixed", "sequential"], default="fixed",
-                   help="deprecation rule the proposals use (default fixed)")
+    p.add_argument(
+        "--deprecation",
+        choices=["fixed", "sequential"],
+        default="fixed",
+        help="deprecation rule the proposals use (default fixed)",
+    )
     p.add_argument("--no-change-detection", action="store_true", help="skip the change-point alarm")
     p.add_argument("--no-figure", action="store_true", help="do not draw report.png")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the summary")
     p.set_defaults(handler=_score)
     q = commands.add_parser(
-        "import", help="load retrieval logs into a store (episodes, outcomes, counters)",
+        "import",
+        help="load retrieval logs into a store (episodes, outcomes, counters)",
         description="Load retrieval logs into a store: memories known by id (unknown ids become external "
         "memories), one episode and outcome per episode_id, counters from the same credit.",
     )
@@ -94,7 +115,9 @@ def _score(args: argparse.Namespace) -> int:
         print(json.dumps(scored.table.to_pylist(), indent=1))
     elif not args.quiet:
         skipped = f", {len(scored.files_skipped)} skipped (in the state)" if scored.files_skipped else ""
-        print(f"read {len(scored.files_read)} files{skipped}: {scored.rows_read} rows, {scored.episodes_added} new episodes")
+        print(
+            f"read {len(scored.files_read)} files{skipped}: {scored.rows_read} rows, {scored.episodes_added} new episodes"
+        )
         print_summary(scored.table)
         for path in written:
             print(f"wrote {path}")

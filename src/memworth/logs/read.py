@@ -18,7 +18,14 @@ __all__ = ["FORMATS", "LogError", "first_row", "format_of", "read_logs"]
 
 FORMATS = ("parquet", "jsonl", "csv")
 
-_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+_SUFFIXES = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+}
 
 INCOMING = """
 CREATE OR REPLACE TEMP TABLE incoming (
@@ -119,7 +126,9 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
         label = col.name if theirs == col.name else f"{col.name} (log column {theirs!r})"
         if theirs not in types:
             if col.required or col.name in needs:
-                why = "required" if col.required else f"needed by --credit {'score' if col.name == 'score' else 'given'}"
+                why = (
+                    "required" if col.required else f"needed by --credit {'score' if col.name == 'score' else 'given'}"
+                )
                 have = ", ".join(types) or "none"
                 raise LogError(path, None, label, f"column {theirs!r} is missing ({why}); the file has: {have}")
             exprs[col.name] = "NULL"
@@ -140,9 +149,18 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
         elif col.kind == "outcome":
             words = ", ".join(f"'{w}'" for w in OUTCOME_WORDS)
             text = f"lower(trim(CAST({raw} AS VARCHAR)))"
-            value = "CASE " + " ".join(f"WHEN {text} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items()) + " END"
+            value = (
+                "CASE "
+                + " ".join(f"WHEN {text} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items())
+                + " END"
+            )
             checks.append(
-                (label, f"{raw} IS NULL OR {text} NOT IN ({words})", raw, "must be success or failure (success/failure, true/false, 1/0/-1)")
+                (
+                    label,
+                    f"{raw} IS NULL OR {text} NOT IN ({words})",
+                    raw,
+                    "must be success or failure (success/failure, true/false, 1/0/-1)",
+                )
             )
         else:  # time: seconds since the epoch, or a date-time
             if kind.startswith(("TIMESTAMP", "DATE")):
@@ -153,8 +171,12 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
             else:
                 value = f"TRY_CAST({raw} AS DOUBLE)"
             checks.append(
-                (label, f"{raw} IS NULL OR {value} IS NULL OR NOT isfinite({value})", raw,
-                 f"must be seconds since the epoch or a date-time ({kind} given)")
+                (
+                    label,
+                    f"{raw} IS NULL OR {value} IS NULL OR NOT isfinite({value})",
+                    raw,
+                    f"must be seconds since the epoch or a date-time ({kind} given)",
+                )
             )
         exprs[col.name] = value
     source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
@@ -180,16 +202,19 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
 
 def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree."""
-    dup = first_row(con, 
+    dup = first_row(
+        con,
         """
         SELECT file, row, episode_id, memory_id FROM (
             SELECT *, row_number() OVER (PARTITION BY episode_id, memory_id ORDER BY file, row) AS k FROM incoming
         ) WHERE k = 2 ORDER BY file, row LIMIT 1
-        """
+        """,
     )
     if dup is not None:
         raise LogError(
-            files[dup[0] - first_file], int(dup[1]), "memory_id",
+            files[dup[0] - first_file],
+            int(dup[1]),
+            "memory_id",
             f"memory {dup[3]!r} appears twice in episode {dup[2]!r} (duplicate (episode, memory) row)",
         )
     for column, what in (
@@ -199,16 +224,19 @@ def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
         ("source", "source"),
         ("context", "context"),
     ):
-        clash = first_row(con, 
+        clash = first_row(
+            con,
             f"""
             SELECT file, row, episode_id, CAST({column} AS VARCHAR), CAST(first AS VARCHAR) FROM (
                 SELECT *, first_value({column}) OVER (PARTITION BY episode_id ORDER BY file, row) AS first FROM incoming
             ) WHERE {column} IS DISTINCT FROM first ORDER BY file, row LIMIT 1
-            """
+            """,
         )
         if clash is not None:
             raise LogError(
-                files[clash[0] - first_file], int(clash[1]), what,
+                files[clash[0] - first_file],
+                int(clash[1]),
+                what,
                 f"episode {clash[2]!r} has two different values: {clash[4]!r} earlier, {clash[3]!r} here "
                 "(one episode has one outcome)",
             )

@@ -81,8 +81,13 @@ def draw_figure(table: Any, path: Path, names: int = 12) -> Path:
     flagged = sorted((r for r in rows if r["action"]), key=lambda r: -r["n"])[:names]
     for r in flagged:
         ax.scatter([r["n"]], [r["worth"]], s=40, facecolors="none", edgecolors="black")
-        ax.annotate(f"{r['memory_id']} ({r['action']})", (r["n"], r["worth"]), fontsize=7, xytext=(4, 4),
-                    textcoords="offset points")
+        ax.annotate(
+            f"{r['memory_id']} ({r['action']})",
+            (r["n"], r["worth"]),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlabel("evidence (retrievals)")
     ax.set_ylabel("Memory Worth")

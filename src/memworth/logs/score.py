@@ -30,7 +30,7 @@ from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
 from memworth.logs.streams import namespace_streams
 
-__all__ = ["Scored", "ScoreSettings", "score_files", "score_state"]
+__all__ = ["ScoreSettings", "Scored", "score_files", "score_state"]
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,13 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
     import pyarrow as pa
 
     policy = settings.policy
-    got = con.execute(
-        "SELECT * FROM counts ORDER BY namespace, memory_id"
-    ).fetchnumpy()
+    got = con.execute("SELECT * FROM counts ORDER BY namespace, memory_id").fetchnumpy()
     namespace = np.asarray(got["namespace"], dtype=object)
     memory = np.asarray(got["memory_id"], dtype=object)
     table = CountsTable(*(np.asarray(got[c], dtype=float) for c in ("success", "failure", "n")))
-    decayed = CountsTable(*(np.asarray(got[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n")))
+    decayed = CountsTable(
+        *(np.asarray(got[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n"))
+    )
     beta_lo, beta_hi = BetaBound(level=settings.level).interval(table)
     z = float(_normal_quantile(settings.level))
     wilson_lo, wilson_hi = WilsonBound(z=z).interval(table)

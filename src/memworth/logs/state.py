@@ -22,7 +22,7 @@ import numpy as np
 from memworth.credit import check_w_min, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
-from memworth.logs.read import first_row, LogError
+from memworth.logs.read import LogError, first_row
 
 __all__ = ["CREDITS", "Counting", "create_tables", "ingest", "new_files"]
 
@@ -83,7 +83,7 @@ def create_tables(con: Any, counting: Counting) -> None:
 
 def new_files(con: Any, files: Sequence[str]) -> list[str]:
     """The files the state has not read yet (in the order given); one read before but changed since is refused."""
-    out = []
+    out: list[str] = []
     for path in files:
         key = str(Path(path).resolve())
         if not Path(path).is_file():
@@ -94,7 +94,9 @@ def new_files(con: Any, files: Sequence[str]) -> list[str]:
             if key not in (str(Path(p).resolve()) for p in out):
                 out.append(path)
         elif (seen[0], seen[1]) != (st.st_size, st.st_mtime_ns):
-            raise LogError(path, None, "file", "was scored before (it is in the state) and has changed since; rescore from scratch")
+            raise LogError(
+                path, None, "file", "was scored before (it is in the state) and has changed since; rescore from scratch"
+            )
     return out
 
 
@@ -181,27 +183,33 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
 
 def _check_new_episodes(con: Any, files: Sequence[str]) -> None:
     """Refuse rows of an episode the state has scored already (an episode has one outcome)."""
-    seen = first_row(con, 
-        "SELECT i.file, i.row, i.episode_id FROM incoming i JOIN episodes e USING (episode_id) ORDER BY i.file, i.row LIMIT 1"
+    seen = first_row(
+        con,
+        "SELECT i.file, i.row, i.episode_id FROM incoming i JOIN episodes e USING (episode_id) ORDER BY i.file, i.row LIMIT 1",
     )
     if seen is not None:
         raise LogError(
-            files[seen[0]], int(seen[1]), "episode_id",
+            files[seen[0]],
+            int(seen[1]),
+            "episode_id",
             f"episode {seen[2]!r} was scored in an earlier run (it is in the state); an episode has one outcome",
         )
 
 
 def _order(con: Any, files: Sequence[str]) -> None:
     """Refuse new episodes older than the newest the state holds: detectors read outcomes in time order."""
-    late = first_row(con, 
+    late = first_row(
+        con,
         """
         SELECT i.file, i.row, i.ts, c.last_ts FROM incoming i JOIN clocks c USING (namespace)
         WHERE i.ts < c.last_ts ORDER BY i.file, i.row LIMIT 1
-        """
+        """,
     )
     if late is not None:
         raise LogError(
-            files[late[0]], int(late[1]), "timestamp",
+            files[late[0]],
+            int(late[1]),
+            "timestamp",
             f"{late[2]!r} is older than the newest outcome in the state ({late[3]!r}); incremental runs must add "
             "later outcomes (rescore from scratch to insert earlier ones)",
         )
@@ -232,7 +240,9 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
     if missing.size:
         first = int(missing[0])
         raise LogError(
-            files[rows.column("file")[first].as_py()], int(rows.column("row")[first].as_py()), counting.column,
+            files[rows.column("file")[first].as_py()],
+            int(rows.column("row")[first].as_py()),
+            counting.column,
             f"is empty; --credit {counting.credit} needs a {counting.column} on every row",
         )
     ns = rows.column("namespace").to_numpy(zero_copy_only=False)
@@ -252,7 +262,12 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
                 files[rows.column("file")[at].as_py()], int(rows.column("row")[at].as_py()), counting.column, exc.reason
             ) from None
     table = pa.table(
-        {"namespace": rows.column("namespace"), "pos": rows.column("pos"), "memory_id": rows.column("memory_id"), "credit": credit}
+        {
+            "namespace": rows.column("namespace"),
+            "pos": rows.column("pos"),
+            "memory_id": rows.column("memory_id"),
+            "credit": credit,
+        }
     )
     con.register("credited", table)
     con.execute("CREATE OR REPLACE TEMP TABLE new_items AS SELECT * FROM credited")

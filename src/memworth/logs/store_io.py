@@ -99,7 +99,9 @@ def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) 
             "SELECT namespace, pos, episode_id, ts, success, confidence, source, context FROM episodes ORDER BY ts, namespace, pos"
         ).fetchall()
         items: dict[tuple[str, int], list[tuple[str, float]]] = {}
-        for ns, pos, mid, credit in con.execute("SELECT namespace, pos, memory_id, credit FROM items ORDER BY namespace, pos, memory_id").fetchall():
+        for ns, pos, mid, credit in con.execute(
+            "SELECT namespace, pos, memory_id, credit FROM items ORDER BY namespace, pos, memory_id"
+        ).fetchall():
             items.setdefault((ns, pos), []).append((mid, credit))
     finally:
         con.close()
@@ -114,7 +116,9 @@ def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) 
     for ns in sorted({e[0] for e in eps}):
         wanted = sorted({mid for (space, _pos), got in items.items() if space == ns for mid, _ in got})
         have = {m.id for m in backend.memories(ns, wanted)}
-        new = [NewMemory(Memory(mid, "", ns, created=now, updated=now), _NO_VECTOR) for mid in wanted if mid not in have]
+        new = [
+            NewMemory(Memory(mid, "", ns, created=now, updated=now), _NO_VECTOR) for mid in wanted if mid not in have
+        ]
         if new:
             backend.insert_memories(new)
             added += len(new)
@@ -122,7 +126,11 @@ def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) 
     increments = []
     for ns, pos, eid, ts, ok, conf, source, context in eps:
         episode = Episode(
-            eid, ns, "", context, float(ts),
+            eid,
+            ns,
+            "",
+            context,
+            float(ts),
             tuple(EpisodeItem(mid, float(credit), 1.0, i) for i, (mid, credit) in enumerate(items[(ns, pos)])),
         )
         backend.insert_episode(episode)

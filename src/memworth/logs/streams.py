@@ -38,7 +38,8 @@ class Streams:
 def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Streams:
     """Streams, window counts and CUSUM state of every memory of ``namespace`` in the state tables of ``con``."""
     eps = con.execute(
-        "SELECT pos, success, confidence, context, episode_id FROM episodes WHERE namespace = ? ORDER BY pos", [namespace]
+        "SELECT pos, success, confidence, context, episode_id FROM episodes WHERE namespace = ? ORDER BY pos",
+        [namespace],
     ).fetchnumpy()
     items = con.execute(
         "SELECT pos, memory_id, credit FROM items WHERE namespace = ? ORDER BY pos, memory_id", [namespace]
@@ -82,11 +83,21 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
         recent[mid] = Counts(float(mass[y[tail]].sum()), float(mass[~y[tail]].sum()), float(at[tail].size))
         if state is None:
             continue
-        failed = [
-            Episode(str(eps["episode_id"][p - 1]), namespace, "", contexts[p - 1], 0.0,
-                    tuple(EpisodeItem(x, 0.0, 1.0, i) for i, x in enumerate(members[int(p)])))
-            for p in at[tail][~y[tail]]
-        ] if flagged else []
+        failed = (
+            [
+                Episode(
+                    str(eps["episode_id"][p - 1]),
+                    namespace,
+                    "",
+                    contexts[p - 1],
+                    0.0,
+                    tuple(EpisodeItem(x, 0.0, 1.0, i) for i, x in enumerate(members[int(p)])),
+                )
+                for p in at[tail][~y[tail]]
+            ]
+            if flagged
+            else []
+        )
         streams[mid] = OutcomeStream(
             y,
             w,

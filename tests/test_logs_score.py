@@ -136,16 +136,24 @@ def test_columns_come_from_the_library_rules(tmp_path) -> None:
     from memworth.counts import Counts
     from memworth.estimators import BetaBound, WilsonBound
 
-    write_log(tmp_path / "log.parquet", episodes(seed=6))
+    ep = episodes(seed=6, count=1200)
+    ep["success"][(ep["ids"] == 3).any(axis=1)] = False  # m3 never helps: the sequence deprecates it
+    write_log(tmp_path / "log.parquet", ep)
     policy = GovernancePolicy(deprecation="sequential")
     scored = score_files([str(tmp_path / "log.parquet")], ScoreSettings(policy=policy))
-    for row in scored.table.to_pylist()[:10]:
+    rows = scored.table.to_pylist()
+    assert any(r["sequential_deprecate"] for r in rows) and not all(r["sequential_deprecate"] for r in rows)
+    for row in rows:
         c = Counts(row["success"], row["failure"], row["n"])
         assert (row["beta_lower"], row["beta_upper"]) == pytest.approx(BetaBound().interval(c))
         assert (row["wilson_lower"], row["wilson_upper"]) == pytest.approx(WilsonBound(z=1.959963984540054).interval(c))
         assert row["value_class"] == policy.taxonomy().classify(c).value_class.value
         cs = policy.sequential(policy.deprecate_below).check(c)
-        assert row["sequential_lower"] == pytest.approx(cs.numbers["lower"])
+        assert (row["sequential_lower"], row["sequential_upper"]) == pytest.approx(
+            (cs.numbers["lower"], cs.numbers["upper"]), rel=1e-12
+        )
+        assert row["sequential_deprecate"] == (cs.action == "deprecate")
+    assert next(r for r in rows if r["memory_id"] == "m3")["action"] == "deprecate"
 
 
 def test_cli_writes_tables_and_figure(tmp_path, capsys) -> None:

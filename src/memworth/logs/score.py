@@ -144,12 +144,12 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
     alarm = np.zeros(size, dtype=bool)
     change_point = np.full(size, -1, dtype=np.int64)
     held_by: list[str | None] = [None] * size
-    seq_lo, seq_hi = np.zeros(size), np.zeros(size)
-    seq_dep = np.zeros(size, dtype=bool)
     action: list[str | None] = [None] * size
     proposed: list[str | None] = [None] * size
     reason: list[str | None] = [None] * size
-    rule = policy.sequential(policy.deprecate_below)
+    rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
+    seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
+    seq_dep = np.asarray(rule.check_table(table), dtype=bool).reshape(size)
     bar = _bar(size, "proposals", progress)
     for ns in sorted(set(columns["namespace"].tolist())):
         found = namespace_streams(con, ns, policy)
@@ -164,9 +164,6 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
                 change_point[row] = int(found.state.since[m])
                 if found.held.get(mid):
                     held_by[row] = " ".join(found.held[mid])
-            decision = rule.check(counts)
-            seq_lo[row], seq_hi[row] = decision.numbers["lower"], decision.numbers["upper"]
-            seq_dep[row] = decision.action == "deprecate"
             p = policy.propose(mid, counts, "active", "normal", found.recent.get(mid), stream=found.streams.get(mid))
             if p is not None:
                 action[row], proposed[row], reason[row] = p.action, p.new, p.reason

@@ -201,7 +201,24 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
 
 
 def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
-    """Refuse a duplicate (episode, memory) row and an episode whose rows disagree."""
+    """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
+
+    One aggregate pass says whether anything is wrong; only then do window queries find
+    the first offending row.
+    """
+    differ = " OR ".join(
+        f"count(DISTINCT {c}) > 1 OR (count({c}) > 0 AND count({c}) < count(*))"
+        for c in ("success", "namespace", "confidence", "source", "context")
+    )
+    dups, clashes = first_row(
+        con,
+        f"""
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id, memory_id HAVING count(*) > 1)),
+               (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id HAVING {differ}))
+        """,
+    )
+    if dups == 0 and clashes == 0:
+        return
     dup = first_row(
         con,
         """

@@ -23,6 +23,7 @@ import resource, sys, time, duckdb
 files = sys.argv[1:]
 t = time.perf_counter()
 con = duckdb.connect()
+con.execute('SET enable_progress_bar = false')
 con.execute(f"SELECT memory_id, sum(1.0 / k) FILTER (WHERE outcome = 'success'), sum(1.0 / k) FILTER (WHERE outcome = 'failure'), count(*) "
             f"FROM (SELECT *, count(*) OVER (PARTITION BY episode_id) AS k FROM read_parquet({files!r})) GROUP BY memory_id").fetchall()
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
@@ -67,7 +68,7 @@ def make_logs(folder: Path, rows: int, k: int, memories: int, files: int) -> lis
 
 def run(code: str, args: list[str]) -> tuple[float, int]:
     got = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
-    seconds, peak = got.stdout.split()
+    seconds, peak = got.stdout.strip().splitlines()[-1].split()
     return float(seconds), int(peak)
 
 

@@ -60,7 +60,9 @@ def _connect(path: str | None) -> Any:
         import duckdb
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise MemworthError("scoring logs needs DuckDB and pyarrow: pip install 'memworth[logs]'") from None
-    return duckdb.connect(":memory:" if path is None else path)
+    con = duckdb.connect(":memory:" if path is None else path)
+    con.execute("SET enable_progress_bar = false")  # the library prints nothing; the CLI has its own bar
+    return con
 
 
 def score_files(

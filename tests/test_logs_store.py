@@ -12,6 +12,7 @@ from memworth.cli import main
 from memworth.logs import ScoreSettings, score_files
 from memworth.logs.state import Counting
 from memworth.logs.store_io import export_log, import_log
+from tests.store.conftest import drop, url_for
 
 pytest.importorskip("duckdb")
 
@@ -36,10 +37,11 @@ def busy_store(url: str) -> MemoryStore:
     return store
 
 
-@pytest.fixture
-def store(tmp_path):
-    with busy_store(f"sqlite:///{tmp_path / 'store.db'}") as s:
-        yield s
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    s = busy_store(url_for(request.param, tmp_path))
+    yield s
+    drop(s)
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
@@ -82,8 +84,9 @@ def test_import_rebuilds_counters_that_replay_confirms(store, tmp_path) -> None:
             import_log(copy.backend, [str(path)], ScoreSettings(Counting("given")))
 
 
-def test_cli_export_import_score(store, tmp_path, capsys) -> None:
+def test_cli_export_import_score(tmp_path, capsys) -> None:
     src = f"sqlite:///{tmp_path / 'store.db'}"
+    busy_store(src).close()
     log = tmp_path / "log.csv"
     assert main(["export", "--format", "csv", "--out", str(log), "--store", src]) == 0
     dst = f"sqlite:///{tmp_path / 'imported.db'}"

@@ -29,6 +29,18 @@ con.execute(f"SELECT memory_id, sum(1.0 / k) FILTER (WHERE outcome = 'success'),
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
+INCREMENTAL = """
+import os, resource, shutil, sys, time
+from memworth.governance import GovernancePolicy
+from memworth.logs import ScoreSettings, score_files
+detect, state, copy = sys.argv[1] == "1", sys.argv[2], sys.argv[3]
+if os.path.exists(state):
+    shutil.copyfile(state, copy)
+t = time.perf_counter()
+score_files(sys.argv[4:], ScoreSettings(policy=GovernancePolicy(change_detection=detect)), state=copy)
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
 SCORE = """
 import resource, sys, time
 from memworth.governance import GovernancePolicy
@@ -80,16 +92,32 @@ def main() -> None:
     p.add_argument("--files", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--change-detection", action="store_true", help="score with the change-point alarm on")
+    p.add_argument(
+        "--incremental",
+        type=int,
+        default=0,
+        metavar="NEW",
+        help="instead: add the last NEW files to a state holding the others, against scoring only those NEW files",
+    )
     p.add_argument("--json", type=Path, default=Path(__file__).with_name("logs.json"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = make_logs(Path(tmp), args.rows, args.k, args.memories, args.files)
         flag = "1" if args.change_detection else "0"
         results: dict[str, list[tuple[float, int]]] = {"bare": [], "score": []}
+        contenders = {"bare": (BARE, files), "score": (SCORE, [flag, *files])}
+        if args.incremental:  # "bare": score only the new files; "score": add them to the state of the old ones
+            old, new = files[: -args.incremental], files[-args.incremental :]
+            state = str(Path(tmp) / "state.duckdb")
+            run(INCREMENTAL, [flag, str(Path(tmp) / "empty.duckdb"), state, *old])  # the state of the old files
+            contenders = {
+                "bare": (SCORE, [flag, *new]),
+                "score": (INCREMENTAL, [flag, state, str(Path(tmp) / "work.duckdb"), *files]),
+            }
         for r in range(args.repeats):
             order = ["bare", "score"] if r % 2 == 0 else ["score", "bare"]
             for who in order:
-                results[who].append(run(BARE, files) if who == "bare" else run(SCORE, [flag, *files]))
+                results[who].append(run(*contenders[who]))
     ratios = [s[0] / b[0] for s, b in zip(results["score"], results["bare"], strict=True)]
     report = {
         "rows": args.rows,
@@ -97,6 +125,8 @@ def main() -> None:
         "memories": args.memories,
         "files": args.files,
         "change_detection": args.change_detection,
+        "incremental_new_files": args.incremental,
+        "baseline": "score of only the new files" if args.incremental else "bare DuckDB GROUP BY",
         "bare_seconds": [b[0] for b in results["bare"]],
         "score_seconds": [s[0] for s in results["score"]],
         "ratio_median": statistics.median(ratios),

@@ -116,7 +116,7 @@ def _score(args: argparse.Namespace) -> int:
     elif not args.quiet:
         skipped = f", {len(scored.files_skipped)} skipped (in the state)" if scored.files_skipped else ""
         print(
-            f"read {len(scored.files_read)} files{skipped}: {scored.rows_read} rows, {scored.episodes_added} new episodes"
+            f"read {len(scored.files_read)} file(s){skipped}: {scored.rows_read} rows, {scored.episodes_added} new episodes"
         )
         print_summary(scored.table)
         for path in written:

@@ -37,7 +37,8 @@ detect, state, copy = sys.argv[1] == "1", sys.argv[2], sys.argv[3]
 if os.path.exists(state):
     shutil.copyfile(state, copy)
 t = time.perf_counter()
-score_files(sys.argv[4:], ScoreSettings(policy=GovernancePolicy(change_detection=detect)), state=copy)
+limit = None if sys.argv[4] == "-" else sys.argv[4]
+score_files(sys.argv[5:], ScoreSettings(policy=GovernancePolicy(change_detection=detect)), state=copy, memory_limit=limit)
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
@@ -47,7 +48,8 @@ from memworth.governance import GovernancePolicy
 from memworth.logs import ScoreSettings, score_files
 detect = sys.argv[1] == "1"
 t = time.perf_counter()
-score_files(sys.argv[2:], ScoreSettings(policy=GovernancePolicy(change_detection=detect)))
+limit = None if sys.argv[2] == "-" else sys.argv[2]
+score_files(sys.argv[3:], ScoreSettings(policy=GovernancePolicy(change_detection=detect)), memory_limit=limit)
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
@@ -99,20 +101,22 @@ def main() -> None:
         metavar="NEW",
         help="instead: add the last NEW files to a state holding the others, against scoring only those NEW files",
     )
+    p.add_argument("--memory-limit", help="DuckDB memory cap for score, e.g. 2GB")
     p.add_argument("--json", type=Path, default=Path(__file__).with_name("logs.json"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = make_logs(Path(tmp), args.rows, args.k, args.memories, args.files)
         flag = "1" if args.change_detection else "0"
         results: dict[str, list[tuple[float, int]]] = {"bare": [], "score": []}
-        contenders = {"bare": (BARE, files), "score": (SCORE, [flag, *files])}
+        limit = args.memory_limit or "-"
+        contenders = {"bare": (BARE, files), "score": (SCORE, [flag, limit, *files])}
         if args.incremental:  # "bare": score only the new files; "score": add them to the state of the old ones
             old, new = files[: -args.incremental], files[-args.incremental :]
             state = str(Path(tmp) / "state.duckdb")
-            run(INCREMENTAL, [flag, str(Path(tmp) / "empty.duckdb"), state, *old])  # the state of the old files
+            run(INCREMENTAL, [flag, str(Path(tmp) / "empty.duckdb"), state, limit, *old])  # the state of the old files
             contenders = {
-                "bare": (SCORE, [flag, *new]),
-                "score": (INCREMENTAL, [flag, state, str(Path(tmp) / "work.duckdb"), *files]),
+                "bare": (SCORE, [flag, limit, *new]),
+                "score": (INCREMENTAL, [flag, state, str(Path(tmp) / "work.duckdb"), limit, *files]),
             }
         for r in range(args.repeats):
             order = ["bare", "score"] if r % 2 == 0 else ["score", "bare"]
@@ -125,6 +129,7 @@ def main() -> None:
         "memories": args.memories,
         "files": args.files,
         "change_detection": args.change_detection,
+        "memory_limit": args.memory_limit,
         "incremental_new_files": args.incremental,
         "baseline": "score of only the new files" if args.incremental else "bare DuckDB GROUP BY",
         "bare_seconds": [b[0] for b in results["bare"]],

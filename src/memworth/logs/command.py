@@ -65,6 +65,7 @@ def register(commands: Any) -> None:
         help="deprecation rule the proposals use (default fixed)",
     )
     p.add_argument("--no-change-detection", action="store_true", help="skip the change-point alarm")
+    p.add_argument("--memory-limit", help="cap on DuckDB's memory, e.g. 4GB (past it, it works on disk)")
     p.add_argument("--no-figure", action="store_true", help="do not draw report.png")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the summary")
@@ -105,7 +106,7 @@ def _score(args: argparse.Namespace) -> int:
     from memworth.logs.score import score_files
 
     progress = not args.quiet and sys.stderr.isatty()
-    scored = score_files(args.logs, settings, state=args.state, progress=progress)
+    scored = score_files(args.logs, settings, state=args.state, progress=progress, memory_limit=args.memory_limit)
     written: list[Path] = []
     if args.out is not None:
         written = write_tables(scored.table, args.out)

@@ -55,35 +55,52 @@ class Scored:
     episodes_added: int
 
 
-def _connect(path: str | None) -> Any:
+def _connect(path: str | None, memory_limit: str | None = None) -> Any:
     try:
         import duckdb
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise MemworthError("scoring logs needs DuckDB and pyarrow: pip install 'memworth[logs]'") from None
     con = duckdb.connect(":memory:" if path is None else path)
     con.execute("SET enable_progress_bar = false")  # the library prints nothing; the CLI has its own bar
+    if memory_limit is not None:
+        try:
+            con.execute("SET memory_limit = ?", [memory_limit])
+        except duckdb.Error as exc:
+            con.close()
+            raise ValidationError(
+                "memory_limit", f"must be a size such as '4GB', got {memory_limit!r} ({exc})"
+            ) from None
     return con
 
 
 def score_files(
-    files: Sequence[str], settings: ScoreSettings, *, state: str | Path | None = None, progress: bool = False
+    files: Sequence[str],
+    settings: ScoreSettings,
+    *,
+    state: str | Path | None = None,
+    progress: bool = False,
+    memory_limit: str | None = None,
 ) -> Scored:
     """Read ``files`` (only those the ``state`` file has not read), merge, and score every memory.
 
     The state file is written only when everything succeeded (a copy is worked on, then
-    renamed over it); a refused run leaves it as it was.
+    renamed over it); a refused run leaves it as it was. ``memory_limit`` (e.g. ``"4GB"``)
+    caps DuckDB's memory; past it DuckDB works on disk.
     """
     settings.counting.validate()
     if isinstance(settings.level, bool) or not isinstance(settings.level, (int, float)) or not 0 < settings.level < 1:
         raise ValidationError("level", f"must be a number in (0, 1), got {settings.level!r}")
-    work: str | None = None
+    # Always a database file, so DuckDB can keep the log on disk rather than in memory:
+    # a scratch one without --state, else a copy of the state renamed over it at the end.
+    scratch = tempfile.mkdtemp(prefix="memworth-score-")
+    work: str | None = os.path.join(scratch, "work.duckdb")
     if state is not None:
         fd, work = tempfile.mkstemp(prefix=Path(state).name + ".", suffix=".tmp", dir=Path(state).resolve().parent)
         os.close(fd)
         os.unlink(work)
         if Path(state).exists():
             shutil.copyfile(state, work)
-    con = _connect(work)
+    con = _connect(work, memory_limit)
     try:
         create_tables(con, settings.counting)
         todo = new_files(con, files)
@@ -104,6 +121,7 @@ def score_files(
             for leftover in (work, work + ".wal"):
                 if os.path.exists(leftover):
                     os.unlink(leftover)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) -> Any:

@@ -166,3 +166,12 @@ def test_cli_writes_tables_and_figure(tmp_path, capsys) -> None:
     assert table.num_rows == 40
     assert (out / "worth.csv").read_text().count("\n") == 41
     assert (out / "report.png").stat().st_size > 10_000
+
+
+def test_progress_bar_on_stderr_when_asked(tmp_path, capsys) -> None:
+    write_log(tmp_path / "log.parquet", episodes(seed=8, count=100))
+    score_files([str(tmp_path / "log.parquet")], ScoreSettings(), progress=True)
+    err = capsys.readouterr().err
+    assert "files" in err and "proposals" in err
+    score_files([str(tmp_path / "log.parquet")], ScoreSettings())
+    assert capsys.readouterr().err == ""

@@ -13,6 +13,7 @@ from typing import Any
 
 from memworth.errors import ValidationError
 from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
+from memworth.logs.progress import bar as progress_bar
 
 __all__ = ["FORMATS", "LogError", "first_row", "format_of", "read_logs"]
 
@@ -96,10 +97,8 @@ def read_logs(
     ``needs``: optional columns this run cannot do without (``score`` for score credit,
     ``weight`` for given credit). ``first_file`` numbers the files (the ``file`` column).
     """
-    from memworth.logs.score import _bar
-
     con.execute(INCOMING)
-    bar = _bar(len(files), "files", progress)
+    bar = progress_bar(len(files), "files", progress)
     for offset, path in enumerate(files):
         _read_one(con, path, format_of(path, fmt), columns, needs, first_file + offset)
         bar.update(1)

@@ -26,6 +26,7 @@ from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
 from memworth.logs.format import ColumnMap
+from memworth.logs.progress import bar as progress_bar
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
 from memworth.logs.streams import namespace_streams
@@ -170,7 +171,7 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
     rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
     seq_dep = np.asarray(rule.check_table(table), dtype=bool).reshape(size)
-    bar = _bar(size, "proposals", progress)
+    bar = progress_bar(size, "proposals", progress)
     for ns in sorted(set(columns["namespace"].tolist())):
         found = namespace_streams(con, ns, policy)
         where = {mid: i for i, mid in enumerate(found.ids)}
@@ -209,22 +210,3 @@ def _normal_quantile(level: float) -> float:
     from scipy.stats import norm
 
     return float(norm.ppf(0.5 + level / 2))
-
-
-class _NoBar:
-    def update(self, k: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _bar(total: int, what: str, progress: bool) -> Any:
-    """A tqdm progress bar on stderr when asked for and tqdm is installed."""
-    if not progress:
-        return _NoBar()
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with the experiments extra
-        return _NoBar()
-    return tqdm(total=total, desc=what, unit=" memories" if what == "proposals" else " files", leave=False)

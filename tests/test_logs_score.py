@@ -175,3 +175,34 @@ def test_progress_bar_on_stderr_when_asked(tmp_path, capsys) -> None:
     assert "files" in err and "proposals" in err
     score_files([str(tmp_path / "log.parquet")], ScoreSettings())
     assert capsys.readouterr().err == ""
+
+
+def test_namespaces_are_scored_apart_with_their_own_clock(tmp_path) -> None:
+    import datetime as dt
+
+    a, b = episodes(seed=9, count=300), episodes(seed=10, count=120)
+    rows: dict[str, list[object]] = {k: [] for k in ("episode_id", "memory_id", "outcome", "timestamp", "namespace")}
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for ns, ep in (("alpha", a), ("beta", b)):
+        for e, (ids, ok) in enumerate(zip(ep["ids"], ep["success"], strict=True)):
+            for m in ids:
+                rows["episode_id"].append(f"{ns}-{e}")
+                rows["memory_id"].append(f"m{m}")
+                rows["outcome"].append(bool(ok))
+                rows["timestamp"].append(start + dt.timedelta(seconds=e))
+                rows["namespace"].append(ns)
+    pq.write_table(pa.table(rows), str(tmp_path / "log.parquet"))
+    assert pa.types.is_timestamp(pq.read_schema(str(tmp_path / "log.parquet")).field("timestamp").type)
+    scored = score_files([str(tmp_path / "log.parquet")], ScoreSettings(Counting(half_life=10.0)))
+    got = {(r["namespace"], r["memory_id"]): r for r in scored.table.to_pylist()}
+    for ns, ep in (("alpha", a), ("beta", b)):
+        tracker = Tracker(half_life=10.0)
+        tracker.record_batch(ep["ids"], ep["success"])
+        for m in tracker.ids():
+            row, want, decayed = got[(ns, f"m{m}")], tracker.counts(m), tracker.counts(m, decayed=True)
+            np.testing.assert_allclose(
+                [row["success"], row["failure"], row["n"], row["decayed_success"], row["decayed_n"]],
+                [want.success, want.failure, want.n, decayed.success, decayed.n],
+                rtol=1e-9,
+                atol=1e-12,
+            )

@@ -106,3 +106,23 @@ def test_unknown_mapping_and_format(tmp_path) -> None:
     assert main(["score", str(path)]) == 2
     assert main(["score", str(path), "--format", "csv", "--column", "episode=e", "--quiet"]) == 2
     assert main(["score", str(path), "--format", "csv", "--quiet"]) == 0
+
+
+def test_parquet_rows_are_counted_in_the_file(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "log.parquet"
+    outcomes = ["success"] * 5000 + ["perhaps"] + ["failure"] * 10
+    table = pa.table(
+        {
+            "episode_id": [f"e{i}" for i in range(len(outcomes))],
+            "memory_id": ["m"] * len(outcomes),
+            "outcome": outcomes,
+            "timestamp": [float(i) for i in range(len(outcomes))],
+        }
+    )
+    pq.write_table(table, str(path), row_group_size=1000)
+    with pytest.raises(LogError) as info:
+        score_files([str(path)], ScoreSettings())
+    assert (info.value.row, info.value.column) == (5001, "outcome") and "'perhaps'" in str(info.value)

@@ -178,7 +178,10 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
                 )
             )
         exprs[col.name] = value
-    source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
+    if fmt == "parquet":  # the row's own number in the file, whatever order the scan runs in
+        source = f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
+    else:  # text formats are read in order (DuckDB keeps insertion order)
+        source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
     if checks:
         firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
         try:

@@ -40,7 +40,12 @@ CASES = {
         "outcome",
         "two different values",
     ),
-    "context": ("episode_id,memory_id,outcome,timestamp,context\ne1,a,success,1,work\ne1,b,success,1,\n", 2, "context", "two different values"),
+    "context": (
+        "episode_id,memory_id,outcome,timestamp,context\ne1,a,success,1,work\ne1,b,success,1,\n",
+        2,
+        "context",
+        "two different values",
+    ),
     "confidence": (
         "episode_id,memory_id,outcome,timestamp,confidence\ne1,a,success,1,1.5\n",
         1,

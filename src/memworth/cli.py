@@ -67,6 +67,9 @@ def _build(load: str | None, plugins: Sequence[EntryPoint]) -> argparse.Argument
     from memworth.store_cli import register as register_store_commands
 
     register_store_commands(commands)
+    from memworth.logs.command import register as register_log_commands  # light: duckdb loads when a command runs
+
+    register_log_commands(commands)
     for ep in plugins:
         if load not in (_ALL, ep.name):
             commands.add_parser(ep.name, help=_summary(ep))

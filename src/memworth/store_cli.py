@@ -554,9 +554,18 @@ def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    p.add_argument(
+        "--format",
+        choices=["parquet", "jsonl", "csv"],
+        help="write the outcome log in the retrieval log format (docs/logs.md) instead of the full dump",
+    )
 
 
 def _export(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.format is not None:
+        from memworth.logs.command import export_command
+
+        return export_command(store, args)
     lines = [json.dumps({"type": "memory", **_memory_dict(store, m)}) for m in store.list(namespace=args.namespace)]
     for o, ep in store.backend.history(args.namespace):
         lines.append(json.dumps({"type": "outcome", **dataclasses.asdict(o), "episode": dataclasses.asdict(ep)}))

@@ -1,0 +1,145 @@
+"""``memworth score`` and ``memworth import``: the log commands (``export --format`` is in the store's).
+
+Registered by :mod:`memworth.cli`; DuckDB and pyarrow are imported only when a command
+runs, so the CLI works without the ``logs`` extra and says how to get it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from memworth.errors import MemworthError
+
+__all__ = ["export_command", "register"]
+
+
+def _reading_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("logs", nargs="+", metavar="LOG", help="log files (Parquet, JSON lines or CSV)")
+    p.add_argument(
+        "--format",
+        dest="log_format",
+        choices=["parquet", "jsonl", "csv"],
+        help="format of every LOG (default: from each file's suffix)",
+    )
+    p.add_argument(
+        "--column",
+        action="append",
+        default=[],
+        metavar="NAME=THEIRS",
+        help="the log's name for a column of the format, e.g. --column episode_id=trace_id (repeatable)",
+    )
+    p.add_argument(
+        "--credit",
+        choices=["uniform", "score", "given"],
+        default="uniform",
+        help="how an outcome splits among the episode's items: 1/k, by score, by weight (default uniform)",
+    )
+    p.add_argument("--w-min", type=float, default=0.0, help="floor on an item's credit (default 0)")
+
+
+def register(commands: Any) -> None:
+    """Add ``score`` and ``import`` to the ``memworth`` CLI."""
+    p = commands.add_parser(
+        "score",
+        help="worth, intervals, class, change alarm and proposal of every memory in retrieval logs",
+        description="Score every memory in retrieval logs with DuckDB: counts, worth, intervals, class, "
+        "change alarm, sequential deprecation and the proposal with its reason.",
+    )
+    _reading_args(p)
+    p.add_argument("--engine", choices=["duckdb"], default="duckdb", help="where the sums run (default duckdb)")
+    p.add_argument("--out", type=Path, help="directory for worth.parquet, worth.csv and report.png")
+    p.add_argument("--state", type=Path, help="state file: keeps counts and the episode log; reads only new files")
+    p.add_argument(
+        "--half-life", type=float, default=100.0, help="half-life of decayed worth, in episodes (default 100)"
+    )
+    p.add_argument("--level", type=float, default=0.95, help="level of the Beta and Wilson intervals (default 0.95)")
+    p.add_argument("--min-evidence", type=float, default=10.0, help="V_min in retrievals (default 10)")
+    p.add_argument(
+        "--deprecation",
+        choices=["fixed", "sequential"],
+        default="fixed",
+        help="deprecation rule the proposals use (default fixed)",
+    )
+    p.add_argument("--no-change-detection", action="store_true", help="skip the change-point alarm")
+    p.add_argument("--memory-limit", help="cap on DuckDB's memory, e.g. 4GB (past it, it works on disk)")
+    p.add_argument("--no-figure", action="store_true", help="do not draw report.png")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the summary")
+    p.set_defaults(handler=_score)
+    q = commands.add_parser(
+        "import",
+        help="load retrieval logs into a store (episodes, outcomes, counters)",
+        description="Load retrieval logs into a store: memories known by id (unknown ids become external "
+        "memories), one episode and outcome per episode_id, counters from the same credit.",
+    )
+    _reading_args(q)
+    from memworth.store_cli import _common, _with_store
+
+    _common(q)
+    q.set_defaults(handler=_with_store(_import))
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    try:
+        from memworth.governance import GovernancePolicy
+        from memworth.logs.format import ColumnMap
+        from memworth.logs.score import ScoreSettings
+        from memworth.logs.state import Counting
+    except ImportError as exc:  # pragma: no cover - only without the extra
+        raise MemworthError(f"the log commands need DuckDB and pyarrow ({exc}): pip install 'memworth[logs]'") from None
+    policy = GovernancePolicy(
+        min_evidence=getattr(args, "min_evidence", 10.0),
+        deprecation=getattr(args, "deprecation", "fixed"),
+        change_detection=not getattr(args, "no_change_detection", False),
+    )
+    counting = Counting(args.credit, args.w_min, getattr(args, "half_life", 100.0))
+    return ScoreSettings(counting, policy, getattr(args, "level", 0.95), ColumnMap.parse(args.column), args.log_format)
+
+
+def _score(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from memworth.logs.report import draw_figure, print_summary, write_tables
+    from memworth.logs.score import score_files
+
+    progress = not args.quiet and sys.stderr.isatty()
+    scored = score_files(args.logs, settings, state=args.state, progress=progress, memory_limit=args.memory_limit)
+    written: list[Path] = []
+    if args.out is not None:
+        written = write_tables(scored.table, args.out)
+        if not args.no_figure:
+            written.append(draw_figure(scored.table, args.out / "report.png"))
+    if args.json:
+        print(json.dumps(scored.table.to_pylist(), indent=1))
+    elif not args.quiet:
+        skipped = f", {len(scored.files_skipped)} skipped (in the state)" if scored.files_skipped else ""
+        print(
+            f"read {len(scored.files_read)} file(s){skipped}: {scored.rows_read} rows, {scored.episodes_added} new episodes"
+        )
+        print_summary(scored.table)
+        for path in written:
+            print(f"wrote {path}")
+    return 0
+
+
+def _import(store: Any, args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    from memworth.logs.store_io import import_log
+
+    added, episodes, rows = import_log(store.backend, args.logs, settings)
+    print(f"imported {rows} rows: {episodes} episodes with outcomes, {added} new memories")
+    return 0
+
+
+def export_command(store: Any, args: argparse.Namespace) -> int:
+    """``memworth export --format parquet|jsonl|csv --out FILE``: the store's log in the log format."""
+    if args.out is None:
+        raise MemworthError("export --format needs --out FILE")
+    from memworth.logs.store_io import export_log
+
+    rows = export_log(store.backend, args.out, args.format, args.namespace)
+    print(f"wrote {rows} rows to {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,261 @@
+"""Reading retrieval logs into DuckDB, checked row by row, with the column names mapped.
+
+Each file is scanned in place (Parquet, JSON lines or CSV; DuckDB spills to disk past
+memory). Every value is checked before anything is kept: a bad one is refused with the
+file, the row (1 = first data row) and the column named (:class:`LogError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memworth.errors import ValidationError
+from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
+from memworth.logs.progress import bar as progress_bar
+
+__all__ = ["FORMATS", "LogError", "first_row", "format_of", "read_logs"]
+
+FORMATS = ("parquet", "jsonl", "csv")
+
+_SUFFIXES = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+}
+
+INCOMING = """
+CREATE OR REPLACE TEMP TABLE incoming (
+    file INTEGER, row BIGINT, episode_id VARCHAR, memory_id VARCHAR, success BOOLEAN, ts DOUBLE,
+    score DOUBLE, weight DOUBLE, source VARCHAR, confidence DOUBLE, namespace VARCHAR, context VARCHAR
+)
+"""
+
+
+class LogError(ValidationError):
+    """A log that cannot be read: names the file, the row (``None``: the whole file) and the column."""
+
+    def __init__(self, file: str, row: int | None, column: str, reason: str) -> None:
+        where = file if row is None else f"{file}, row {row}"
+        super().__init__(column, f"{where}: {reason}")
+        self.file, self.row, self.column = file, row, column
+
+
+def first_row(con: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first row of a query (``None`` if it has none), with the result read to its end."""
+    rows = con.execute(sql, params).fetchall() if params is not None else con.execute(sql).fetchall()
+    return rows[0] if rows else None
+
+
+def format_of(path: str, given: str | None = None) -> str:
+    """The format of ``path``: ``given``, else from its suffix (.parquet, .jsonl, .csv).
+
+    Examples
+    --------
+    >>> format_of("logs/day-1.parquet"), format_of("a.ndjson"), format_of("x.txt", "csv")
+    ('parquet', 'jsonl', 'csv')
+    """
+    if given is not None:
+        if given not in FORMATS:
+            raise ValidationError("format", f"must be one of {', '.join(FORMATS)}, got {given!r}")
+        return given
+    found = _SUFFIXES.get(Path(path).suffix.lower())
+    if found is None:
+        raise LogError(path, None, "format", "cannot tell the format from the suffix; pass --format parquet|jsonl|csv")
+    return found
+
+
+def _scan(path: str, fmt: str) -> str:
+    quoted = "'" + path.replace("'", "''") + "'"
+    if fmt == "parquet":
+        return f"read_parquet({quoted})"
+    if fmt == "jsonl":
+        return f"read_json({quoted}, format='newline_delimited')"
+    return f"read_csv({quoted}, all_varchar=true, header=true)"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def read_logs(
+    con: Any,
+    files: Sequence[str],
+    columns: ColumnMap,
+    *,
+    fmt: str | None = None,
+    needs: Sequence[str] = (),
+    first_file: int = 0,
+    progress: bool = False,
+) -> int:
+    """Read ``files`` into the temporary table ``incoming`` of ``con``, checked; return its row count.
+
+    ``needs``: optional columns this run cannot do without (``score`` for score credit,
+    ``weight`` for given credit). ``first_file`` numbers the files (the ``file`` column).
+    """
+    con.execute(INCOMING)
+    bar = progress_bar(len(files), "files", progress)
+    for offset, path in enumerate(files):
+        _read_one(con, path, format_of(path, fmt), columns, needs, first_file + offset)
+        bar.update(1)
+    bar.close()
+    _check_episodes(con, list(files), first_file)
+    return int(first_row(con, "SELECT count(*) FROM incoming")[0])
+
+
+def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence[str], number: int) -> None:
+    import duckdb
+
+    if not Path(path).is_file():
+        raise LogError(path, None, "file", "no such file")
+    scan = _scan(path, fmt)
+    try:
+        described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+    except duckdb.Error as exc:
+        raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
+    types = {row[0]: str(row[1]).upper() for row in described}
+    exprs: dict[str, str] = {}
+    checks: list[tuple[str, str, str, str]] = []  # (format column, bad-row condition, raw expression, reason)
+    for col in COLUMNS:
+        theirs = columns.source(col.name)
+        label = col.name if theirs == col.name else f"{col.name} (log column {theirs!r})"
+        if theirs not in types:
+            if col.required or col.name in needs:
+                why = (
+                    "required" if col.required else f"needed by --credit {'score' if col.name == 'score' else 'given'}"
+                )
+                have = ", ".join(types) or "none"
+                raise LogError(path, None, label, f"column {theirs!r} is missing ({why}); the file has: {have}")
+            exprs[col.name] = "NULL"
+            continue
+        raw, kind = _ident(theirs), types[theirs]
+        if col.kind == "text":
+            value = f"CAST({raw} AS VARCHAR)"
+            if col.required:
+                checks.append((label, f"{raw} IS NULL OR trim(CAST({raw} AS VARCHAR)) = ''", raw, "is empty"))
+        elif col.kind == "number":
+            value = f"TRY_CAST({raw} AS DOUBLE)"
+            checks.append((label, f"{raw} IS NOT NULL AND {value} IS NULL", raw, f"must be a number ({kind} given)"))
+            checks.append((label, f"{value} IS NOT NULL AND NOT isfinite({value})", raw, "must be finite"))
+            if col.name == "confidence":
+                checks.append((label, f"{value} <= 0 OR {value} > 1", raw, "must be in (0, 1]"))
+            else:
+                checks.append((label, f"{value} < 0", raw, "must be >= 0"))
+        elif col.kind == "outcome":
+            words = ", ".join(f"'{w}'" for w in OUTCOME_WORDS)
+            text = f"lower(trim(CAST({raw} AS VARCHAR)))"
+            value = (
+                "CASE "
+                + " ".join(f"WHEN {text} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items())
+                + " END"
+            )
+            checks.append(
+                (
+                    label,
+                    f"{raw} IS NULL OR {text} NOT IN ({words})",
+                    raw,
+                    "must be success or failure (success/failure, true/false, 1/0/-1)",
+                )
+            )
+        else:  # time: seconds since the epoch, or a date-time
+            if kind.startswith(("TIMESTAMP", "DATE")):
+                value = f"epoch({raw})"
+            elif kind in ("VARCHAR", "JSON"):
+                text = f"CAST({raw} AS VARCHAR)"
+                value = f"coalesce(TRY_CAST({text} AS DOUBLE), epoch(TRY_CAST({text} AS TIMESTAMPTZ)))"
+            else:
+                value = f"TRY_CAST({raw} AS DOUBLE)"
+            checks.append(
+                (
+                    label,
+                    f"{raw} IS NULL OR {value} IS NULL OR NOT isfinite({value})",
+                    raw,
+                    f"must be seconds since the epoch or a date-time ({kind} given)",
+                )
+            )
+        exprs[col.name] = value
+    if fmt == "parquet":  # the row's own number in the file, whatever order the scan runs in
+        source = f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
+    else:  # text formats are read in order (DuckDB keeps insertion order)
+        source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
+    if checks:
+        firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
+        try:
+            found = first_row(con, f"SELECT {firsts} FROM {source}")
+        except duckdb.Error as exc:
+            raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
+        bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
+        if bad:
+            row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
+            got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
+            raise LogError(path, int(row), label, f"{reason}, got {got!r}")
+    select = ", ".join(
+        [str(number), "__row"]
+        + [exprs[n] for n in ("episode_id", "memory_id", "outcome", "timestamp", "score", "weight")]
+        + [f"coalesce({exprs['source']}, 'explicit')", f"coalesce({exprs['confidence']}, 1.0)"]
+        + [f"coalesce({exprs['namespace']}, 'default')", exprs["context"]]
+    )
+    con.execute(f"INSERT INTO incoming SELECT {select} FROM {source}")
+
+
+def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
+    """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
+
+    One aggregate pass says whether anything is wrong; only then do window queries find
+    the first offending row.
+    """
+    differ = " OR ".join(
+        f"count(DISTINCT {c}) > 1 OR (count({c}) > 0 AND count({c}) < count(*))"
+        for c in ("success", "namespace", "confidence", "source", "context")
+    )
+    dups, clashes = first_row(
+        con,
+        f"""
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id, memory_id HAVING count(*) > 1)),
+               (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id HAVING {differ}))
+        """,
+    )
+    if dups == 0 and clashes == 0:
+        return
+    dup = first_row(
+        con,
+        """
+        SELECT file, row, episode_id, memory_id FROM (
+            SELECT *, row_number() OVER (PARTITION BY episode_id, memory_id ORDER BY file, row) AS k FROM incoming
+        ) WHERE k = 2 ORDER BY file, row LIMIT 1
+        """,
+    )
+    if dup is not None:
+        raise LogError(
+            files[dup[0] - first_file],
+            int(dup[1]),
+            "memory_id",
+            f"memory {dup[3]!r} appears twice in episode {dup[2]!r} (duplicate (episode, memory) row)",
+        )
+    for column, what in (
+        ("success", "outcome"),
+        ("namespace", "namespace"),
+        ("confidence", "confidence"),
+        ("source", "source"),
+        ("context", "context"),
+    ):
+        clash = first_row(
+            con,
+            f"""
+            SELECT file, row, episode_id, CAST({column} AS VARCHAR), CAST(first AS VARCHAR) FROM (
+                SELECT *, first_value({column}) OVER (PARTITION BY episode_id ORDER BY file, row) AS first FROM incoming
+            ) WHERE {column} IS DISTINCT FROM first ORDER BY file, row LIMIT 1
+            """,
+        )
+        if clash is not None:
+            raise LogError(
+                files[clash[0] - first_file],
+                int(clash[1]),
+                what,
+                f"episode {clash[2]!r} has two different values: {clash[4]!r} earlier, {clash[3]!r} here "
+                "(one episode has one outcome)",
+            )

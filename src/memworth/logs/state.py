@@ -1,0 +1,274 @@
+"""What a scoring run keeps: counts per memory and the ordered episode log, in DuckDB tables.
+
+A run adds new rows to these tables; with ``--state FILE`` they live in a DuckDB file
+between runs, so the next run reads only files it has not read and merges exactly:
+counts add, decayed counts are aged by the episodes that came since and then add, and
+the change detectors re-read the kept log (their statistic depends on every outcome
+in order). Sums are SQL ``GROUP BY``; credit that is not uniform is split by
+:func:`memworth.credit.normalise_rows`, the library's own rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memworth.credit import check_w_min, normalise_rows
+from memworth.decay import decay_factor
+from memworth.errors import ValidationError
+from memworth.logs.read import LogError, first_row
+
+__all__ = ["CREDITS", "Counting", "create_tables", "ingest", "new_files"]
+
+CREDITS = ("uniform", "score", "given")
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, modified BIGINT, rows BIGINT);
+CREATE TABLE IF NOT EXISTS clocks (namespace VARCHAR PRIMARY KEY, episodes BIGINT, last_ts DOUBLE);
+CREATE TABLE IF NOT EXISTS episodes (
+    namespace VARCHAR, pos BIGINT, episode_id VARCHAR PRIMARY KEY, ts DOUBLE, success BOOLEAN,
+    confidence DOUBLE, source VARCHAR, context VARCHAR
+);
+CREATE TABLE IF NOT EXISTS items (namespace VARCHAR, pos BIGINT, memory_id VARCHAR, credit DOUBLE);
+CREATE TABLE IF NOT EXISTS counts (
+    namespace VARCHAR, memory_id VARCHAR, success DOUBLE, failure DOUBLE, n DOUBLE,
+    decayed_success DOUBLE, decayed_failure DOUBLE, decayed_n DOUBLE, PRIMARY KEY (namespace, memory_id)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How rows become counts: the credit scheme, its floor and the decay half-life (episodes).
+
+    A state file keeps the counting it was made with; a later run with another is refused,
+    since counts under two schemes do not add up.
+    """
+
+    credit: str = "uniform"
+    w_min: float = 0.0
+    half_life: float = 100.0
+
+    def validate(self) -> None:
+        if self.credit not in CREDITS:
+            raise ValidationError("credit", f"must be one of {', '.join(CREDITS)}, got {self.credit!r}")
+        check_w_min(self.w_min, 1)
+        decay_factor(0.0, self.half_life)  # refuses a half-life that is not finite and > 0
+
+    @property
+    def column(self) -> str | None:
+        """The log column credit is split by (``None``: uniform)."""
+        return {"uniform": None, "score": "score", "given": "weight"}[self.credit]
+
+
+def create_tables(con: Any, counting: Counting) -> None:
+    """Make the tables (if new) and check that the state was made with ``counting``."""
+    con.execute(TABLES)
+    want = json.dumps(asdict(counting), sort_keys=True)
+    got = first_row(con, "SELECT value FROM settings WHERE key = 'counting'")
+    if got is None:
+        con.execute("INSERT INTO settings VALUES ('counting', ?)", [want])
+    elif got[0] != want:
+        raise ValidationError(
+            "state", f"was made with {got[0]}, this run counts with {want}; counts under both do not add up"
+        )
+
+
+def new_files(con: Any, files: Sequence[str]) -> list[str]:
+    """The files the state has not read yet (in the order given); one read before but changed since is refused."""
+    out: list[str] = []
+    for path in files:
+        key = str(Path(path).resolve())
+        if not Path(path).is_file():
+            raise LogError(path, None, "file", "no such file")
+        st = os.stat(path)
+        seen = first_row(con, "SELECT size, modified FROM files WHERE path = ?", [key])
+        if seen is None:
+            if key not in (str(Path(p).resolve()) for p in out):
+                out.append(path)
+        elif (seen[0], seen[1]) != (st.st_size, st.st_mtime_ns):
+            raise LogError(
+                path, None, "file", "was scored before (it is in the state) and has changed since; rescore from scratch"
+            )
+    return out
+
+
+def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
+    """Add the checked rows of table ``incoming`` (read from ``files``) to the state; return episodes added."""
+    _check_new_episodes(con, files)
+    _order(con, files)
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE new_episodes AS
+        SELECT e.namespace, coalesce(c.episodes, 0) + row_number() OVER (
+                   PARTITION BY e.namespace ORDER BY e.ts, e.file, e.row) AS pos,
+               e.episode_id, e.ts, e.success, e.confidence, e.source, e.context
+        FROM (SELECT episode_id, min(ts) AS ts, min(file) AS file, min(row) AS row, any_value(namespace) AS namespace,
+                     any_value(success) AS success, any_value(confidence) AS confidence,
+                     any_value(source) AS source, any_value(context) AS context
+              FROM incoming GROUP BY episode_id) e
+        LEFT JOIN clocks c ON c.namespace = e.namespace
+        """
+    )
+    _credit(con, counting, files)
+    added = int(first_row(con, "SELECT count(*) FROM new_episodes")[0])
+    # Each namespace's clock moves on by its new episodes: old decayed counts age by that many.
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE new_clocks AS
+        SELECT namespace, max(pos) AS episodes, max(ts) AS last_ts, max(pos) - coalesce(min(pos) - 1, 0) AS added
+        FROM new_episodes GROUP BY namespace
+        """
+    )
+    hl = float(counting.half_life)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE new_counts AS
+        SELECT i.namespace, i.memory_id,
+               sum(i.credit * e.confidence) FILTER (WHERE e.success) AS success,
+               sum(i.credit * e.confidence) FILTER (WHERE NOT e.success) AS failure,
+               count(*) AS n,
+               sum(i.credit * e.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE e.success) AS decayed_success,
+               sum(i.credit * e.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE NOT e.success) AS decayed_failure,
+               sum(pow(2.0, -(k.episodes - i.pos) / {hl})) AS decayed_n
+        FROM new_items i
+        JOIN new_episodes e ON e.namespace = i.namespace AND e.pos = i.pos
+        JOIN new_clocks k ON k.namespace = i.namespace
+        GROUP BY i.namespace, i.memory_id
+        """
+    )
+    con.execute(
+        f"""
+        UPDATE counts SET decayed_success = decayed_success * pow(2.0, -k.added / {hl}),
+                          decayed_failure = decayed_failure * pow(2.0, -k.added / {hl}),
+                          decayed_n = decayed_n * pow(2.0, -k.added / {hl})
+        FROM new_clocks k WHERE counts.namespace = k.namespace
+        """
+    )
+    con.execute(
+        """
+        INSERT INTO counts
+        SELECT namespace, memory_id, coalesce(success, 0), coalesce(failure, 0), n,
+               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), decayed_n FROM new_counts
+        ON CONFLICT (namespace, memory_id) DO UPDATE SET
+            success = counts.success + excluded.success, failure = counts.failure + excluded.failure,
+            n = counts.n + excluded.n, decayed_success = counts.decayed_success + excluded.decayed_success,
+            decayed_failure = counts.decayed_failure + excluded.decayed_failure,
+            decayed_n = counts.decayed_n + excluded.decayed_n
+        """
+    )
+    con.execute("INSERT INTO episodes SELECT * FROM new_episodes")
+    con.execute("INSERT INTO items SELECT namespace, pos, memory_id, credit FROM new_items")
+    con.execute(
+        """
+        INSERT INTO clocks SELECT namespace, episodes, last_ts FROM new_clocks
+        ON CONFLICT (namespace) DO UPDATE SET episodes = excluded.episodes, last_ts = excluded.last_ts
+        """
+    )
+    for number, path in enumerate(files):
+        st = os.stat(path)
+        rows = first_row(con, "SELECT count(*) FROM incoming WHERE file = ?", [number])[0]
+        con.execute(
+            "INSERT INTO files VALUES (?, ?, ?, ?)", [str(Path(path).resolve()), st.st_size, st.st_mtime_ns, rows]
+        )
+    return added
+
+
+def _check_new_episodes(con: Any, files: Sequence[str]) -> None:
+    """Refuse rows of an episode the state has scored already (an episode has one outcome)."""
+    seen = first_row(
+        con,
+        "SELECT i.file, i.row, i.episode_id FROM incoming i JOIN episodes e USING (episode_id) ORDER BY i.file, i.row LIMIT 1",
+    )
+    if seen is not None:
+        raise LogError(
+            files[seen[0]],
+            int(seen[1]),
+            "episode_id",
+            f"episode {seen[2]!r} was scored in an earlier run (it is in the state); an episode has one outcome",
+        )
+
+
+def _order(con: Any, files: Sequence[str]) -> None:
+    """Refuse new episodes older than the newest the state holds: detectors read outcomes in time order."""
+    late = first_row(
+        con,
+        """
+        SELECT i.file, i.row, i.ts, c.last_ts FROM incoming i JOIN clocks c USING (namespace)
+        WHERE i.ts < c.last_ts ORDER BY i.file, i.row LIMIT 1
+        """,
+    )
+    if late is not None:
+        raise LogError(
+            files[late[0]],
+            int(late[1]),
+            "timestamp",
+            f"{late[2]!r} is older than the newest outcome in the state ({late[3]!r}); incremental runs must add "
+            "later outcomes (rescore from scratch to insert earlier ones)",
+        )
+
+
+def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
+    """Table ``new_items``: each row's credit, 1/k or its score / weight split by ``normalise_rows``."""
+    import pyarrow as pa
+
+    k_max = first_row(con, "SELECT max(k) FROM (SELECT count(*) AS k FROM incoming GROUP BY episode_id)")[0]
+    if k_max is not None:
+        check_w_min(counting.w_min, int(k_max))
+    base = """
+        SELECT e.namespace, e.pos, i.memory_id, {credit} AS credit, i.file, i.row
+        FROM incoming i JOIN new_episodes e USING (episode_id)
+    """
+    if counting.column is None:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE new_items AS "
+            + base.format(credit="1.0 / count(*) OVER (PARTITION BY i.episode_id)")
+        )
+        return
+    rows = con.sql(
+        base.format(credit=f"i.{counting.column}") + " ORDER BY e.namespace, e.pos, i.file, i.row"
+    ).to_arrow_table()
+    values = rows.column("credit").to_numpy(zero_copy_only=False).astype(float)
+    missing = np.flatnonzero(np.isnan(values))
+    if missing.size:
+        first = int(missing[0])
+        raise LogError(
+            files[rows.column("file")[first].as_py()],
+            int(rows.column("row")[first].as_py()),
+            counting.column,
+            f"is empty; --credit {counting.credit} needs a {counting.column} on every row",
+        )
+    ns = rows.column("namespace").to_numpy(zero_copy_only=False)
+    pos = rows.column("pos").to_numpy()
+    starts = np.flatnonzero(np.r_[True, (pos[1:] != pos[:-1]) | (ns[1:] != ns[:-1])])
+    sizes = np.diff(np.r_[starts, pos.size])
+    credit = np.empty(pos.size)
+    for k in np.unique(sizes):  # episodes of k items at once, as one matrix
+        first = starts[sizes == k]
+        idx = first[:, None] + np.arange(k)[None, :]
+        try:
+            credit[idx] = normalise_rows(values[idx], w_min=counting.w_min, field=counting.column)
+        except ValidationError as exc:
+            zero = first[values[idx].sum(axis=1) <= 0]
+            at = int(zero[0]) if zero.size else int(first[0])
+            raise LogError(
+                files[rows.column("file")[at].as_py()], int(rows.column("row")[at].as_py()), counting.column, exc.reason
+            ) from None
+    table = pa.table(
+        {
+            "namespace": rows.column("namespace"),
+            "pos": rows.column("pos"),
+            "memory_id": rows.column("memory_id"),
+            "credit": credit,
+        }
+    )
+    con.register("credited", table)
+    con.execute("CREATE OR REPLACE TEMP TABLE new_items AS SELECT * FROM credited")
+    con.unregister("credited")

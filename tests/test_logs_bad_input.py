@@ -1,0 +1,133 @@
+"""Bad logs are refused with the file, row and column named, and a refused run writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from memworth.cli import main
+from memworth.logs import ScoreSettings, score_files
+from memworth.logs.read import LogError
+from memworth.logs.state import Counting
+
+pytest.importorskip("duckdb")
+
+GOOD = "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,0.5\ne1,b,success,1,0.5\ne2,a,failure,2,1\n"
+
+CASES = {
+    "missing column": ("episode_id,memory_id,timestamp\ne1,a,1\n", None, "outcome", "is missing"),
+    "wrong type": (
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,0.5\ne2,a,success,x,1\n",
+        2,
+        "timestamp",
+        "got 'x'",
+    ),
+    "bad score": (
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,high\n",
+        1,
+        "score",
+        "must be a number",
+    ),
+    "outcome": ("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne2,a,maybe,2\n", 2, "outcome", "got 'maybe'"),
+    "duplicate row": (
+        "episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,success,1\ne1,a,success,1\n",
+        3,
+        "memory_id",
+        "appears twice",
+    ),
+    "two outcomes": (
+        "episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne1,b,failure,1\n",
+        2,
+        "outcome",
+        "two different values",
+    ),
+    "context": (
+        "episode_id,memory_id,outcome,timestamp,context\ne1,a,success,1,work\ne1,b,success,1,\n",
+        2,
+        "context",
+        "two different values",
+    ),
+    "confidence": (
+        "episode_id,memory_id,outcome,timestamp,confidence\ne1,a,success,1,1.5\n",
+        1,
+        "confidence",
+        "(0, 1]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refused_with_file_row_and_column(tmp_path, case) -> None:
+    text, row, column, words = CASES[case]
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(LogError) as info:
+        score_files([str(path)], ScoreSettings())
+    err = info.value
+    assert (err.file, err.row, err.column) == (str(path), row, column)
+    assert words in str(err)
+
+
+def test_refused_run_writes_nothing_to_out_or_state(tmp_path, capsys) -> None:
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text(GOOD)
+    bad.write_text("episode_id,memory_id,outcome,timestamp\ne9,a,success,5\ne9,b,failure,5\n")
+    state, out = tmp_path / "state.duckdb", tmp_path / "out"
+    assert main(["score", str(good), "--state", str(state), "--quiet"]) == 0
+    before = state.read_bytes()
+    assert main(["score", str(good), str(bad), "--state", str(state), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}, row 2" in err and "outcome" in err
+    assert state.read_bytes() == before
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "good.csv", "state.duckdb"]
+
+
+def test_episode_in_the_state_is_refused(tmp_path) -> None:
+    first, again = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text(GOOD)
+    again.write_text("episode_id,memory_id,outcome,timestamp\ne3,a,success,3\ne2,c,failure,3\n")
+    state = tmp_path / "s.duckdb"
+    score_files([str(first)], ScoreSettings(), state=state)
+    with pytest.raises(LogError, match=r"b\.csv, row 2: episode 'e2' was scored in an earlier run"):
+        score_files([str(again)], ScoreSettings(), state=state)
+
+
+def test_credit_by_score_needs_the_column_and_a_positive_sum(tmp_path) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\n")
+    with pytest.raises(LogError, match="needed by --credit score"):
+        score_files([str(path)], ScoreSettings(Counting("score")))
+    path.write_text(
+        "episode_id,memory_id,outcome,timestamp,score\ne1,a,success,1,1\ne2,a,success,2,0\ne2,b,success,2,0\n"
+    )
+    with pytest.raises(LogError, match=r"row 2: sum to zero") as info:
+        score_files([str(path)], ScoreSettings(Counting("score")))
+    assert info.value.column == "score"
+
+
+def test_unknown_mapping_and_format(tmp_path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_text(GOOD)
+    assert main(["score", str(path)]) == 2
+    assert main(["score", str(path), "--format", "csv", "--column", "episode=e", "--quiet"]) == 2
+    assert main(["score", str(path), "--format", "csv", "--quiet"]) == 0
+
+
+def test_parquet_rows_are_counted_in_the_file(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "log.parquet"
+    outcomes = ["success"] * 5000 + ["perhaps"] + ["failure"] * 10
+    table = pa.table(
+        {
+            "episode_id": [f"e{i}" for i in range(len(outcomes))],
+            "memory_id": ["m"] * len(outcomes),
+            "outcome": outcomes,
+            "timestamp": [float(i) for i in range(len(outcomes))],
+        }
+    )
+    pq.write_table(table, str(path), row_group_size=1000)
+    with pytest.raises(LogError) as info:
+        score_files([str(path)], ScoreSettings())
+    assert (info.value.row, info.value.column) == (5001, "outcome") and "'perhaps'" in str(info.value)

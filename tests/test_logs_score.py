@@ -1,0 +1,208 @@
+"""memworth score on DuckDB: counts equal the Tracker's, incremental runs equal one run, outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from memworth import Tracker
+from memworth.cli import main
+from memworth.governance import GovernancePolicy
+from memworth.logs import ColumnMap, ScoreSettings, score_files
+from memworth.logs.state import Counting
+
+pytest.importorskip("duckdb")
+
+
+def episodes(seed: int = 0, count: int = 600, k: int = 4, memories: int = 40, start: int = 0) -> dict[str, np.ndarray]:
+    """Random episodes: ids (count, k), scores, outcomes; memory 3 starts failing halfway."""
+    rng = np.random.default_rng(seed)
+    ids = np.argsort(rng.random((count, memories)), axis=1)[:, :k]
+    success = rng.random(count) < 0.7
+    success[(np.arange(count) > count // 2) & (ids == 3).any(axis=1)] = False
+    scores = rng.random((count, k)) + 0.01
+    return {"ids": ids, "success": success, "scores": scores, "start": np.array(start)}
+
+
+def write_log(path: object, ep: dict[str, np.ndarray], *, confidence: bool = False) -> None:
+    count, k = ep["ids"].shape
+    start = int(ep["start"])
+    table = {
+        "episode_id": [f"e{start + e}" for e in range(count) for _ in range(k)],
+        "memory_id": [f"m{m}" for row in ep["ids"] for m in row],
+        "outcome": ["success" if ok else "failure" for ok in ep["success"] for _ in range(k)],
+        "timestamp": [1_700_000_000.0 + start + e for e in range(count) for _ in range(k)],
+        "score": ep["scores"].ravel().tolist(),
+    }
+    if confidence:
+        table["confidence"] = [0.5 if e % 3 else 1.0 for e in range(count) for _ in range(k)]
+    pq.write_table(pa.table(table), str(path))
+
+
+def by_memory(table: pa.Table) -> dict[str, dict[str, object]]:
+    return {r["memory_id"]: r for r in table.to_pylist()}
+
+
+@pytest.mark.parametrize(("credit", "w_min"), [("uniform", 0.0), ("score", 0.0), ("score", 0.1)])
+def test_counts_equal_tracker_record_batch(tmp_path, credit, w_min) -> None:
+    ep = episodes()
+    write_log(tmp_path / "log.parquet", ep)
+    scored = score_files([str(tmp_path / "log.parquet")], ScoreSettings(Counting(credit, w_min, 25.0)))
+    tracker = Tracker(w_min=w_min, half_life=25.0)
+    tracker.record_batch(ep["ids"], ep["success"], weights=None if credit == "uniform" else ep["scores"])
+    rows = by_memory(scored.table)
+    assert set(rows) == {f"m{m}" for m in tracker.ids()}
+    for m in tracker.ids():
+        want, decayed = tracker.counts(m), tracker.counts(m, decayed=True)
+        got = rows[f"m{m}"]
+        np.testing.assert_allclose(
+            [got["success"], got["failure"], got["n"]], [want.success, want.failure, want.n], rtol=1e-9, atol=1e-12
+        )
+        np.testing.assert_allclose(
+            [got["decayed_success"], got["decayed_failure"], got["decayed_n"]],
+            [decayed.success, decayed.failure, decayed.n],
+            rtol=1e-9,
+            atol=1e-12,
+        )
+
+
+def test_counts_equal_tracker_record_one_at_a_time_with_given_weights(tmp_path) -> None:
+    ep = episodes(seed=1, count=200)
+    count, k = ep["ids"].shape
+    weights = ep["scores"] / ep["scores"].sum(axis=1, keepdims=True)
+    table = pa.table(
+        {
+            "trace": [f"t{e}" for e in range(count) for _ in range(k)],
+            "doc": [f"m{m}" for row in ep["ids"] for m in row],
+            "result": [bool(ok) for ok in ep["success"] for _ in range(k)],
+            "at": [f"2026-01-01T00:{e // 60:02d}:{e % 60:02d}Z" for e in range(count) for _ in range(k)],
+            "w": weights.ravel().tolist(),
+        }
+    )
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in table.to_pylist()))
+    columns = ColumnMap.parse(["episode_id=trace", "memory_id=doc", "outcome=result", "timestamp=at", "weight=w"])
+    scored = score_files([str(path)], ScoreSettings(Counting("given"), columns=columns))
+    tracker = Tracker()
+    for e in range(count):
+        tracker.record([f"m{m}" for m in ep["ids"][e]], bool(ep["success"][e]), weights=weights[e])
+    rows = by_memory(scored.table)
+    for m in tracker.ids():
+        want = tracker.counts(m)
+        got = rows[str(m)]
+        np.testing.assert_allclose(
+            [got["success"], got["failure"], got["n"]], [want.success, want.failure, want.n], rtol=1e-9
+        )
+
+
+def test_incremental_runs_equal_one_run(tmp_path) -> None:
+    a, b = episodes(seed=2, count=400), episodes(seed=3, count=300, start=400)
+    write_log(tmp_path / "a.parquet", a, confidence=True)
+    write_log(tmp_path / "b.parquet", b, confidence=True)
+    settings = ScoreSettings(Counting("score", 0.05, 30.0))
+    state = tmp_path / "state.duckdb"
+    first = score_files([str(tmp_path / "a.parquet")], settings, state=state)
+    assert first.episodes_added == 400
+    second = score_files([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], settings, state=state)
+    assert second.files_read == [str(tmp_path / "b.parquet")] and second.episodes_added == 300
+    whole = score_files([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], settings)
+    got, want = by_memory(second.table), by_memory(whole.table)
+    assert set(got) == set(want)
+    for mid, row in want.items():
+        for column, value in row.items():
+            if isinstance(value, float):
+                assert got[mid][column] == pytest.approx(value, rel=1e-9, abs=1e-12), (mid, column)
+            else:
+                assert got[mid][column] == value, (mid, column)
+    assert want["m3"]["change_statistic"] > 0 and any(r["action"] for r in want.values())
+
+
+def test_state_refuses_other_counting_and_older_outcomes(tmp_path) -> None:
+    write_log(tmp_path / "a.parquet", episodes(seed=4, count=100, start=100))
+    write_log(tmp_path / "old.parquet", episodes(seed=5, count=50, start=0))
+    state = tmp_path / "state.duckdb"
+    score_files([str(tmp_path / "a.parquet")], ScoreSettings(), state=state)
+    before = state.read_bytes()
+    with pytest.raises(Exception, match="counts under both do not add up"):
+        score_files([str(tmp_path / "a.parquet")], ScoreSettings(Counting("score")), state=state)
+    with pytest.raises(Exception, match=r"old\.parquet, row 1: .* older than the newest outcome"):
+        score_files([str(tmp_path / "old.parquet")], ScoreSettings(), state=state)
+    assert state.read_bytes() == before
+
+
+def test_columns_come_from_the_library_rules(tmp_path) -> None:
+    from memworth.counts import Counts
+    from memworth.estimators import BetaBound, WilsonBound
+
+    ep = episodes(seed=6, count=1200)
+    ep["success"][(ep["ids"] == 3).any(axis=1)] = False  # m3 never helps: the sequence deprecates it
+    write_log(tmp_path / "log.parquet", ep)
+    policy = GovernancePolicy(deprecation="sequential")
+    scored = score_files([str(tmp_path / "log.parquet")], ScoreSettings(policy=policy))
+    rows = scored.table.to_pylist()
+    assert any(r["sequential_deprecate"] for r in rows) and not all(r["sequential_deprecate"] for r in rows)
+    for row in rows:
+        c = Counts(row["success"], row["failure"], row["n"])
+        assert (row["beta_lower"], row["beta_upper"]) == pytest.approx(BetaBound().interval(c))
+        assert (row["wilson_lower"], row["wilson_upper"]) == pytest.approx(WilsonBound(z=1.959963984540054).interval(c))
+        assert row["value_class"] == policy.taxonomy().classify(c).value_class.value
+        cs = policy.sequential(policy.deprecate_below).check(c)
+        assert (row["sequential_lower"], row["sequential_upper"]) == pytest.approx(
+            (cs.numbers["lower"], cs.numbers["upper"]), rel=1e-12
+        )
+        assert row["sequential_deprecate"] == (cs.action == "deprecate")
+    assert next(r for r in rows if r["memory_id"] == "m3")["action"] == "deprecate"
+
+
+def test_cli_writes_tables_and_figure(tmp_path, capsys) -> None:
+    write_log(tmp_path / "log.parquet", episodes(seed=7))
+    out = tmp_path / "out"
+    assert main(["score", str(tmp_path / "log.parquet"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "re-verify" in printed and "wrote" in printed
+    table = pq.read_table(out / "worth.parquet")
+    assert table.num_rows == 40
+    assert (out / "worth.csv").read_text().count("\n") == 41
+    assert (out / "report.png").stat().st_size > 10_000
+
+
+def test_progress_bar_on_stderr_when_asked(tmp_path, capsys) -> None:
+    write_log(tmp_path / "log.parquet", episodes(seed=8, count=100))
+    score_files([str(tmp_path / "log.parquet")], ScoreSettings(), progress=True)
+    err = capsys.readouterr().err
+    assert "files" in err and "proposals" in err
+    score_files([str(tmp_path / "log.parquet")], ScoreSettings())
+    assert capsys.readouterr().err == ""
+
+
+def test_namespaces_are_scored_apart_with_their_own_clock(tmp_path) -> None:
+    import datetime as dt
+
+    a, b = episodes(seed=9, count=300), episodes(seed=10, count=120)
+    rows: dict[str, list[object]] = {k: [] for k in ("episode_id", "memory_id", "outcome", "timestamp", "namespace")}
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for ns, ep in (("alpha", a), ("beta", b)):
+        for e, (ids, ok) in enumerate(zip(ep["ids"], ep["success"], strict=True)):
+            for m in ids:
+                rows["episode_id"].append(f"{ns}-{e}")
+                rows["memory_id"].append(f"m{m}")
+                rows["outcome"].append(bool(ok))
+                rows["timestamp"].append(start + dt.timedelta(seconds=e))
+                rows["namespace"].append(ns)
+    pq.write_table(pa.table(rows), str(tmp_path / "log.parquet"))
+    assert pa.types.is_timestamp(pq.read_schema(str(tmp_path / "log.parquet")).field("timestamp").type)
+    scored = score_files([str(tmp_path / "log.parquet")], ScoreSettings(Counting(half_life=10.0)))
+    got = {(r["namespace"], r["memory_id"]): r for r in scored.table.to_pylist()}
+    for ns, ep in (("alpha", a), ("beta", b)):
+        tracker = Tracker(half_life=10.0)
+        tracker.record_batch(ep["ids"], ep["success"])
+        for m in tracker.ids():
+            row, want, decayed = got[(ns, f"m{m}")], tracker.counts(m), tracker.counts(m, decayed=True)
+            np.testing.assert_allclose(
+                [row["success"], row["failure"], row["n"], row["decayed_success"], row["decayed_n"]],
+                [want.success, want.failure, want.n, decayed.success, decayed.n],
+                rtol=1e-9,
+                atol=1e-12,
+            )

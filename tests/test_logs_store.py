@@ -1,0 +1,97 @@
+"""The store's log in the log format: export -> score equals the store; import rebuilds its counters."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from memworth import HashingEncoder, MemoryStore
+from memworth.cli import main
+from memworth.logs import ScoreSettings, score_files
+from memworth.logs.state import Counting
+from memworth.logs.store_io import export_log, import_log
+from tests.store.conftest import drop, url_for
+
+pytest.importorskip("duckdb")
+
+TOPICS = ["python lists", "prague history", "sql joins", "rust borrow checker", "tea brewing", "bike repair"]
+
+
+def busy_store(url: str) -> MemoryStore:
+    """A store with 18 memories and 240 outcomes from three sources, in two contexts; 'broken-1' stops working."""
+    tick = itertools.count(1_700_000_000, 7)
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=1, clock=lambda: float(next(tick)))
+    for t, topic in enumerate(TOPICS):
+        for j in range(3):
+            store.add(f"note {j} about {topic}", id=f"{'broken' if t == 0 and j == 1 else 'note'}-{t}{j}")
+    rng = np.random.default_rng(3)
+    sources = ["explicit", "implicit", "heuristic"]
+    for e in range(240):
+        topic = TOPICS[e % len(TOPICS)]
+        recall = store.recall(f"question about {topic}", k=3, context="work" if e % 2 else "home")
+        ids = {r.memory.id for r in recall}
+        ok = bool(rng.random() < 0.75) and not (e > 120 and "broken-01" in ids)
+        store.record(recall.episode, success=ok, source=sources[e % 3])
+    return store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    s = busy_store(url_for(request.param, tmp_path))
+    yield s
+    drop(s)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
+def test_export_then_score_equals_the_stores_counts_and_proposals(store, tmp_path, fmt) -> None:
+    path = tmp_path / f"log.{fmt}"
+    rows = export_log(store.backend, path, fmt)
+    assert rows == sum(
+        len(store.backend.episodes([o.episode_id])[o.episode_id].items) for o in store.backend.outcome_log()
+    )
+    scored = {r["memory_id"]: r for r in score_files([str(path)], ScoreSettings(Counting("given"))).table.to_pylist()}
+    memories = {m.id: m for m in store.list() if m.counts.n > 0}
+    assert set(scored) == set(memories)
+    for mid, m in memories.items():
+        got = scored[mid]
+        np.testing.assert_allclose(
+            [got["success"], got["failure"], got["n"]], [m.counts.success, m.counts.failure, m.counts.n], rtol=1e-9
+        )
+    proposals = {p.memory_id: (p.action, p.reason) for p in store.govern().proposals}
+    assert {mid: (r["action"], r["reason"]) for mid, r in scored.items() if r["action"]} == proposals
+    assert "broken-01" in proposals
+
+
+def test_import_rebuilds_counters_that_replay_confirms(store, tmp_path) -> None:
+    path = tmp_path / "log.parquet"
+    export_log(store.backend, path, "parquet")
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'copy.db'}", encoder=HashingEncoder()) as copy:
+        added, episodes, _rows = import_log(copy.backend, [str(path)], ScoreSettings(Counting("given")))
+        assert episodes == 240 and added == len([m for m in store.list() if m.counts.n > 0])
+        report = copy.replay()
+        assert report.consistent and report.outcomes == 240
+        for m in store.list():
+            if m.counts.n:
+                c = copy.get(m.id).counts
+                np.testing.assert_allclose(
+                    [c.success, c.failure, c.n], [m.counts.success, m.counts.failure, m.counts.n], rtol=1e-9
+                )
+        again = {p.memory_id: (p.action, p.reason) for p in copy.govern().proposals}
+        assert again == {p.memory_id: (p.action, p.reason) for p in store.govern().proposals}
+        with pytest.raises(Exception, match="in the store already"):
+            import_log(copy.backend, [str(path)], ScoreSettings(Counting("given")))
+
+
+def test_cli_export_import_score(tmp_path, capsys) -> None:
+    src = f"sqlite:///{tmp_path / 'store.db'}"
+    busy_store(src).close()
+    log = tmp_path / "log.csv"
+    assert main(["export", "--format", "csv", "--out", str(log), "--store", src]) == 0
+    dst = f"sqlite:///{tmp_path / 'imported.db'}"
+    assert main(["import", str(log), "--credit", "given", "--store", dst, "--encoder", "hashing"]) == 0
+    assert "240 episodes" in capsys.readouterr().out
+    assert main(["replay", "--store", dst]) == 0
+    assert main(["score", str(log), "--credit", "given", "--quiet", "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "worth.csv").exists()

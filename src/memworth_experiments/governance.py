@@ -84,7 +84,10 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
     w = cfg["world"]
     encoder = CachedEncoder(default_encoder())
     raw: list[dict[str, Any]] = []
-    arms = {name: store_settings(spec) for name, spec in cfg.get("arms", {}).items()}
+    chosen = cfg["quick"].get("arms") if cfg.get("_quick") else None
+    arms = {
+        name: store_settings(spec) for name, spec in cfg.get("arms", {}).items() if chosen is None or name in chosen
+    }
     ablation_seeds = 1 if cfg.get("_quick") else min(seeds, int(w["ablation_seeds"]))
     jobs = [(name, seed) for name in cfg["worlds"] for seed in range(seeds)]
     for name, seed in progress(jobs, len(jobs), "governance", show_progress):

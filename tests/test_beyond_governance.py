@@ -1,0 +1,78 @@
+"""Issue 14's experiments: governance on two agent worlds, and the diluted workload (quick variants)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memworth.cli import main
+from memworth_experiments import diluted, governance
+from memworth_experiments.common import BEYOND_EXPERIMENTS, load_config, load_world
+
+
+@pytest.mark.parametrize("name", ["governance", "diluted"])
+def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert name in BEYOND_EXPERIMENTS
+    out = tmp_path / name
+    code = main(["reproduce", name, "--quick", "--no-progress", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    payload = json.loads((out / "results.json").read_text())
+    assert payload["experiment"] == name and payload["settings"]["quick"] is True
+    assert all(r["paper"] is None for r in payload["rows"])  # issue targets are not paper numbers
+    assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with (out / "raw.csv").open() as f:
+        raw = list(csv.DictReader(f))
+    if name == "governance":
+        assert {r["world"] for r in raw} == {"agent", "upgrade"}
+        assert {r["arm"] for r in raw} == {"governed", "no_quarantine"}  # the quick variant's one ablation
+        assert all(int(r["early_n"]) > 0 and int(r["after_n"]) > 0 for r in raw)
+        assert "upgrade (held-out)" in printed and "agent (tuning)" in printed
+    else:
+        assert len(raw) == 2 and all(0 <= int(r["broken_flagged"]) <= int(r["broken"]) == 10 for r in raw)
+
+
+def test_the_tally_counts_what_governance_did_to_whom() -> None:
+    world = load_world("agent")
+    spec = {"affected": "geography_new", "stale": "stale"}
+    families = ["python"] * 100 + ["geography_new", "python"] * 150
+    ran = {
+        "outcomes": np.array([True] * 100 + [True, False] * 150),
+        "families": families,
+        "events": [
+            {"episode": 150, "memory": "stale", "action": "re-verify"},
+            {"episode": 175, "memory": "paris", "action": "re-verify"},
+            {"episode": 200, "memory": "paris", "action": "release"},
+            {"episode": 300, "memory": "everest", "action": "suppress"},
+        ],
+    }
+    twin = {"outcomes": np.array([True] * 100 + [False, False] * 150), "families": families, "events": []}
+    row = governance.tally(ran, twin, world, spec, early_end=400)
+    assert (row["early_gov_s"], row["early_base_s"], row["early_n"]) == (150, 0, 150)
+    assert row["after_n"] == 300 and row["after_gov_s"] == 150 and row["after_base_s"] == 0
+    assert row["stale_flagged"] == 150
+    assert row["useful_flagged"] == "everest@300;paris@175" and row["useful_released"] == "paris@200"
+
+
+def test_the_diluted_tally_separates_caught_false_and_low() -> None:
+    w = load_config("diluted")["workload"]
+    usefulness = np.array([0.9, 0.8, 0.5, 0.1] + [0.6] * 6)
+    got = {
+        "usefulness": usefulness,
+        "broken": {"m000", "m001"},
+        "change": 100,
+        "first": {
+            "m000": (150, "re-verify"),
+            "m001": (50, "suppress"),
+            "m002": (60, "suppress"),
+            "m003": (70, "deprecate"),
+        },
+    }
+    row = diluted.tally(got, w)
+    assert row["broken_flagged"] == 1  # m001 was flagged before it broke: not caught by the change
+    assert (row["false_before"], row["false_after"], row["low_flagged"]) == (1, 0, 1)
+    assert row["false_ids"].startswith("m002(u=0.50)@60")

@@ -194,3 +194,28 @@ def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
         proc.communicate(timeout=30)
     with MemoryStore.open(url) as store:
         assert store.get("s").text == "served fact"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"success": "yes"},
+        {"success": 1},
+        {"success": "true"},
+        {"outcome": "ok"},
+        {"outcome": True},
+        {},
+        {"outcome": "success", "success": True},
+    ],
+)
+def test_an_outcome_is_strictly_typed_and_given_once(client: TestClient, store: MemoryStore, body: dict) -> None:
+    h = auth(create_key(store, "ns", "k"))
+    store.add("Water boils at 100 C.", id="w", namespace="ns")
+    episode = client.post("/v1/recall", json={"query": "water", "k": 1}, headers=h).json()["episode"]
+    assert_error(client.post(f"/v1/episodes/{episode}/outcome", json=body, headers=h), 422)
+    assert list(store.backend.outcome_log()) == []
+    r = client.post(
+        f"/v1/episodes/{episode}/outcome", json={"outcome": "failure"}, headers=h
+    )  # as MCP and the CLI say it
+    assert r.status_code == 200 and r.json()["outcome"] == "failure"
+    assert store.get("w", namespace="ns").counts.failure == 1.0

@@ -22,12 +22,12 @@ shape, and the connection stays open for the client's next request.
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from fastapi import Depends, FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
@@ -73,14 +73,32 @@ class RecallRequest(_Strict):
     tier: Literal["all", "hot"] = "all"
 
 
-class OutcomeRequest(_Strict):
-    success: bool
+class _Outcome(_Strict):
+    """An outcome as every face names it: ``"outcome": "success" | "failure"`` (as the MCP
+    tool and the CLI take it); ``"success": true | false`` is still read. Exactly one of the
+    two, strictly typed: ``"yes"``, ``1`` or ``"true"`` are refused, not coerced."""
+
+    outcome: Literal["success", "failure"] | None = None
+    success: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> Self:
+        if (self.outcome is None) == (self.success is None):
+            raise ValueError("give the outcome once: 'outcome': 'success' or 'failure' (or 'success': true/false)")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "success" if self.outcome is not None else bool(self.success)
+
+
+class OutcomeRequest(_Outcome):
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
 
 
-class VerifyRequest(_Strict):
-    success: bool
+class VerifyRequest(_Outcome):
+    pass
 
 
 class GovernRequest(_Strict):
@@ -308,10 +326,10 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def record(episode_id: str, body: OutcomeRequest, namespace: Tenant) -> dict[str, Any]:
         call(
             lambda: store.record(
-                episode_id, body.success, source=body.source, confidence=body.confidence, namespace=namespace
+                episode_id, body.ok, source=body.source, confidence=body.confidence, namespace=namespace
             )
         )
-        return {"ok": True, "episode": episode_id, "success": body.success}
+        return {"ok": True, "episode": episode_id, "outcome": "success" if body.ok else "failure", "success": body.ok}
 
     @app.post("/v1/govern")
     def govern(body: GovernRequest, namespace: Tenant) -> dict[str, Any]:
@@ -325,7 +343,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.post("/v1/episodes/{episode_id}/verify")
     def verify(episode_id: str, body: VerifyRequest, namespace: Tenant) -> dict[str, Any]:
-        v = call(lambda: store.verify(episode_id, body.success, namespace=namespace))
+        v = call(lambda: store.verify(episode_id, body.ok, namespace=namespace))
         return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
 
     @app.get("/v1/sources")

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, Self
 
 from fastapi import Depends, FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -37,6 +37,7 @@ from memworth.errors import (
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import lookup_key
+from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.store import MAX_K, MAX_TEXT
@@ -228,6 +229,7 @@ class _TooLarge(StarletteHTTPException):
 def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     """The HTTP app over ``store`` (which it does not close)."""
     app = FastAPI(title="memworth", version=__version__, description="Memory Worth: governed agent memory.")
+    metrics = Metrics(store)
     lock = threading.Lock()  # the store is not thread-safe; the threadpool is
 
     def call(fn: Callable[[], Any]) -> Any:
@@ -250,6 +252,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.exception_handler(MemworthError)
     async def memworth_error(request: Request, exc: MemworthError) -> JSONResponse:
         status = exc.status  # each error class carries its status (memworth.errors)
+        metrics.errors.labels(type(exc).__name__, str(status)).inc()
         field = getattr(exc, "field", None)
         reason = getattr(exc, "reason", None) or str(exc)
         return _error(status, type(exc).__name__, reason, field)
@@ -266,6 +269,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             exc.status_code, "HTTPError"
         )
         return _error(exc.status_code, kind, str(exc.detail))
+
+    @app.get("/metrics", response_class=Response)
+    def prometheus() -> Response:
+        """Prometheus metrics: aggregates over every tenant, no ids or texts (so no key is needed)."""
+        return Response(content=metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -329,11 +337,15 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
                 episode_id, body.ok, source=body.source, confidence=body.confidence, namespace=namespace
             )
         )
-        return {"ok": True, "episode": episode_id, "outcome": "success" if body.ok else "failure", "success": body.ok}
+        outcome = "success" if body.ok else "failure"
+        metrics.outcomes.labels(body.source, outcome).inc()
+        return {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
 
     @app.post("/v1/govern")
     def govern(body: GovernRequest, namespace: Tenant) -> dict[str, Any]:
         report = call(lambda: store.govern(apply=body.apply, namespace=namespace))
+        for e in report.applied:
+            metrics.actions.labels(e.action).inc()
         return {
             "proposals": [p.__dict__ for p in report.proposals],
             "applied": [e.__dict__ for e in report.applied],
@@ -382,23 +394,30 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
                 namespace=namespace,
             )
         )
+        metrics.actions.labels(entry.action).inc()
         return dict(entry.__dict__)
 
     @app.post("/v1/memories/{memory_id:path}/pin")
     def pin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
         """Keep governance away from a memory until it is unpinned (audited)."""
         mid = path_id(memory_id)
-        return dict(call(lambda: store.pin(mid, reason=body.reason, namespace=namespace)).__dict__)
+        entry = call(lambda: store.pin(mid, reason=body.reason, namespace=namespace))
+        metrics.actions.labels(entry.action).inc()
+        return dict(entry.__dict__)
 
     @app.post("/v1/memories/{memory_id:path}/unpin")
     def unpin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
         """End a memory's pin (audited)."""
         mid = path_id(memory_id)
-        return dict(call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace)).__dict__)
+        entry = call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace))
+        metrics.actions.labels(entry.action).inc()
+        return dict(entry.__dict__)
 
     @app.post("/v1/audit/{seq}/restore")
     def restore(seq: int, body: RestoreRequest, namespace: Tenant) -> dict[str, Any]:
-        return dict(call(lambda: store.restore(seq, reason=body.reason, namespace=namespace)).__dict__)
+        entry = call(lambda: store.restore(seq, reason=body.reason, namespace=namespace))
+        metrics.actions.labels(entry.action).inc()
+        return dict(entry.__dict__)
 
     @app.get("/v1/audit")
     def audit(namespace: Tenant, memory_id: str | None = None) -> list[dict[str, Any]]:
@@ -415,6 +434,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
     app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar
+    app.add_middleware(TimedRoutes, metrics=metrics)  # inside the router's scope: sees the route template
     app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))
     app.add_middleware(_BodyLimit, limit=max_body)
     app.add_middleware(_CatchAll)  # outermost of ours: whatever fails inside is answered

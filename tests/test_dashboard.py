@@ -150,7 +150,9 @@ def test_a_key_sees_only_its_own_namespace(client: TestClient, store: MemoryStor
     assert "Prague" not in client.get("/dashboard/governance", headers=b).text
     approve = {"memory_id": "cz", "action": "deprecate"}
     assert client.post("/dashboard/governance/approve", data=approve, headers=b).status_code == 404
-    assert client.post(f"/dashboard/audit/{entry.seq}/undo", data={}, headers=b).status_code == 404  # not in its namespace
+    assert (
+        client.post(f"/dashboard/audit/{entry.seq}/undo", data={}, headers=b).status_code == 404
+    )  # not in its namespace
     assert store.get("cz", namespace="team").status == "suppressed"
 
 
@@ -424,3 +426,38 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: 
     target = os.environ.get("MEMWORTH_SCREENSHOT")
     if target:
         Path(target).write_bytes(png)
+
+
+def test_the_verification_queue_shows_why_and_takes_a_verdict(client: TestClient, store: MemoryStore) -> None:
+    key = create_key(store, "team", "t")
+    store.add("Prague was the capital of Czechoslovakia.", id="cz", namespace="team")
+    store.add("Water boils at 100 C.", id="water", namespace="team")
+    store.set_standing("cz", "re-verify", reason="the country split in 1993", namespace="team")
+    store.set_standing("water", "re-verify", reason="<b>check</b>", namespace="team")
+    csrf = sign_in(client, key)
+    page = client.get("/dashboard/governance").text
+    assert 'id="queue"' in page and "the country split in 1993" in page and "<b>check</b>" not in page
+    assert "waiting for probe outcomes" in page
+    done = client.post(
+        "/dashboard/queue/resolve",
+        data={
+            "memory_id": "cz",
+            "verdict": "edited",
+            "reason": "reworded",
+            "text": "Prague is the Czech capital.",
+            "csrf": csrf,
+        },
+        follow_redirects=False,
+    )
+    assert done.status_code == 303 and store.get("cz", namespace="team").status == "archived"
+    (new,) = [m for m in store.list(namespace="team") if m.derived_from == ("cz",)]
+    assert new.text == "Prague is the Czech capital." and "Audit entry" in client.get(done.headers["location"]).text
+    ok = client.post("/dashboard/queue/resolve", data={"memory_id": "water", "verdict": "confirmed", "csrf": csrf})
+    assert ok.status_code == 200 and store.get("water", namespace="team").standing == "normal"
+    again = client.post("/dashboard/queue/resolve", data={"memory_id": "water", "verdict": "confirmed", "csrf": csrf})
+    assert again.status_code == 409 and "not awaiting verification" in again.text
+    bad = client.post("/dashboard/queue/resolve", data={"memory_id": "water", "verdict": "maybe", "csrf": csrf})
+    assert bad.status_code == 422
+    forged = client.post("/dashboard/queue/resolve", data={"memory_id": "water", "verdict": "stale", "csrf": "x"})
+    assert forged.status_code == 403 and store.get("water", namespace="team").status == "active"
+    assert 'id="no-queue"' in client.get("/dashboard/governance").text

@@ -10,7 +10,6 @@ from memworth.store.report import INTERVAL
 __all__ = ["Point", "trajectory"]
 
 
-
 @dataclass(frozen=True)
 class Point:
     """One outcome that credited a memory, and its worth and Wilson interval afterwards."""
@@ -47,11 +46,7 @@ def trajectory(store: MemoryStore, memory_id: str, namespace: str) -> list[Point
     points: list[Point] = []
     s = f = n = 0.0
     for o, ep in store.backend.history(namespace):
-        mine = [
-            i
-            for i in store.increments_of(o, ep)
-            if i.memory_id == memory_id
-        ]
+        mine = [i for i in store.increments_of(o, ep) if i.memory_id == memory_id]
         if not mine:
             continue
         for i in mine:
@@ -62,8 +57,6 @@ def trajectory(store: MemoryStore, memory_id: str, namespace: str) -> list[Point
         direct = any(i.n > 0 for i in mine)
         worth = float(RawWorth().value(counts))
         points.append(
-            Point(
-                o.episode_id, ep.query, o.recorded, o.success, direct, credit, counts, worth, float(lo), float(hi)
-            )
+            Point(o.episode_id, ep.query, o.recorded, o.success, direct, credit, counts, worth, float(lo), float(hi))
         )
     return points

@@ -6,7 +6,7 @@ them under the app's store lock.
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,8 +17,9 @@ from memworth.governance import Proposal
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
 from memworth.store import Memory, MemoryStore
+from memworth.store.decisions import flags
 from memworth.store.records import STATUSES, AuditEntry
-from memworth.store.report import worth_of
+from memworth.store.report import MemoryReport, worth_of
 
 __all__ = [
     "CLASS_RANK",
@@ -82,7 +83,8 @@ def rows(store: MemoryStore, memories: list[Memory]) -> list[Row]:
     )
     w = worth_of(store.policy, table)
     return [
-        Row(m, float(w.worth[i]), float(w.lower[i]), float(w.upper[i]), w.value_class[i]) for i, m in enumerate(memories)
+        Row(m, float(w.worth[i]), float(w.lower[i]), float(w.upper[i]), w.value_class[i])
+        for i, m in enumerate(memories)
     ]
 
 
@@ -214,14 +216,21 @@ class GovernancePage:
     memories: dict[str, Memory]
     changes: list[AuditEntry]
     undoable: frozenset[int]
+    queue: list[MemoryReport] = field(default_factory=list)
+    """Memories quarantined for re-verification, awaiting a verdict."""
+    flags: dict[str, AuditEntry] = field(default_factory=dict)
+    """The entry that flagged each of them (why it is in the queue)."""
 
 
 def governance_page(store: MemoryStore, namespace: str) -> GovernancePage:
-    """Governance of ``namespace``: its proposals (nothing applied) and its :data:`RECENT_CHANGES` changes."""
+    """Governance of ``namespace``: its proposals (nothing applied), the verification queue with
+    why each memory is in it, and its :data:`RECENT_CHANGES` changes."""
     report = store.govern(apply=False, namespace=namespace)
     by_id = {m.id: m for m in store.list(namespace=namespace)}
-    changes = store.audit(namespace=namespace)[::-1][:RECENT_CHANGES]
-    return GovernancePage(report.proposals, by_id, changes, undoable(changes, by_id))
+    audit = store.audit(namespace=namespace)
+    changes = audit[::-1][:RECENT_CHANGES]
+    queue = store.queue(namespace=namespace)
+    return GovernancePage(report.proposals, by_id, changes, undoable(changes, by_id), queue, flags(audit))
 
 
 # -- one memory ---------------------------------------------------------------------------

@@ -107,8 +107,43 @@ def governance(page: GovernancePage, viewer: Viewer, note: str) -> str:
                 f'<td class="numbers">{numbers}</td><td>{_approve_form(viewer, p.memory_id, p.action, "")}</td></tr>'
             )
         body += "</tbody></table>"
+    body += _queue(page, viewer)
     body += f"<h2>Recent changes</h2>{_audit_table(viewer, page.changes, page.undoable, True, '')}"
     return layout("Governance", body, viewer)
+
+
+def _queue(page: GovernancePage, viewer: Viewer) -> str:
+    """The verification queue: each quarantined memory, why it was flagged, and the three verdicts."""
+    body = "<h2>Awaiting verification</h2>"
+    if not page.queue:
+        return body + '<p id="no-queue">No memory is quarantined.</p>'
+    body += (
+        "<p>Recall serves these only as marked probes. Resolve each: confirmed (back to normal), stale "
+        "(out of recall) or edited (new text replaces it). A verdict is audited and sticks.</p>"
+        '<table id="queue"><thead><tr><th>memory</th><th>text</th><th>worth</th><th>flagged because</th>'
+        "<th>probe test</th><th>verdict</th></tr></thead><tbody>"
+    )
+    for r in page.queue:
+        flag = page.flags.get(r.id)
+        why = esc(flag.reason) if flag is not None else ""
+        pending = r.proposal if r.proposal is not None else r.held
+        test = esc(f"{pending.action}: {pending.reason}") if pending is not None else "waiting for probe outcomes"
+        form = (
+            f'<form method="post" action="{ROOT}/queue/resolve" class="resolve">{_csrf(viewer)}'
+            f'<input type="hidden" name="memory_id" value="{esc(r.id)}">'
+            '<input type="text" name="reason" placeholder="why" required aria-label="why">'
+            f'<button type="submit" name="verdict" value="confirmed" data-id="{esc(r.id)}">Confirmed</button>'
+            f'<button type="submit" name="verdict" value="stale" data-id="{esc(r.id)}">Stale</button>'
+            '<textarea name="text" rows="2" placeholder="corrected text (for Edited)" aria-label="corrected text">'
+            "</textarea>"
+            f'<button type="submit" name="verdict" value="edited" data-id="{esc(r.id)}">Edited</button></form>'
+        )
+        body += (
+            f'<tr data-id="{esc(r.id)}"><td><a href="{memory_url(r.id)}">{esc(r.id)}</a></td>'
+            f"<td>{snippet(r.memory.text)}</td><td>{r.worth:.3f} over {r.retrievals:g}</td><td>{why}</td>"
+            f"<td>{test}</td><td>{form}</td></tr>"
+        )
+    return body + "</tbody></table>"
 
 
 def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:

@@ -23,7 +23,14 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",  # "no-referrer" would make browsers send "Origin: null"
     "Cache-Control": "no-store",
 }
-TITLES = {404: "Not found", 409: "Conflict", 422: "Invalid request", 429: "Too many changes", 500: "Store error", 503: "Store unavailable"}
+TITLES = {
+    404: "Not found",
+    409: "Conflict",
+    422: "Invalid request",
+    429: "Too many changes",
+    500: "Store error",
+    503: "Store unavailable",
+}
 
 P = ParamSpec("P")
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from memworth.errors import StoreError
+from memworth.errors import ConflictError, StoreError
 from memworth.server.dashboard import pages, render
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
 from memworth.server.dashboard.markup import ROOT
@@ -143,8 +143,21 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         try:
             entry = call(lambda: store.approve(memory_id, action, namespace=who.namespace))
         except StoreError as exc:  # rate-limited, or changed meanwhile
-            raise Refused(409, "Not applied", str(exc)) from None
+            raise Refused(exc.status, "Not applied", str(exc)) from None  # 409 changed, 429 rate limit
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
+
+    @router.post("/queue/resolve")
+    @error_pages
+    def resolve(request: Request, form: Form) -> Response:
+        who, fields = changer(request, form)
+        memory_id, verdict = fields.get("memory_id", ""), fields.get("verdict", "")
+        reason = fields.get("reason") or "resolved in the dashboard"
+        text = fields.get("text") or None
+        try:
+            entry = call(lambda: store.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace))
+        except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
+            raise Refused(409, "Not resolved", str(exc)) from None
+        return RedirectResponse(with_notice(f"{ROOT}/governance", entry.seq), 303)
 
     @router.post("/audit/{seq}/undo")
     @error_pages
@@ -155,7 +168,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         try:
             entry = call(lambda: store.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace))
         except StoreError as exc:  # the memory changed since that entry
-            raise Refused(409, "Not undone", str(exc)) from None
+            raise Refused(exc.status, "Not undone", str(exc)) from None
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
 
     @router.get("/memories/{memory_id:path}")

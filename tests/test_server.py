@@ -170,7 +170,7 @@ def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [*exe, "serve", "--store", url, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [*exe, "serve", "--store", url, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 60
@@ -191,9 +191,10 @@ def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
             assert r.status == 201 and json.loads(r.read())["id"] == "s"
     finally:
         proc.terminate()
-        proc.communicate(timeout=30)
+        logged, _ = proc.communicate(timeout=30)
     with MemoryStore.open(url) as store:
         assert store.get("s").text == "served fact"
+    assert '"POST /v1/memories HTTP/1.1" 201' in logged  # the access log, at the default level (info)
 
 
 @pytest.mark.parametrize(

@@ -640,6 +640,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--redis", default=os.environ.get("MEMWORTH_REDIS"), help="Redis URL of the hot tier (optional)")
+    p.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug"],
+        default=os.environ.get("MEMWORTH_LOG_LEVEL", "info"),
+        help="server log level; at info every request is logged (access log). Default: $MEMWORTH_LOG_LEVEL or info",
+    )
 
 
 def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -652,5 +658,13 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
     print(
         f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs)", flush=True
     )
-    uvicorn.run(create_app(store), host=args.host, port=args.port, log_level="warning")
+    if args.log_level not in ("critical", "error", "warning", "info", "debug"):  # from the environment
+        raise ValidationError("log_level", f"must be critical, error, warning, info or debug, got {args.log_level!r}")
+    uvicorn.run(
+        create_app(store),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=args.log_level in ("info", "debug"),
+    )
     return 0

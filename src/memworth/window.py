@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["explainers", "fires"]
+__all__ = ["explainers", "fires", "hold"]
 
 Retrieval = tuple[bool, Collection[str]]
 """One retrieval of a memory: the episode's outcome and the ids the episode retrieved."""
@@ -91,3 +91,28 @@ def explainers(
         if found:
             out[mid] = tuple(sorted(found))
     return out
+
+
+def hold(
+    retrievals: Mapping[str, Sequence[Retrieval]],
+    suspects: Collection[str],
+    *,
+    window: int,
+    drop: float,
+    theta_low: float,
+) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+    """The window test over a namespace: the memories whose window test fires, and for each
+    memory the suspects that explain its window failures (:func:`explainers`), suspects being
+    those that fire and ``suspects`` (memories whose change statistic is high).
+
+    Lifetime worth is read from the same retrievals (success share of each memory's
+    retrievals), so the store and ``memworth score`` decide alike from the same log.
+    """
+    lifetime = {mid: (sum(ok for ok, _ in r) / len(r) if r else 0.5) for mid, r in retrievals.items()}
+    fired = {
+        mid for mid, r in retrievals.items() if fires(r, lifetime[mid], window=window, drop=drop, theta_low=theta_low)
+    }
+    everyone = set(suspects) | fired
+    if not everyone:
+        return fired, {}
+    return fired, explainers(retrievals, lifetime=lifetime, suspects=everyone, window=window, drop=drop)

@@ -21,6 +21,7 @@ from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
 from memworth.store.records import Episode, EpisodeItem
 from memworth.store.store import _failing_with
+from memworth.window import hold as window_hold
 
 __all__ = ["Streams", "namespace_streams", "recent_counts"]
 
@@ -90,10 +91,27 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
         for m in np.flatnonzero(state.statistic >= detector.threshold).tolist()
     }
     flagged = {mid for mid, by in held.items() if not by}
-    members = {int(p): [ids[x] for x in s] for p, s in zip(pos[starts], sets, strict=True)} if flagged else {}
+    rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
+    members = {int(p): [ids[x] for x in s] for p, s in zip(pos[starts], sets, strict=True)}
     window = policy.staleness_window
     by_memory = np.argsort(code, kind="stable")  # each memory's retrievals, oldest first
     bounds = np.flatnonzero(np.r_[True, code[by_memory][1:] != code[by_memory][:-1], True])
+    # the window test's explaining away, as the store runs it (memworth.window.hold)
+    frozen = {p: frozenset(m) for p, m in members.items()}
+    retrievals = {
+        ids[code[by_memory[bounds[b]]]]: [
+            (bool(success[p - 1]), frozen[int(p)]) for p in pos[by_memory[bounds[b] : bounds[b + 1]]]
+        ]
+        for b in range(bounds.size - 1)
+    }
+    fired, explained = window_hold(
+        retrievals,
+        flagged | rising,
+        window=window,
+        drop=policy.staleness_drop,
+        theta_low=policy.theta_low,
+    )
+    suspects = fired | set(held)
     streams: dict[str, OutcomeStream] = {}
     for b in range(bounds.size - 1):
         sel = by_memory[bounds[b] : bounds[b + 1]]
@@ -123,6 +141,7 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
             at,
             held.get(mid, ()),
             tuple(contexts[p - 1] for p in at) if labelled else None,
-            _failing_with(mid, failed, flagged),
+            tuple(sorted(set(_failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
+            mid in suspects,
         )
     return Streams(ids, streams, recent, state, held)

@@ -39,7 +39,7 @@ from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import lookup_key
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
-from memworth.store.store import MAX_K, MAX_TEXT
+from memworth.validation import MAX_K, MAX_TEXT
 
 __all__ = ["create_app"]
 

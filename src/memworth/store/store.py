@@ -6,7 +6,6 @@ import builtins
 import dataclasses
 import json
 import math
-import re
 import threading
 import time
 import uuid
@@ -57,7 +56,21 @@ from memworth.store.records import (
     Verification,
 )
 from memworth.store.report import MemoryReport, assess, worth_of
-from memworth.validation import check_metadata_shape
+from memworth.validation import (
+    MAX_K,
+    MAX_METADATA,
+    MAX_TEXT,
+    check_confidence,
+    check_context,
+    check_k,
+    check_labels,
+    check_memory_id,
+    check_metadata,
+    check_name,
+    check_storable,
+    check_store_settings,
+    check_text,
+)
 from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 if TYPE_CHECKING:
@@ -69,13 +82,17 @@ AUTOMATIC = frozenset({"re-verify", "suppress", "deprecate", "release"})
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
 
-__all__ = ["DEFAULT_SOURCES", "MAX_TEXT", "GovernanceReport", "MemoryStore", "Recall", "ReplayReport"]
+__all__ = [
+    "DEFAULT_SOURCES",
+    "MAX_K",
+    "MAX_METADATA",
+    "MAX_TEXT",
+    "GovernanceReport",
+    "MemoryStore",
+    "Recall",
+    "ReplayReport",
+]
 
-MAX_TEXT = 32_768
-"""Longest memory text or query, in characters."""
-MAX_METADATA = 65_536
-"""Largest metadata, as JSON bytes."""
-MAX_K = 100
 DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
 """Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
 to hits. Explicit signals (a user's verdict, a test result) count fully; heuristic ones
@@ -85,9 +102,6 @@ reference the other sources' reliability is learned against (:meth:`MemoryStore.
 VERIFIED = "verified"
 POLICY_KEY = "policy"
 """The store's ``meta`` key of the governance policy it keeps (and ``policy_history``)."""
-
-_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-
 
 @dataclass(frozen=True)
 class Recall:
@@ -160,81 +174,6 @@ class ReplayReport:
     @property
     def consistent(self) -> bool:
         return not self.mismatches
-
-
-def _storable(value: str, field_name: str) -> str:
-    """Refuse text no backend keeps faithfully: NUL (PostgreSQL's text type has none) and lone surrogates (not UTF-8)."""
-    if "\x00" in value:
-        raise ValidationError(field_name, "must not contain NUL characters (\\x00)")
-    if value.isascii():  # no surrogate possible: skip the encoding below
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(field_name, "must be valid UTF-8 text; it holds a lone surrogate") from None
-    return value
-
-
-def _text(value: object, field_name: str) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(field_name, f"must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise ValidationError(field_name, "must not be empty")
-    if len(value) > MAX_TEXT:
-        raise ValidationError(field_name, f"is {len(value)} characters; the limit is {MAX_TEXT}")
-    return _storable(value, field_name)
-
-
-def _name(value: object, field_name: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise ValidationError(field_name, f"must be 1-64 characters of letters, digits, _ . : -, got {value!r}")
-    return value
-
-
-def _memory_id(value: object, field_name: str = "id") -> str:
-    if not isinstance(value, str) or not value or len(value) > 200 or value != value.strip():
-        raise ValidationError(
-            field_name, f"must be a non-empty string of at most 200 characters without edge spaces, got {value!r}"
-        )
-    return _storable(value, field_name)
-
-
-def _labels(value: object, field_name: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValidationError(field_name, f"must be a list of strings, got {type(value).__name__}")
-    out = []
-    for v in value:
-        if not isinstance(v, str) or not v or len(v) > 200:
-            raise ValidationError(field_name, f"entries must be non-empty strings of at most 200 characters, got {v!r}")
-        out.append(_storable(v, field_name))
-    return tuple(dict.fromkeys(out))
-
-
-def _metadata(value: object) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ValidationError("metadata", "must be a JSON object (a dict with string keys)")
-    check_metadata_shape(value, "metadata")  # depth first: json.dumps recurses, and a 500 waits deeper
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError("metadata", f"must be JSON-serialisable: {exc}") from None
-    if len(text.encode()) > MAX_METADATA:
-        raise ValidationError("metadata", f"is {len(text.encode())} bytes as JSON; the limit is {MAX_METADATA}")
-    data = dict(json.loads(text))
-    pending: list[Any] = [data]
-    while pending:  # every key and string inside, at any depth
-        item = pending.pop()
-        if isinstance(item, str):
-            _storable(item, "metadata")
-        elif isinstance(item, dict):
-            pending += [*item, *item.values()]
-        elif isinstance(item, list):
-            pending += item
-    return data
 
 
 class MemoryStore:
@@ -385,13 +324,13 @@ class MemoryStore:
             raise ValidationError("propagation", f"must be within [0, 1), got {propagation!r}")
         if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 0 <= max_hops <= 10:
             raise ValidationError("max_hops", f"must be an integer from 0 to 10, got {max_hops!r}")
-        _check_settings(min_evidence, sources, scoring, policy, clock, seed)
+        check_store_settings(min_evidence, sources, scoring, policy, clock, seed)
         self.propagation = float(propagation)
         self.max_hops = max_hops
         self.sources = dict(DEFAULT_SOURCES)
         for name, conf in (sources or {}).items():
-            _name(name, "sources")
-            self.sources[name] = _confidence(conf)
+            check_name(name, "sources")
+            self.sources[name] = check_confidence(conf)
         self.backend = backend
         self.scoring: ScoreRule = scoring if scoring is not None else Blend()
         self.exploration = float(exploration)
@@ -597,7 +536,7 @@ class MemoryStore:
         """Store one memory; see :meth:`add_many`."""
         item = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
         item |= {"derived_from": derived_from, "part_of": part_of}
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         return self._add(_new_memories([item], namespace, self.clock(), positions=False), namespace)[0]
 
     def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
@@ -613,7 +552,7 @@ class MemoryStore:
         inside one transaction, so loading many memories costs one round trip, not one
         per memory.
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
         return self._add(_new_memories(items, namespace, self.clock(), positions=True), namespace)
@@ -633,8 +572,8 @@ class MemoryStore:
 
     def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
         """One memory, with its current counts."""
-        _name(namespace, "namespace")
-        found = self.backend.memories(namespace, [_memory_id(memory_id)])
+        check_name(namespace, "namespace")
+        found = self.backend.memories(namespace, [check_memory_id(memory_id)])
         if not found:
             raise UnknownMemoryError(memory_id)
         return found[0]
@@ -643,7 +582,7 @@ class MemoryStore:
         self, *, namespace: str = "default", status: str | None = None, context: str | None = None
     ) -> list[Memory]:
         """Memories of a namespace, optionally only one status or one context label."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if status is not None and (not isinstance(status, str) or status not in STATUSES):
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
         out = self.backend.memories(namespace)
@@ -696,15 +635,13 @@ class MemoryStore:
         holdout one: ranked by similarity alone, suppressed and deprecated memories
         included, marked ``episode.holdout``.
         """
-        query = _text(query, "query")
-        _name(namespace, "namespace")
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
-        if context is not None:
-            _labels([context], "context")
+        query = check_text(query, "query")
+        check_name(namespace, "namespace")
+        check_k(k)
+        check_context(context)
         if not isinstance(tier, str) or tier not in ("all", "hot"):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
-        eid = uuid.uuid4().hex if episode_id is None else _memory_id(episode_id, "episode_id")
+        eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
         diagnostics: dict[str, Any] = {"tier": "all"}
         q = self._embed([query])[0]
         if self.holdout_episode(eid):
@@ -988,9 +925,9 @@ class MemoryStore:
     ) -> builtins.list[Verification]:
         if not isinstance(source, str) or source not in self.sources:
             raise ValidationError("source", f"unknown source {source!r}; known: {', '.join(sorted(self.sources))}")
-        given = None if confidence is None else _confidence(confidence)
+        given = None if confidence is None else check_confidence(confidence)
         if namespace is not None:
-            _name(namespace, "namespace")
+            check_name(namespace, "namespace")
         if isinstance(outcomes, (str, bytes, dict)) or not isinstance(outcomes, Iterable):
             raise ValidationError(
                 "outcomes", f"must be a list of (episode, success) pairs, got {type(outcomes).__name__}"
@@ -1005,7 +942,7 @@ class MemoryStore:
             ref = pair[0].episode.id if isinstance(pair[0], Recall) else pair[0].id if isinstance(pair[0], Episode) else pair[0]
             if not isinstance(ref, str):
                 raise ValidationError("episode", f"must be a Recall, an Episode or its id, got {type(ref).__name__}")
-            ids.append(_storable(ref, "episode"))
+            ids.append(check_storable(ref, "episode"))
         if len(set(ids)) != len(ids):
             raise ValidationError("episode", "the same episode appears twice in one call")
         results = [as_outcome(p[1]) for p in pairs]
@@ -1107,7 +1044,7 @@ class MemoryStore:
 
     def source_reliability(self, namespace: str = "default") -> dict[str, SourceReport]:
         """Each source's fixed confidence, verified agreement, learned confidence and limit."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         self._refresh_agreement()
         rel = self.reliability if self.reliability is not None else Reliability()
         out = {}
@@ -1200,7 +1137,7 @@ class MemoryStore:
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
         for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`)."""
-        reason = _text(reason, "reason")
+        reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
         if pin:
@@ -1229,7 +1166,7 @@ class MemoryStore:
 
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
         """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
         size = self.policy.staleness_window if window is None else window
@@ -1244,7 +1181,7 @@ class MemoryStore:
             stats = store.episode_stats()
             flags = confounds(stats.pairs, RegressionWorth().worth(stats))
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         stats = EpisodeStats()
         for o, ep in self.backend.history(namespace):
             if ep.items:
@@ -1259,7 +1196,7 @@ class MemoryStore:
         weighted, half-life ``policy.change_reference_half_life``) and the outcome's
         position in the namespace's log (from 1).
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         return self._streams(namespace, self.backend.history(namespace))
 
     def _streams(
@@ -1342,7 +1279,7 @@ class MemoryStore:
 
     def _govern(self, namespace: str, apply: frozenset[str] | None) -> GovernanceReport:
         """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         memories = self.backend.memories(namespace)
         found = self._decide(memories, namespace)
         proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
@@ -1388,7 +1325,7 @@ class MemoryStore:
         or ``suppress`` when the evidence decides, else the ordinary rules. A memory a person
         pinned gets no proposal while the pin holds (the one it would get is ``held``).
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         chosen = self.backend.memories(namespace) if memories is None else builtins.list(memories)
         history = self.backend.history(namespace)
         audit = self.backend.audit_log(namespace)
@@ -1453,11 +1390,11 @@ class MemoryStore:
     ) -> builtins.list[MemoryReport]:
         """:meth:`report` for many memories with one history read: ``ids`` in the order given
         (an unknown one raises UnknownMemoryError), or every memory of the namespace."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if ids is None:
             memories = self.backend.memories(namespace)
         else:
-            wanted = [_memory_id(mid) for mid in ids]
+            wanted = [check_memory_id(mid) for mid in ids]
             by_id = {m.id: m for m in self.backend.memories(namespace, wanted)}
             missing = [mid for mid in wanted if mid not in by_id]
             if missing:
@@ -1469,7 +1406,7 @@ class MemoryStore:
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
         than their earlier evidence allows (also in :meth:`govern`'s report)."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         return self._bursts(namespace, self.backend.memories(namespace))
 
     def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
@@ -1492,7 +1429,7 @@ class MemoryStore:
         >>> report.governed_n + report.holdout_n, report.lift
         (40, 1.0)
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         return outcome_log.holdout_lift(self.backend, namespace, level, method)
 
     def replay_policy(
@@ -1515,7 +1452,7 @@ class MemoryStore:
         >>> [d.describe() for d in report.differences["lenient"]]
         ['cz: suppressed/normal (suppress@20) -> active/normal (no action)']
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         baseline = ReplaySettings("current", self.policy, every=every)
         return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self.increments_of)
 
@@ -1562,7 +1499,7 @@ class MemoryStore:
         """
         if not isinstance(verdict, str) or verdict not in VERDICTS:
             raise ValidationError("verdict", f"must be one of {', '.join(VERDICTS)}, got {verdict!r}")
-        reason = _text(reason, "reason")
+        reason = check_text(reason, "reason")
         memory = self.get(memory_id, namespace=namespace)
         if memory.status != "active" or memory.standing != "re-verify":
             raise ConflictError(
@@ -1582,8 +1519,8 @@ class MemoryStore:
             )  # fmt: skip
         if text is None:
             raise ValidationError("text", "an edited memory needs its new text")
-        new_text = _text(text, "text")
-        replacement = _memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
+        new_text = check_text(text, "text")
+        replacement = check_memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
         new = self.add(
             new_text,
             id=replacement,
@@ -1609,7 +1546,7 @@ class MemoryStore:
         self, memory_id: str, action: str, new: str, reason: str, namespace: str, settings: dict[str, Any]
     ) -> AuditEntry:
         """An audit entry that changes no column (a pin, a verifier's failure)."""
-        reason = _text(reason, "reason")
+        reason = check_text(reason, "reason")
         memory = self.get(memory_id, namespace=namespace)
         field_name = "verification" if action == "verifier-failed" else "pin"
         entry = AuditEntry(0, memory.id, namespace, action, field_name, "", new, reason, settings, self.clock())
@@ -1701,7 +1638,7 @@ class MemoryStore:
         """Undo one audited change (the memory must still be as that change left it)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
-        reason = _text(reason, "reason")  # bad input is refused before anything is looked up
+        reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
@@ -1713,7 +1650,7 @@ class MemoryStore:
                 f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
             )
         suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
-        if len(_text(reason, "reason")) + len(suffix) > MAX_TEXT:
+        if len(check_text(reason, "reason")) + len(suffix) > MAX_TEXT:
             raise ValidationError(
                 "reason", f"is {len(reason)} characters; a restore's limit is {MAX_TEXT - len(suffix)}"
             )
@@ -1744,7 +1681,7 @@ class MemoryStore:
         """Rewrite the Redis hot tier of ``namespace`` from the database; returns how many memories."""
         if self.hot is None:
             raise SettingsError("no hot tier configured: open the store with hot_tier='redis://...'")
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         memories = self._hot_from_database(namespace)
         self.hot.replace(namespace, memories)
         self._hot_stale.discard(namespace)
@@ -1769,9 +1706,9 @@ class MemoryStore:
 
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> builtins.list[AuditEntry]:
         """The audit log of a namespace (or of one memory), oldest first."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if memory_id is not None:
-            _memory_id(memory_id, "memory_id")
+            check_memory_id(memory_id, "memory_id")
         return self.backend.audit_log(namespace, memory_id)
 
     # -- the log ----------------------------------------------------------------------
@@ -1890,13 +1827,13 @@ def _new_memories(items: Sequence[Any], namespace: str, now: float, *, positions
             mid = item.get("id")
             memories.append(
                 Memory(
-                    id=uuid.uuid4().hex if mid is None else _memory_id(mid),
-                    text=_text(item.get("text"), "text"),
+                    id=uuid.uuid4().hex if mid is None else check_memory_id(mid),
+                    text=check_text(item.get("text"), "text"),
                     namespace=namespace,
-                    metadata=_metadata(item.get("metadata")),
-                    contexts=_labels(item.get("contexts"), "contexts"),
-                    derived_from=_labels(item.get("derived_from"), "derived_from"),
-                    part_of=_labels(item.get("part_of"), "part_of"),
+                    metadata=check_metadata(item.get("metadata")),
+                    contexts=check_labels(item.get("contexts"), "contexts"),
+                    derived_from=check_labels(item.get("derived_from"), "derived_from"),
+                    part_of=check_labels(item.get("part_of"), "part_of"),
                     created=now,
                     updated=now,
                     counts=_NO_COUNTS,
@@ -1987,37 +1924,6 @@ def credit_increments(
             if not frontier:
                 break
     return out
-
-
-def _check_settings(
-    min_evidence: object, sources: object, scoring: object, policy: object, clock: object, seed: object
-) -> None:
-    """Refuse, when the store is made, settings that would otherwise fail at the first recall or govern."""
-    if (
-        isinstance(min_evidence, bool)
-        or not isinstance(min_evidence, (int, float))
-        or not math.isfinite(min_evidence)
-        or min_evidence < 0
-    ):
-        raise ValidationError("min_evidence", f"must be a finite number >= 0, got {min_evidence!r}")
-    if sources is not None and not isinstance(sources, dict):
-        raise ValidationError("sources", f"must be a dict of source name to confidence, got {type(sources).__name__}")
-    if scoring is not None and not isinstance(scoring, ScoreRule):
-        raise ValidationError(
-            "scoring", f"must be Blend, LowerBoundBlend or CosineRecencyWorth, got {type(scoring).__name__}"
-        )
-    if policy is not None and not isinstance(policy, GovernancePolicy):
-        raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
-    if not callable(clock):
-        raise ValidationError("clock", f"must be a function returning seconds since the epoch, got {clock!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValidationError("seed", f"must be a non-negative integer or None, got {seed!r}")
-
-
-def _confidence(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= 1:
-        raise ValidationError("confidence", f"must be a number in (0, 1], got {value!r}")
-    return float(value)
 
 
 def _call_with_timeout(

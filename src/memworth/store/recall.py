@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["UNGOVERNED", "Choice", "Recall", "RecallMixin"]
 
-
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,8 +30,13 @@ from memworth.store.backend import Backend
 from memworth.store.report import MemoryReport
 
 if TYPE_CHECKING:
+    from memworth.change import OutcomeStream
+    from memworth.sources import BurstAlert
+    from memworth.store.backend import Increment
+    from memworth.store.governing import GovernanceReport
     from memworth.store.hot import HotTier
     from memworth.store.recall import _Space
+    from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 
 __all__ = ["StoreState"]
 
@@ -75,8 +80,64 @@ class StoreState:
     _agreement: dict[tuple[str, str], Agreement]
     _verified_seq: int
 
-    if TYPE_CHECKING:  # the methods one part calls on another (defined by that part)
+    if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
+
+        def get(self, memory_id: str, *, namespace: str = "default") -> Memory: ...
+
+        def add(
+            self,
+            text: str,
+            *,
+            id: str | None = None,
+            namespace: str = "default",
+            metadata: dict[str, Any] | None = None,
+            contexts: Sequence[str] | None = None,
+            derived_from: Sequence[str] | None = None,
+            part_of: Sequence[str] | None = None,
+        ) -> Memory: ...
 
         def _embed(self, texts: builtins.list[str]) -> np.ndarray: ...
 
+        def increments_of(
+            self, outcome: OutcomeRow, episode: Episode, parents: dict[str, builtins.list[str]] | None = None
+        ) -> builtins.list[Increment]: ...
+
+        def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]: ...
+
+        def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]: ...
+
+        def _streams(
+            self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]
+        ) -> dict[str, OutcomeStream]: ...
+
+        def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]: ...
+
+        def _govern(self, namespace: str, apply: frozenset[str] | None) -> GovernanceReport: ...
+
+        def reports(
+            self, ids: Sequence[str] | None = None, *, namespace: str = "default"
+        ) -> builtins.list[MemoryReport]: ...
+
+        def _change(
+            self,
+            memory_id: str,
+            field_name: str,
+            new: str,
+            *,
+            reason: str,
+            namespace: str,
+            action: str,
+            settings: dict[str, Any] | None = None,
+            expected: str | None = None,
+            pin: bool = False,
+        ) -> AuditEntry: ...
+
+        def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]: ...
+
         def rebuild_hot_tier(self, *, namespace: str = "default") -> int: ...
+
+        def _refresh_hot(self, namespace: str) -> None: ...
+
+        def list(
+            self, *, namespace: str = "default", status: str | None = None, context: str | None = None
+        ) -> builtins.list[Memory]: ...

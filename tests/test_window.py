@@ -47,3 +47,16 @@ def test_the_window_test_fires_on_a_fall_below_both_bounds() -> None:
     assert not fires(fell[:10], 1.0, window=20, drop=0.25, theta_low=0.4)  # fewer than window retrievals
     mild = [(True, set())] * 30 + [(True, set())] * 10 + [(False, set())] * 10
     assert not fires(mild, 0.75, window=20, drop=0.25, theta_low=0.4)  # 0.5: not below theta_low
+
+
+def test_two_memories_that_explain_each_other_leave_the_one_that_does_worse_alone_flagged() -> None:
+    # both fail without the other now and then; stale never succeeds without friend, friend sometimes does
+    stale = [(False, {"stale", "friend"})] * 14 + [(False, {"stale"})] * 6
+    friend = [(False, {"stale", "friend"})] * 14 + [(False, {"friend"})] * 3 + [(True, {"friend"})] * 3
+    rows = {"stale": stale, "friend": friend}
+    found = explainers(rows, lifetime={"stale": 0.8, "friend": 0.8}, suspects={"stale", "friend"}, window=20)
+    assert found == {"friend": ("stale",)}
+    a = [(False, {"a", "b"})] * 14 + [(False, {"a"})] * 6
+    b = [(False, {"a", "b"})] * 14 + [(False, {"b"})] * 6
+    same = explainers({"a": a, "b": b}, lifetime={"a": 0.8, "b": 0.8}, suspects={"a", "b"}, window=20)
+    assert same == {}  # no difference between them: neither holds the other

@@ -38,10 +38,29 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["explainers", "fires", "hold"]
+__all__ = ["explainers", "failing_with", "fires", "hold"]
 
 Retrieval = tuple[bool, Collection[str]]
 """One retrieval of a memory: the episode's outcome and the ids the episode retrieved."""
+
+
+def failing_with(memory_id: str, failures: Sequence[Collection[str]], flagged: Collection[str]) -> tuple[str, ...]:
+    """The flagged memories (other than ``memory_id``) that came with at least half of the
+    failed episodes ``failures`` (each given by the ids it retrieved; none if they did not).
+
+    Examples
+    --------
+    >>> failing_with("m", [{"m", "stale"}, {"m", "stale"}, {"m"}], {"stale"})
+    ('stale',)
+    >>> failing_with("m", [{"m", "stale"}, {"m"}, {"m"}], {"stale"})
+    ()
+    """
+    if not failures:
+        return ()
+    present = [set(ids) & set(flagged) - {memory_id} for ids in failures]
+    if 2 * sum(1 for found in present if found) < len(failures):
+        return ()
+    return tuple(sorted(set().union(*present)))
 
 
 def fires(rows: Sequence[Retrieval], lifetime: float, *, window: int, drop: float, theta_low: float) -> bool:
@@ -72,25 +91,32 @@ def explainers(
     def rate(outcomes: list[bool]) -> float | None:
         return sum(outcomes) / len(outcomes) if len(outcomes) >= min_apart else None
 
-    out: dict[str, tuple[str, ...]] = {}
+    found: dict[str, set[str]] = {}
+    apart: dict[tuple[str, str], float | None] = {}  # (a, b): a's recent success rate without b
     for mid, seen in rows.items():
         recent = seen[-window:]
         failures = [ids for ok, ids in recent if not ok]
         if not failures:
             continue
-        found = []
         for q in suspects:
             if q == mid or 2 * sum(1 for ids in failures if q in ids) < len(failures):
                 continue
-            m_apart = rate([ok for ok, ids in recent if q not in ids])
-            q_apart = rate([ok for ok, ids in rows.get(q, ())[-window:] if mid not in ids])
+            m_apart = apart[(mid, q)] = rate([ok for ok, ids in recent if q not in ids])
+            q_apart = apart[(q, mid)] = rate([ok for ok, ids in rows.get(q, ())[-window:] if mid not in ids])
             fine_apart = m_apart is not None and m_apart >= lifetime.get(mid, 0.5) - drop
             q_fails_alone = q_apart is not None and q_apart < lifetime.get(q, 0.5) - drop
             if fine_apart or q_fails_alone:
-                found.append(q)
-        if found:
-            out[mid] = tuple(sorted(found))
-    return out
+                found.setdefault(mid, set()).add(q)
+    # Two memories that each explain the other: the one that does worse without the other
+    # is the culprit and keeps its flag; with no difference, neither holds the other.
+    before = {mid: set(qs) for mid, qs in found.items()}
+    for mid, qs in found.items():
+        for q in list(qs):
+            if mid in before.get(q, set()):
+                mine, theirs = apart.get((mid, q)), apart.get((q, mid))
+                if mine is None or theirs is None or mine <= theirs:
+                    qs.discard(q)
+    return {mid: tuple(sorted(qs)) for mid, qs in found.items() if qs}
 
 
 def hold(

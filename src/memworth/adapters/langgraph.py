@@ -29,7 +29,7 @@ from memworth.errors import ValidationError
 from memworth.ranking import ScoreRule
 from memworth.sidecar import MAX_CANDIDATES, Sidecar
 from memworth.store.records import Episode
-from memworth.store.store import MAX_K, _labels, _name
+from memworth.validation import MAX_K, check_labels, check_name
 
 __all__ = ["GovernedItem", "GovernedStore", "item_id"]
 
@@ -135,9 +135,9 @@ class GovernedStore(BaseStore):
             raise ValidationError("sidecar", f"must be a memworth Sidecar, got {type(sidecar).__name__}")
         if isinstance(fetch_factor, bool) or not isinstance(fetch_factor, int) or not 1 <= fetch_factor <= 100:
             raise ValidationError("fetch_factor", f"must be an integer from 1 to 100, got {fetch_factor!r}")
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         if context is not None:
-            _labels([context], "context")
+            check_labels([context], "context")
         self.store = store
         self.sidecar = sidecar
         self.namespace = namespace

@@ -19,8 +19,7 @@ import numpy as np
 from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
 from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
-from memworth.store.records import Episode, EpisodeItem
-from memworth.store.store import _failing_with
+from memworth.window import failing_with
 from memworth.window import hold as window_hold
 
 __all__ = ["Streams", "namespace_streams", "recent_counts"]
@@ -119,21 +118,7 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
         at = pos[sel]
         y = success[at - 1]
         failed_at = at[-window:][~y[-window:]]
-        failed = (
-            [
-                Episode(
-                    str(eps["episode_id"][p - 1]),
-                    namespace,
-                    "",
-                    contexts[p - 1],
-                    0.0,
-                    tuple(EpisodeItem(x, 0.0, 1.0, i) for i, x in enumerate(members[int(p)])),
-                )
-                for p in failed_at
-            ]
-            if flagged
-            else []
-        )
+        failed = [frozen[int(p)] for p in failed_at]
         streams[mid] = OutcomeStream(
             y,
             confidence[at - 1],
@@ -141,7 +126,7 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
             at,
             held.get(mid, ()),
             tuple(contexts[p - 1] for p in at) if labelled else None,
-            tuple(sorted(set(_failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
+            tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
             mid in suspects,
         )
     return Streams(ids, streams, recent, state, held)

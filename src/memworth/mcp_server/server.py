@@ -36,7 +36,7 @@ from memworth.mcp_server.views import (
     memory_view,
 )
 from memworth.store import MemoryStore
-from memworth.store.store import MAX_K, MAX_TEXT, _name
+from memworth.validation import MAX_K, MAX_TEXT, check_name
 
 __all__ = ["MEMORY_PREFIX", "MEMORY_TEMPLATE", "create_server", "memory_uri", "uri_memory_id"]
 
@@ -187,7 +187,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     """
     if not isinstance(store, MemoryStore):
         raise ValidationError("store", f"must be a MemoryStore, got {type(store).__name__}")
-    _name(namespace, "namespace")  # refused now, not at the first call
+    check_name(namespace, "namespace")  # refused now, not at the first call
     lock = threading.Lock()
     server = _Server("memworth", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 

@@ -40,7 +40,7 @@ from memworth.server.keys import lookup_key
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
-from memworth.store.store import MAX_K, MAX_TEXT
+from memworth.validation import MAX_K, MAX_TEXT
 
 __all__ = ["create_app"]
 

@@ -14,6 +14,7 @@ import time
 
 from memworth.errors import ValidationError
 from memworth.store import MemoryStore
+from memworth.validation import check_name
 
 __all__ = ["create_key", "lookup_key", "revoke_key"]
 
@@ -26,9 +27,7 @@ def _digest(key: str) -> str:
 
 def create_key(store: MemoryStore, namespace: str, name: str) -> str:
     """Create a key for ``namespace``; returns the key (the only time it is visible)."""
-    from memworth.store.store import _name
-
-    _name(namespace, "namespace")
+    check_name(namespace, "namespace")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise ValidationError("name", "must be a non-empty label of at most 200 characters")
     key = "mw_" + secrets.token_urlsafe(32)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memworth.errors import ValidationError
 from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar
 from memworth.store import MemoryStore
-from memworth.store.store import MAX_K, MAX_TEXT
+from memworth.validation import MAX_K, MAX_TEXT
 
 __all__ = ["sidecar_router"]
 

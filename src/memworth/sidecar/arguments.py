@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from memworth.errors import ValidationError
-from memworth.store.store import MAX_K, _labels, _memory_id
+from memworth.validation import check_context, check_k, check_memory_id
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -61,7 +61,7 @@ def check_ids(value: object, field_name: str = "ids", limit: int = MAX_CANDIDATE
         raise ValidationError(field_name, f"must be a list of memory ids, got {type(value).__name__}")
     if len(value) > limit:
         raise ValidationError(field_name, f"holds {len(value)} ids; the limit is {limit}")
-    out = [_memory_id(v) for v in value]
+    out = [check_memory_id(v) for v in value]
     if len(set(out)) != len(out):
         raise ValidationError(field_name, "the same id appears twice")
     return out
@@ -84,19 +84,6 @@ def candidate_scores(value: object) -> tuple[list[str], np.ndarray]:
         ids.append(c[0])
         scores.append(float(s))
     return check_ids(ids, "candidates"), np.array(scores, dtype=float)
-
-
-def check_k(k: object) -> int:
-    """``k``, how many to pick: an integer from 1 to the store's ``MAX_K``."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise ValidationError("k", f"must be an integer from 1 to {MAX_K}, got {k!r}")
-    return k
-
-
-def check_context(context: object) -> None:
-    """``context``: None, or one valid context label."""
-    if context is not None:
-        _labels([context], "context")
 
 
 def check_query(query: object) -> str:

@@ -30,10 +30,8 @@ from memworth.store.store import (
     GovernanceReport,
     MemoryStore,
     ReplayReport,
-    _labels,
-    _metadata,
-    _name,
 )
+from memworth.validation import check_labels, check_metadata, check_name
 
 __all__ = ["Sidecar"]
 
@@ -121,10 +119,10 @@ class Sidecar:
         retrying a failed call, is safe. ``contexts`` and ``metadata`` apply to every
         new id of the call. The new ids are inserted in one transaction.
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         wanted = check_ids(ids, "ids", limit=1_000_000)
-        labels = _labels(contexts, "contexts")
-        meta = _metadata(metadata)
+        labels = check_labels(contexts, "contexts")
+        meta = check_metadata(metadata)
         for _attempt in range(3):
             known = self._known(wanted, namespace)
             new = [mid for mid in wanted if mid not in known]
@@ -146,7 +144,7 @@ class Sidecar:
         """``ids`` without the suppressed, deprecated or archived ones, in the order given
         (an unregistered id has no evidence against it and is kept), and without the
         quarantined ones (standing ``re-verify``), which are served only as probes by :meth:`retrieve`."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         wanted = check_ids(ids)
         known = self._known(wanted, namespace)
         return [
@@ -167,7 +165,7 @@ class Sidecar:
     ) -> tuple[list[str], np.ndarray, CountsTable, np.ndarray, dict[str, Memory]]:
         """Unknown candidates and those with one of ``statuses`` (without the ones under
         re-verify unless ``quarantined``), with their given similarity, counts and creation time."""
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         ids, sims = candidate_scores(candidates)
         known = self._known(ids, namespace)
 
@@ -320,7 +318,7 @@ class Sidecar:
         ids, so each is logged with inclusion probability 1. Unregistered ids are
         registered first (or refused: see ``auto_register``).
         """
-        _name(namespace, "namespace")
+        check_name(namespace, "namespace")
         picked = check_ids(ids, "ids", limit=MAX_RETRIEVED)
         query = check_query(query)
         check_context(context)

@@ -10,6 +10,7 @@ it should hold. Redis keeps nothing on disk here, and needs not: losing it loses
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,13 @@ from typing import Any
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import StoreError, UnavailableError, ValidationError
+from memworth.errors import SettingsError, StoreError, UnavailableError, ValidationError
 from memworth.store.backend import redact
+from memworth.store.records import Memory
+from memworth.store.state import StoreState
+from memworth.validation import check_name
 
-__all__ = ["HotMemory", "HotTier"]
+__all__ = ["HotMemory", "HotTier", "HotTierMixin"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +134,47 @@ class HotTier:
 
     def close(self) -> None:
         self._client.close()
+
+
+class HotTierMixin(StoreState):
+    """The hot-tier part of :class:`memworth.store.MemoryStore`: the Redis mirror of each namespace's hot memories."""
+
+    def _refresh_hot(self, namespace: str) -> None:
+        if self.hot is not None:
+            try:
+                self.rebuild_hot_tier(namespace=namespace)
+            except StoreError:
+                pass  # Redis down: the database stays the truth; rebuild_hot_tier later
+
+    def _hot_from_database(self, namespace: str) -> builtins.list[HotMemory]:
+        eligible = {m.id: m for m in self.hot_tier(namespace=namespace)}
+        ids, _seqs, matrix = self.backend.vectors(namespace)
+        rows = {mid: matrix[i] for i, mid in enumerate(ids) if mid in eligible}
+        return [
+            HotMemory(mid, eligible[mid].text, eligible[mid].counts, eligible[mid].created, rows[mid])
+            for mid in sorted(eligible)
+            if mid in rows  # external memories (governed by id, no vector) cannot be recalled
+        ]
+
+    def rebuild_hot_tier(self, *, namespace: str = "default") -> int:
+        """Rewrite the Redis hot tier of ``namespace`` from the database; returns how many memories."""
+        if self.hot is None:
+            raise SettingsError("no hot tier configured: open the store with hot_tier='redis://...'")
+        check_name(namespace, "namespace")
+        memories = self._hot_from_database(namespace)
+        self.hot.replace(namespace, memories)
+        self._hot_stale.discard(namespace)
+        return len(memories)
+
+    def check_hot_tier(self, *, namespace: str = "default") -> dict[str, builtins.list[str]]:
+        """Differences between Redis and the hot set the database implies: missing, extra, stale ids."""
+        if self.hot is None:
+            raise SettingsError("no hot tier configured: open the store with hot_tier='redis://...'")
+        want = {m.id: m.payload() for m in self._hot_from_database(namespace)}
+        have = self.hot.entries(namespace)
+        stale = [mid for mid in sorted(set(want) & set(have)) if want[mid] != have[mid]]
+        return {"missing": sorted(set(want) - set(have)), "extra": sorted(set(have) - set(want)), "stale": stale}
+
+    def hot_tier(self, *, namespace: str = "default") -> builtins.list[Memory]:
+        """Memories eligible for the hot tier (note 003: worth >= 0.5, with enough evidence)."""
+        return [m for m in self.list(namespace=namespace) if self.policy.hot(m.counts, m.status, m.standing)]

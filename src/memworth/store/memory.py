@@ -71,9 +71,7 @@ class MemoryBackend:
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
 
-    def candidates(
-        self, namespace: str, ids: Sequence[str]
-    ) -> list[tuple[str, str, float, float, float, float, str]]:
+    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float, str]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).

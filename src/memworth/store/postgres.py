@@ -721,7 +721,8 @@ class PostgresBackend:
             args = (source, since)
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
         return [
-            OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h) for seq, eid, ok, src, conf, rec, ns, pr, h in rows
+            OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h)
+            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
         ]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
@@ -848,7 +849,9 @@ def _raise_build_memory(conn: Any, vectors: int, dimension: int) -> None:
     transaction only.
     """
     want = min(_BUILD_MEMORY_CAP, vectors * (4 * dimension + 512)) // 1024
-    have = int(conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0])
+    have = int(
+        conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]
+    )
     if want > have:
         conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(want)}kB",))  # = SET LOCAL
 

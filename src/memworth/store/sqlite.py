@@ -260,7 +260,9 @@ class SQLiteBackend:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            found += self._read(f"SELECT {cols} FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk))
+            found += self._read(
+                f"SELECT {cols} FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk)
+            )
         return found
 
     def _edges_of(self, namespace: str, ids: list[str] | None) -> list[tuple[Any, ...]]:
@@ -323,7 +325,10 @@ class SQLiteBackend:
             db.executemany(
                 "INSERT INTO episode_items (episode_id, position, memory_id, weight, propensity, probe)"
                 " VALUES (?,?,?,?,?,?)",
-                [(episode.id, it.position, it.memory_id, it.weight, it.propensity, int(it.probe)) for it in episode.items],
+                [
+                    (episode.id, it.position, it.memory_id, it.weight, it.propensity, int(it.probe))
+                    for it in episode.items
+                ],
             )
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
@@ -461,7 +466,10 @@ class SQLiteBackend:
             rows = self._read(
                 f"SELECT {cols} FROM outcomes WHERE source = ? AND recorded >= ? ORDER BY seq", (source, since)
             )
-        return [OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, pr, h) for seq, eid, ok, src, conf, rec, ns, pr, h in rows]
+        return [
+            OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, pr, h)
+            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
+        ]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}

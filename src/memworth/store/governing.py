@@ -1,0 +1,424 @@
+"""Governance wired to the store: proposals, govern, approve, restore, audited changes
+of status and standing, and the governance policy kept with the data.
+
+The one proposal function (:meth:`GovernanceMixin.proposals`) reads the namespace's
+history once for the window test and the change detectors; :meth:`govern`,
+:meth:`approve` and :meth:`report` (and through it every face) call it. A person's
+decision pins a memory; promote and demote are rate-limited; every change is audited
+and reversible with :meth:`restore`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memworth.errors import (
+    ChangedError,
+    RateLimitError,
+    StoreError,
+    UnknownEntryError,
+    UnknownMemoryError,
+    ValidationError,
+)
+from memworth.estimators import RawWorth
+from memworth.governance import GovernancePolicy, Proposal
+from memworth.policy import Taxonomy
+from memworth.sources import BurstAlert
+from memworth.store import decisions
+from memworth.store.log_queries import _recent
+from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
+from memworth.store.report import MemoryReport, assess
+from memworth.store.state import StoreState
+from memworth.validation import MAX_TEXT, check_memory_id, check_name, check_text
+
+__all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
+
+RATE_LIMITED = ("promote", "demote")
+
+AUTOMATIC = frozenset({"re-verify", "suppress", "deprecate", "release"})
+"""What continuous governance (``govern_every``) applies by itself; the rest it only proposes."""
+
+
+POLICY_KEY = "policy"
+"""The store's ``meta`` key of the governance policy it keeps (and ``policy_history``)."""
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """One memory's proposal, or the proposal a person's pin holds back, with the pin."""
+
+    proposal: Proposal | None
+    held: Proposal | None
+    pin: decisions.Pin | None
+
+
+def _until(pin: decisions.Pin) -> str:
+    return "until unpinned" if pin.until is None else f"until {pin.until:g} retrievals"
+
+
+@dataclass(frozen=True)
+class GovernanceReport:
+    """What :meth:`MemoryStore.govern` proposed, applied (as audit entries) and skipped (with why)."""
+
+    proposals: list[Proposal]
+    applied: list[AuditEntry]
+    skipped: list[tuple[Proposal, str]]
+    alerts: list[BurstAlert] = field(default_factory=list)
+    """Memories whose worth moved faster than their evidence allows (the store's ``burst``)."""
+
+
+class GovernanceMixin(StoreState):
+    """The governance part of :class:`memworth.store.MemoryStore`."""
+
+    def _bind_policy(self, given: GovernancePolicy | None) -> None:
+        """Use ``given`` and keep it with the store (a new version when it differs from the
+        kept one), or, with none given, the policy the store keeps (else the defaults)."""
+        if given is not None:
+            self.set_policy(given)
+            return
+        kept = self.policy_record()
+        if kept is not None:
+            self.policy = GovernancePolicy.from_settings(kept["settings"])
+
+    def policy_record(self) -> dict[str, Any] | None:
+        """The governance policy the store keeps: ``{"version", "settings", "at"}`` (None: never set)."""
+        stored = self.backend.get_meta(POLICY_KEY)
+        return None if stored is None else dict(json.loads(stored))
+
+    def set_policy(self, policy: GovernancePolicy) -> int:
+        """Govern under ``policy`` from now on, and keep it with the store so that every face
+        and every process that opens the store without a ``policy`` governs under it.
+
+        A policy that differs from the kept one becomes a new version (the previous ones
+        stay listed in :meth:`policy_history`); returns the version in force. Every applied
+        governance change is audited with the settings it was made under.
+        """
+        if not isinstance(policy, GovernancePolicy):
+            raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
+        kept = self.policy_record()
+        self.policy = policy
+        if kept is not None and kept["settings"] == policy.settings():
+            return int(kept["version"])
+        version = 1 if kept is None else int(kept["version"]) + 1
+        record = {"version": version, "settings": policy.settings(), "at": self.clock()}
+        history = self.policy_history()
+        self.backend.set_meta(POLICY_KEY + "_history", json.dumps([*history, record], sort_keys=True))
+        self.backend.set_meta(POLICY_KEY, json.dumps(record, sort_keys=True))
+        return version
+
+    def policy_history(self) -> builtins.list[dict[str, Any]]:
+        """Every policy version the store was governed under, oldest first."""
+        stored = self.backend.get_meta(POLICY_KEY + "_history")
+        return [] if stored is None else builtins.list(json.loads(stored))
+
+    @property
+    def taxonomy(self) -> Taxonomy:
+        """The value classes every face shows: the governance policy's (its thresholds and ``min_evidence``)."""
+        return self.policy.taxonomy()
+
+    def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`.
+
+        A person's decision: it pins the memory (governance proposes nothing for it until
+        ``policy.pin_evidence`` more retrievals)."""
+        if not isinstance(status, str) or status not in STATUSES:
+            raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        return self._change(
+            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True
+        )
+
+    def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify).
+
+        A person's decision pins the memory, except a flag for ``re-verify``: that asks for
+        verification, which a person, the verifier or the probe test then resolves."""
+        if not isinstance(standing, str) or standing not in STANDINGS:
+            raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        return self._change(
+            memory_id,
+            "standing",
+            standing,
+            reason=reason,
+            namespace=namespace,
+            action="set-standing",
+            pin=standing != "re-verify",
+        )
+
+    def _change(
+        self,
+        memory_id: str,
+        field_name: str,
+        new: str,
+        *,
+        reason: str,
+        namespace: str,
+        action: str,
+        settings: dict[str, Any] | None = None,
+        expected: str | None = None,
+        pin: bool = False,
+    ) -> AuditEntry:
+        """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
+        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`)."""
+        reason = check_text(reason, "reason")
+        current = self.get(memory_id, namespace=namespace)
+        settings = dict(settings or {})
+        if pin:
+            settings["pin"] = {"until": current.counts.n + float(self.policy.pin_evidence)}
+        if "numbers" not in settings:  # what the memory showed when the change was made (a flag's "before")
+            worth = float(RawWorth().value(current.counts))
+            settings["numbers"] = {"worth": round(worth, 6), "retrievals": current.counts.n}
+        old = getattr(current, field_name)
+        if expected is not None and old != expected:  # a proposal made for a state that has gone
+            raise ChangedError(
+                f"memory {memory_id!r} changed since it was read: {field_name} is {old!r}, not {expected!r}"
+            )
+        if old == new:
+            raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
+        entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings, self.clock())
+        saved = self.backend.change(entry)
+        leaves = (field_name == "status" and new != "active") or (field_name == "standing" and new == "re-verify")
+        if self.hot is not None and leaves:
+            try:  # a memory that stops being active must not be served from the mirror
+                self.hot.remove(namespace, memory_id)
+            except StoreError:  # Redis down: hot recall rebuilds the mirror before using it again
+                self._hot_stale.add(namespace)
+        return saved
+
+    def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
+        """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
+
+        Applied changes are audited with the policy's settings. Promote and demote (note
+        003's strengthen / weaken) are capped at ``max_changes_per_day`` per memory in any
+        24 hours, so a burst of outcomes cannot flip a memory's standing back and forth;
+        protective actions (re-verify, suppress, deprecate) are never held back, since
+        each is reversible with :meth:`restore`.
+        """
+        return self._govern(namespace, None if apply else frozenset())
+
+    def _govern(self, namespace: str, apply: frozenset[str] | None) -> GovernanceReport:
+        """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
+        check_name(namespace, "namespace")
+        memories = self.backend.memories(namespace)
+        found = self._decide(memories, namespace)
+        proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
+        skipped: list[tuple[Proposal, str]] = [
+            (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
+            for d in (found[m.id] for m in memories)
+            if d.held is not None and d.pin is not None
+        ]
+        alerts = self._bursts(namespace, memories)
+        applied: list[AuditEntry] = []
+        if apply is None or apply:
+            for p in proposals:
+                if apply is not None and p.action not in apply:
+                    continue
+                try:
+                    applied.append(self._apply(p, namespace))
+                except StoreError as exc:  # rate-limited, or changed by someone else since we read it
+                    skipped.append((p, str(exc)))
+            if self.verifier is not None:
+                applied += self._verify_queue(namespace)
+            self._refresh_hot(namespace)
+        return GovernanceReport(proposals, applied, skipped, alerts)
+
+    def proposals(
+        self, memories: Sequence[Memory] | None = None, *, namespace: str = "default"
+    ) -> dict[str, Proposal | None]:
+        """The change governance proposes now for each of ``memories`` (default: every memory
+        of the namespace), by id; ``None`` where it proposes nothing.
+
+        The one proposal function: :meth:`govern`, :meth:`approve` and :meth:`report` (and
+        through it every face) call it. It reads the namespace's history once, for the
+        window test and the change detectors (whose explaining-away rule weighs every
+        memory of the namespace together).
+        """
+        return {mid: d.proposal for mid, d in self._decide(memories, namespace).items()}
+
+    def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
+        """Each memory's proposal, the one a pin holds back, and its pin: the history and
+        the audit log read once.
+
+        A quarantined memory (standing ``re-verify``) is first put to the probe test
+        (:meth:`GovernancePolicy.probe_test` over its outcomes since its flag): ``release``
+        or ``suppress`` when the evidence decides, else the ordinary rules. A memory a person
+        pinned gets no proposal while the pin holds (the one it would get is ``held``).
+        """
+        check_name(namespace, "namespace")
+        chosen = self.backend.memories(namespace) if memories is None else builtins.list(memories)
+        history = self.backend.history(namespace)
+        audit = self.backend.audit_log(namespace)
+        recent = _recent(history, self.policy.staleness_window)
+        streams = self._streams(namespace, history) if self.policy.change_detection else {}
+        pinned, flagged = decisions.pins(audit), decisions.flags(audit)
+        suspects = {mid for mid, s in streams.items() if s.suspect} | {
+            m.id for m in self.backend.memories(namespace) if m.standing == "re-verify" and m.status == "active"
+        }
+        out: dict[str, _Decision] = {}
+        for m in chosen:
+            p = None
+            flag = flagged.get(m.id)
+            if m.status == "active" and m.standing == "re-verify" and flag is not None:
+                p = self._probe_proposal(m, flag, history, suspects - {m.id})
+            if p is None:
+                p = self.policy.propose(
+                    m.id, m.counts, m.status, m.standing, recent.get(m.id), stream=streams.get(m.id)
+                )
+            pin = pinned.get(m.id)
+            if pin is not None and pin.holds(m.counts.n):
+                out[m.id] = _Decision(None, p, pin)
+            else:
+                out[m.id] = _Decision(p, None, None)
+        return out
+
+    def _probe_proposal(
+        self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]], others: set[str]
+    ) -> Proposal | None:
+        """Release or suppress a quarantined memory when its probe outcomes decide (else None).
+
+        Outcomes of episodes that also retrieved another suspect (``others``: memories that
+        look broken now, or are quarantined themselves) are left out: they tell nothing
+        about this memory."""
+        worth = float(RawWorth().value(m.counts))
+        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change_odds_ratio), exclude=others)
+        decision = self.policy.probe_test().decide(
+            evidence.success, evidence.weight, before=evidence.before, after=evidence.after
+        )
+        if decision.action == "wait":
+            return None
+        numbers = {"worth": round(worth, 6), "retrievals": m.counts.n, "flag_seq": flag.seq}
+        numbers |= {k: (round(v, 6) if isinstance(v, float) else v) for k, v in decision.numbers.items()}
+        if decision.action == "release":
+            return Proposal(m.id, "release", "standing", "re-verify", "normal", decision.reason, numbers)
+        return Proposal(m.id, "suppress", "status", "active", "suppressed", decision.reason, numbers)
+
+    def report(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
+        """One memory's worth, interval, evidence, class, status, standing, hot-tier
+        eligibility and the proposal :meth:`govern` would make for it now.
+
+        Every face shows this report; :meth:`MemoryReport.row` is its JSON shape.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for _ in range(12):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1), success=False)
+        >>> r = store.report("cz")
+        >>> r.value_class, r.proposal.action, r.proposal.reason
+        ('low', 'deprecate', 'worth 0.000 < 0.3 with evidence 12 >= 10')
+        """
+        memory = self.get(memory_id, namespace=namespace)
+        d = self._decide([memory], namespace)[memory.id]
+        return assess(self.policy, memory, d.proposal, pin=d.pin, held=d.held)
+
+    def reports(self, ids: Sequence[str] | None = None, *, namespace: str = "default") -> builtins.list[MemoryReport]:
+        """:meth:`report` for many memories with one history read: ``ids`` in the order given
+        (an unknown one raises UnknownMemoryError), or every memory of the namespace."""
+        check_name(namespace, "namespace")
+        if ids is None:
+            memories = self.backend.memories(namespace)
+        else:
+            wanted = [check_memory_id(mid) for mid in ids]
+            by_id = {m.id: m for m in self.backend.memories(namespace, wanted)}
+            missing = [mid for mid in wanted if mid not in by_id]
+            if missing:
+                raise UnknownMemoryError(missing[0])
+            memories = [by_id[mid] for mid in wanted]
+        found = self._decide(memories, namespace)
+        return [
+            assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories
+        ]
+
+    def approve(self, memory_id: str, action: str, *, namespace: str = "default") -> AuditEntry:
+        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would.
+
+        ``action`` must be what :meth:`govern` proposes for the memory at this moment, so a
+        stale approval changes nothing (ValidationError); the rate limit and the audit entry
+        are those of :meth:`govern` (StoreError when the limit holds the change back).
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for _ in range(12):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=False)
+        >>> [(p.memory_id, p.action) for p in store.govern().proposals]
+        [('cz', 'deprecate')]
+        >>> entry = store.approve("cz", "deprecate")
+        >>> entry.action, entry.new, store.get("cz").status
+        ('deprecate', 'deprecated', 'deprecated')
+        """
+        memory = self.get(memory_id, namespace=namespace)
+        p = self.proposals([memory], namespace=namespace)[memory.id]
+        if p is None or p.action != action:
+            now = "nothing" if p is None else repr(p.action)
+            raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
+        entry = self._apply(p, namespace, pin=True)  # a person approved it: the decision sticks
+        self._refresh_hot(namespace)
+        return entry
+
+    def _apply(self, p: Proposal, namespace: str, *, pin: bool = False) -> AuditEntry:
+        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited."""
+        if p.action in RATE_LIMITED:
+            day_ago = self.clock() - 86400
+            changes = [
+                e
+                for e in self.backend.audit_log(namespace, p.memory_id)
+                if e.at >= day_ago and e.action in RATE_LIMITED
+            ]
+            if len(changes) >= self.policy.max_changes_per_day:
+                raise RateLimitError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
+        return self._change(
+            p.memory_id,
+            p.field,
+            p.new,
+            reason=p.reason,
+            namespace=namespace,
+            action=p.action,
+            settings={"policy": self.policy.settings(), "numbers": p.numbers},
+            expected=p.old,
+            pin=pin,
+        )
+
+    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
+        """Undo one audited change (the memory must still be as that change left it)."""
+        if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
+            raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
+        reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
+        entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
+        if entry is None:
+            raise UnknownEntryError(audit_seq, namespace)
+        if entry.field not in ("status", "standing"):
+            raise ValidationError(
+                "audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin"
+            )
+        current = getattr(self.get(entry.memory_id, namespace=namespace), entry.field)
+        if current != entry.new:
+            raise ChangedError(
+                f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
+            )
+        suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
+        if len(check_text(reason, "reason")) + len(suffix) > MAX_TEXT:
+            raise ValidationError(
+                "reason", f"is {len(reason)} characters; a restore's limit is {MAX_TEXT - len(suffix)}"
+            )
+        return self._change(
+            entry.memory_id,
+            entry.field,
+            entry.old,
+            reason=reason + suffix,
+            namespace=namespace,
+            action="restore",
+            expected=entry.new,  # changed again meanwhile: StoreError, as above
+            pin=True,  # a person undid it: governance does not redo it on the same evidence
+        )
+
+    def may_consolidate(self, memory_id: str, *, namespace: str = "default") -> bool:
+        """The consolidation gate: False for high-value memories, which are kept as they are."""
+        return self.policy.may_consolidate(self.get(memory_id, namespace=namespace).counts)

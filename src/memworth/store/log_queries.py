@@ -1,0 +1,297 @@
+"""What the outcome log says: recent counts, episode statistics, outcome streams and
+the change alarms they raise, burst alerts, the holdout lift, policy replay, and the
+replay that rebuilds every counter from the log.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memworth.adjusted import EpisodeStats
+from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
+from memworth.coretrieval import AlarmSplitter
+from memworth.counts import Counts
+from memworth.errors import ValidationError
+from memworth.holdout import Lift
+from memworth.policy_replay import ReplaySettings
+from memworth.sources import BurstAlert
+from memworth.store import outcome_log
+from memworth.store.alarms import LiveAlarms
+from memworth.store.outcome_log import PolicyReplayReport
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+from memworth.store.state import StoreState
+from memworth.validation import check_memory_id, check_name
+from memworth.window import failing_with
+from memworth.window import hold as window_hold
+
+__all__ = ["LogMixin", "ReplayReport"]
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """Counters rebuilt from the outcome log, and where they differ from the live ones."""
+
+    outcomes: int
+    rebuilt: dict[tuple[str, str], Counts]
+    mismatches: list[tuple[str, str, Counts, Counts]] = field(default_factory=list)
+    applied: bool = False
+
+    @property
+    def consistent(self) -> bool:
+        return not self.mismatches
+
+
+def _recent(history: list[tuple[OutcomeRow, Episode]], size: int) -> dict[str, Counts]:
+    """Each memory's counts over its last ``size`` direct retrievals in ``history`` (oldest first)."""
+    recent: dict[str, list[float]] = {}
+    full: set[str] = set()
+    for o, ep in reversed(history):  # newest first
+        for item in ep.items:
+            if item.memory_id in full:
+                continue
+            acc = recent.setdefault(item.memory_id, [0.0, 0.0, 0.0])
+            acc[0 if o.success else 1] += item.weight * o.confidence
+            acc[2] += 1
+            if acc[2] >= size:
+                full.add(item.memory_id)
+    return {mid: Counts(*v) for mid, v in recent.items()}
+
+
+class LogMixin(StoreState):
+    """The log-reading part of :class:`memworth.store.MemoryStore`."""
+
+    def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
+        """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
+        check_name(namespace, "namespace")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
+        size = self.policy.staleness_window if window is None else window
+        return _recent(self.backend.history(namespace), size)
+
+    def episode_stats(self, namespace: str = "default") -> EpisodeStats:
+        """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
+
+        Each episode counts the set recall returned (after any ablation), its outcome and
+        its ``context`` label. Adjusted worth and confound flags read it::
+
+            stats = store.episode_stats()
+            flags = confounds(stats.pairs, RegressionWorth().worth(stats))
+        """
+        check_name(namespace, "namespace")
+        stats = EpisodeStats()
+        for o, ep in self.backend.history(namespace):
+            if ep.items:
+                stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
+        return stats
+
+    def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]:
+        """Each memory's direct retrievals with an outcome, oldest first, for change detection.
+
+        One observation per retrieval: success, the outcome's confidence as its weight,
+        the success rate of all the namespace's episodes just before it (exponentially
+        weighted, half-life ``policy.change_reference_half_life``) and the outcome's
+        position in the namespace's log (from 1).
+        """
+        check_name(namespace, "namespace")
+        return self._streams(namespace, self.backend.history(namespace))
+
+    def _streams(self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]) -> dict[str, OutcomeStream]:
+        """The outcome streams of :meth:`outcome_streams`, from the namespace's history."""
+        reference = reference_rates(
+            np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
+        )
+        seen: dict[str, tuple[list[bool], list[float], list[float], list[int], list[str | None]]] = {}
+        for i, (o, ep) in enumerate(rows):
+            for item in ep.items:
+                y, w, ref, at, ctx = seen.setdefault(item.memory_id, ([], [], [], [], []))
+                y.append(o.success)
+                w.append(o.confidence)
+                ref.append(float(reference[i]))
+                at.append(i + 1)
+                ctx.append(ep.context)
+        labelled = any(ep.context is not None for _, ep in rows)
+        alarms, rising = self._held_alarms(rows, reference, list(seen), namespace)
+        flagged = {mid for mid, by in alarms.items() if not by}
+        window = self.policy.staleness_window
+        sets = [frozenset(item.memory_id for item in ep.items) for _, ep in rows]
+        suspects, explained = self._window_hold(sets, seen, flagged | rising)
+        suspects |= set(alarms)
+        return {
+            mid: OutcomeStream(
+                np.array(y, dtype=bool),
+                np.array(w),
+                np.array(ref),
+                np.array(at, dtype=np.int64),
+                alarms.get(mid, ()),
+                tuple(ctx) if labelled else None,
+                tuple(
+                    sorted(
+                        set(
+                            failing_with(
+                                mid,
+                                [sets[i - 1] for i, ok in zip(at[-window:], y[-window:], strict=True) if not ok],
+                                flagged,
+                            )
+                        )
+                        | set(explained.get(mid, ()))
+                    )
+                ),
+                mid in suspects,
+            )
+            for mid, (y, w, ref, at, ctx) in seen.items()
+        }
+
+    def _window_hold(
+        self,
+        sets: builtins.list[frozenset[str]],
+        seen: dict[str, tuple[builtins.list[bool], builtins.list[float], Any, builtins.list[int], Any]],
+        rising: set[str],
+    ) -> tuple[set[str], dict[str, tuple[str, ...]]]:
+        """The window test's explaining away over the namespace (:func:`memworth.window.hold`, as
+        ``memworth score`` runs it): the memories whose window test fires, and the suspects that
+        explain each memory's window failures."""
+        p = self.policy
+        retrievals = {
+            mid: [(ok, sets[i - 1]) for ok, i in zip(y, at, strict=True)] for mid, (y, _w, _r, at, _c) in seen.items()
+        }
+        return window_hold(retrievals, rising, window=p.staleness_window, drop=p.staleness_drop, theta_low=p.theta_low)
+
+    def _held_alarms(
+        self,
+        rows: builtins.list[tuple[OutcomeRow, Episode]],
+        reference: np.ndarray,
+        ids: builtins.list[str],
+        namespace: str,
+    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+        """Every memory in alarm, with the co-retrieved memories that explain its failures
+        better (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once;
+        none: the alarm stands), and the memories whose statistic is at least half the
+        threshold (rising: suspects for the window test's explaining away).
+
+        An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
+        given the statistics found here (it splits suspects until the next scan)."""
+        if not rows:
+            if isinstance(self.ablation, AlarmSplitter):
+                with self._live_lock:
+                    nothing = np.zeros(0, dtype=bool)
+                    half_life = self.policy.change_reference_half_life
+                    self._live[namespace] = LiveAlarms(
+                        self.policy.detector(), half_life, [], CusumState.empty(0), nothing
+                    )
+            return {}, set()
+        index = {mid: i for i, mid in enumerate(ids)}
+        sets = [
+            [index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows
+        ]
+        detector, rule = self.policy.detector(), ExplainingAway()
+        success = np.array([o.success for o, _ in rows], dtype=bool)
+        weight = np.array([o.confidence for o, _ in rows], dtype=float)
+        state, shared = scan_episodes(detector, rule, sets, success, weight, reference, size=len(ids))
+        if isinstance(self.ablation, AlarmSplitter):
+            with self._live_lock:
+                live = LiveAlarms(detector, self.policy.change_reference_half_life, ids, state, success)
+                self._live[namespace] = live
+                self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
+        alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
+        rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
+        return {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}, rising
+
+    def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
+        """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
+        than their earlier evidence allows (also in :meth:`govern`'s report)."""
+        check_name(namespace, "namespace")
+        return self._bursts(namespace, self.backend.memories(namespace))
+
+    def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
+        if self.burst is None:
+            return []
+        return outcome_log.burst_alerts(self.backend, self.burst, namespace, self.clock(), memories, self.increments_of)
+
+    def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
+        """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), holdout=0.5, seed=0)
+        >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
+        >>> for i in range(40):
+        ...     ep = store.recall("capital of the czech republic", k=1, episode_id=f"task-{i}").episode
+        ...     store.record(ep, success=not ep.holdout)
+        >>> report = store.holdout_report()
+        >>> report.governed_n + report.holdout_n, report.lift
+        (40, 1.0)
+        """
+        check_name(namespace, "namespace")
+        return outcome_log.holdout_lift(self.backend, namespace, level, method)
+
+    def replay_policy(
+        self, *alternatives: ReplaySettings, namespace: str = "default", every: int = 100
+    ) -> PolicyReplayReport:
+        """Re-run governance over the namespace's log under the store's policy and each alternative.
+
+        See :mod:`memworth.policy_replay` for what a replay can and cannot tell.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> from memworth.governance import GovernancePolicy
+        >>> from memworth.policy_replay import ReplaySettings
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> for i in range(30):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=i % 3 == 0)
+        >>> report = store.replay_policy(ReplaySettings("lenient", GovernancePolicy(theta_low=0.3)), every=10)
+        >>> [d.describe() for d in report.differences["lenient"]]
+        ['cz: suppressed/normal (suppress@20) -> active/normal (no action)']
+        """
+        check_name(namespace, "namespace")
+        baseline = ReplaySettings("current", self.policy, every=every)
+        return outcome_log.replay_policy(self.backend, namespace, baseline, alternatives, self.increments_of)
+
+    def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> builtins.list[AuditEntry]:
+        """The audit log of a namespace (or of one memory), oldest first."""
+        check_name(namespace, "namespace")
+        if memory_id is not None:
+            check_memory_id(memory_id, "memory_id")
+        return self.backend.audit_log(namespace, memory_id)
+
+    def replay(self, *, apply: bool = False) -> ReplayReport:
+        """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences."""
+        rebuilt: dict[tuple[str, str], list[float]] = {}
+        log = list(self.backend.outcome_log())
+        episodes: dict[str, Episode] = {}
+        ids = [o.episode_id for o in log]
+        for start in range(0, len(ids), 5000):
+            episodes |= self.backend.episodes(ids[start : start + 5000])
+        parents: dict[str, dict[str, builtins.list[str]]] = {}  # one provenance read per namespace
+        for o in log:
+            ep = episodes[o.episode_id]
+            if ep.namespace not in parents:
+                parents[ep.namespace] = self._provenance(ep.namespace)
+            for inc in self.increments_of(o, ep, parents[ep.namespace]):
+                acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
+                acc[0] += inc.success
+                acc[1] += inc.failure
+                acc[2] += inc.n
+        counts = {key: Counts(*v) for key, v in rebuilt.items()}
+        mismatches = []
+        live_all: dict[tuple[str, str], Counts] = {}
+        for ns in self.backend.namespaces():
+            for m in self.backend.memories(ns):
+                live_all[(ns, m.id)] = m.counts
+        for key, live in live_all.items():
+            want = counts.get(key, Counts())
+            if (live.success, live.failure, live.n) != (want.success, want.failure, want.n):
+                mismatches.append((key[0], key[1], live, want))
+        if apply and mismatches:
+            by_ns: dict[str, dict[str, Counts]] = {}
+            for ns, mid, _live, want in mismatches:
+                by_ns.setdefault(ns, {})[mid] = want
+            for ns, fixes in by_ns.items():
+                self.backend.write_counts(ns, fixes)
+        return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))

@@ -1,0 +1,408 @@
+"""Recall: the candidate search, the ranking and the governed pick every face shares.
+
+A recall embeds the query, finds the most similar active memories (in the database, in
+the namespace's vector index or in the Redis hot tier), scores them with the store's
+ranking rule and their standing, keeps quarantined ones out except as probes, picks
+``k`` with the exploration floor, shares the credit and logs the episode. A holdout
+episode is ranked by similarity alone.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memworth.counts import Counts, CountsTable
+from memworth.credit import normalise
+from memworth.errors import StoreError, ValidationError
+from memworth.holdout import in_holdout
+from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
+from memworth.store.backend import Backend
+from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
+from memworth.store.report import worth_of
+from memworth.store.state import StoreState
+from memworth.validation import check_context, check_k, check_memory_id, check_name, check_text
+from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
+
+if TYPE_CHECKING:
+    from memworth.store.hot import HotMemory
+
+__all__ = ["UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+
+UNGOVERNED = ("active", "suppressed", "deprecated")
+"""Statuses a holdout recall may return: all but ``archived``, which a person sets."""
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What :meth:`MemoryStore.recall` returns: the memories, best first, and the episode."""
+
+    episode: Episode
+    results: tuple[Recalled, ...]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Recalled]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def texts(self) -> list[str]:
+        return [r.memory.text for r in self.results]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What :meth:`MemoryStore.choose` picked: the selection (indices into the candidates,
+    with each pick's inclusion probability), every candidate's score, the picks' credit
+    weights and which picks are probes of quarantined memories."""
+
+    selection: Selection
+    scores: np.ndarray
+    weights: np.ndarray
+    probe: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """Recall candidates, most similar first: ids, similarities, counts and creation times.
+
+    ``known`` holds the whole memories when they came with the search (the hot tier);
+    otherwise :meth:`memories` reads the picked ones from the backend.
+    """
+
+    ids: list[str]
+    sims: np.ndarray
+    table: CountsTable
+    created: np.ndarray
+    standing: list[str]
+    known: dict[str, Memory] | None = None
+
+    @classmethod
+    def of(cls, memories: list[Memory], sims: np.ndarray, order: list[str] | None = None) -> _Candidates:
+        """From whole memories; with ``order``, the ids of ``sims`` (memories may lack some, in any order)."""
+        by_id = {m.id: m for m in memories}
+        keep = list(range(len(memories))) if order is None else [i for i, mid in enumerate(order) if mid in by_id]
+        mems = memories if order is None else [by_id[order[i]] for i in keep]
+        table = CountsTable(
+            np.array([m.counts.success for m in mems], dtype=float),
+            np.array([m.counts.failure for m in mems], dtype=float),
+            np.array([m.counts.n for m in mems], dtype=float),
+        )
+        created = np.array([m.created for m in mems], dtype=float)
+        standing = [m.standing for m in mems]
+        return cls([m.id for m in mems], sims[keep], table, created, standing, {m.id: m for m in mems})
+
+    def memories(self, backend: Backend, namespace: str, positions: list[int]) -> list[Memory]:
+        """The memories at ``positions``, as ranked: counts and status as the ranking read them."""
+        if self.known is not None:
+            return [self.known[self.ids[i]] for i in positions]
+        read = {m.id: m for m in backend.memories(namespace, [self.ids[i] for i in positions])}
+        out = []
+        for i in positions:
+            m = read[self.ids[i]]
+            counts = Counts(float(self.table.success[i]), float(self.table.failure[i]), float(self.table.n[i]))
+            standing = self.standing[i]
+            if m.counts != counts or m.status != "active" or m.standing != standing:  # show what was ranked
+                m = dataclasses.replace(m, counts=counts, status="active", standing=standing)
+            out.append(m)
+        return out
+
+
+class _Space:
+    """One namespace's search state: ids by index position, the index, inactive ids."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.last_seq = 0
+        self.ids: list[str] = []
+        self.index: VectorIndex | None = None
+        self.inactive: set[str] = set()
+
+    def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
+        dim = matrix.shape[1]
+        total = len(self.ids) + len(ids)
+        want_hnsw = kind == "hnsw" or (kind == "auto" and total >= threshold and faiss_available())
+        if self.index is None:
+            self.index = HNSWIndex(dim) if want_hnsw else ExactIndex(dim)
+        elif want_hnsw and isinstance(self.index, ExactIndex):  # outgrew exact search: rebuild as HNSW
+            hnsw = HNSWIndex(dim)
+            hnsw.add(self.index.matrix)
+            self.index = hnsw
+        self.index.add(matrix)
+        self.ids.extend(ids)
+
+
+class RecallMixin(StoreState):
+    """The recall part of :class:`memworth.store.MemoryStore`: :meth:`recall`, :meth:`choose`, :meth:`score`."""
+
+    def _space(self, namespace: str) -> _Space:
+        """The namespace's vector index, brought up to date with the backend."""
+        generation = self.backend.generation()
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = _Space()
+        if space.generation != generation:
+            ids, seqs, matrix = self.backend.vectors(namespace, after=space.last_seq)
+            if ids:
+                space.add(ids, matrix, self.index, self.index_threshold)
+                space.last_seq = seqs[-1]
+            space.inactive = set(self.backend.inactive(namespace))
+            space.generation = generation
+        return space
+
+    def recall(
+        self,
+        query: str,
+        k: int = 4,
+        *,
+        context: str | None = None,
+        namespace: str = "default",
+        tier: str = "all",
+        episode_id: str | None = None,
+    ) -> Recall:
+        """The ``k`` best active memories for ``query``, and the episode that logs them.
+
+        Candidates are the most similar active memories; they are ranked by the store's
+        scoring rule, with the exploration floor; the episode records each pick's credit
+        weight and inclusion probability. Report its outcome with :meth:`record`.
+
+        ``tier="hot"`` searches only the hot tier mirrored in Redis (the fastest path,
+        with no database read before the episode is logged); if Redis cannot answer,
+        recall falls back to every memory and says so in ``diagnostics``.
+
+        ``episode_id``: the caller's own id for the episode (an agent's task id, say;
+        default a random one); an id logged already is refused (DuplicateError). In a
+        store with a ``holdout`` share, the id's hash decides whether the episode is a
+        holdout one: ranked by similarity alone, suppressed and deprecated memories
+        included, marked ``episode.holdout``.
+        """
+        query = check_text(query, "query")
+        check_name(namespace, "namespace")
+        check_k(k)
+        check_context(context)
+        if not isinstance(tier, str) or tier not in ("all", "hot"):
+            raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
+        eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
+        diagnostics: dict[str, Any] = {"tier": "all"}
+        q = self._embed([query])[0]
+        if self.holdout_episode(eid):
+            return self._recall_ungoverned(eid, q, query, k, context, namespace)
+        picked_results: list[Recalled] = []
+        items: list[EpisodeItem] = []
+        hot: builtins.list[HotMemory] | None = None
+        if tier == "hot":
+            if self.hot is None:
+                diagnostics["hot_tier"] = "not configured; searched every memory"
+            else:
+                try:
+                    if namespace in self._hot_stale:  # never serve a mirror that missed a change
+                        self.rebuild_hot_tier(namespace=namespace)
+                    hot = self.hot.load(namespace)
+                    diagnostics["tier"] = "hot"
+                    diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
+                except StoreError as exc:
+                    diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
+        cand: _Candidates | None = None
+        in_database = None
+        if hot is None and self.index in ("auto", "database"):
+            search = getattr(self.backend, "search", None)
+            in_database = None if search is None else search(namespace, q, max(50, 10 * k))
+        if in_database is not None:
+            diagnostics["search"] = "database"
+            found_ids, found_sims = in_database
+            cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float))
+        space = self._space(namespace) if hot is None and in_database is None else None
+        if hot is not None and hot:
+            sims_all = np.stack([h.vector for h in hot]) @ q
+            order = np.argsort(-sims_all)[: max(50, 10 * k)]
+            mems = [
+                Memory(hot[i].id, hot[i].text, namespace, created=hot[i].created, counts=hot[i].counts) for i in order
+            ]
+            cand = _Candidates.of(mems, sims_all[order].astype(float))
+        elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
+            # Over-fetch by the number of inactive memories, which are dropped here.
+            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+            keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
+            cand = self._candidates(namespace, [space.ids[positions[j]] for j in keep], found[keep].astype(float))
+        if cand is not None and cand.ids:
+            table = cand.table
+            cand_sims = cand.sims
+            choice = self.choose(
+                namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics, standing=cand.standing
+            )
+            sel, scores, weights = choice.selection, choice.scores, choice.weights
+            picked = cand.memories(self.backend, namespace, sel.picked.tolist())
+            shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
+            for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
+                m = picked[pos]
+                probe = bool(choice.probe[pos])
+                items.append(EpisodeItem(m.id, float(w), float(p), pos, probe))
+                picked_results.append(
+                    Recalled(
+                        m,
+                        float(cand_sims[i]),
+                        float(shown.worth[pos]),
+                        float(shown.lower[pos]),
+                        float(shown.upper[pos]),
+                        shown.value_class[pos],
+                        float(scores[i]),
+                        float(p),
+                        bool(ex),
+                        probe,
+                    )
+                )
+        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
+        self.backend.insert_episode(episode)
+        return Recall(episode, tuple(picked_results), diagnostics)
+
+    def score(
+        self,
+        sims: np.ndarray,
+        table: CountsTable,
+        created: np.ndarray,
+        scoring: ScoreRule | None = None,
+        standing: Sequence[str] | None = None,
+    ) -> np.ndarray:
+        """The final ranking score of candidates: the store's ``scoring`` rule (or ``scoring``)
+        with their standing applied (:func:`memworth.ranking.with_standing`)."""
+        rule = self.scoring if scoring is None else scoring
+        scores = np.asarray(rule.score(sims, table, self.clock() - created), dtype=float)
+        scores = with_standing(rule, scores, standing)
+        if not np.isfinite(scores).all():
+            raise StoreError("scoring produced a non-finite score")
+        return scores
+
+    def choose(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        sims: np.ndarray,
+        table: CountsTable,
+        created: np.ndarray,
+        k: int,
+        diagnostics: dict[str, Any],
+        scoring: ScoreRule | None = None,
+        standing: Sequence[str] | None = None,
+    ) -> Choice:
+        """The governed recall step every face shares: score the candidates (standing
+        applied), keep quarantined ones out except as probes, pick ``k`` with the
+        exploration floor, let the ablation planner drop one of a pair, share the credit.
+
+        A candidate under ``re-verify`` is quarantined: it may be picked only on a
+        ``probe_share`` of recalls (a fresh draw per recall and memory); when picked it is
+        marked a probe and its logged inclusion probability includes that share, so its
+        worth keeps learning, inverse-propensity weighting stays exact, and most recalls
+        never serve it.
+
+        :meth:`recall` and :meth:`memworth.Sidecar.retrieve` both call it, so standing,
+        quarantine, exploration, ablation and credit act the same whichever face recalls.
+        """
+        scores = self.score(sims, table, created, scoring, standing)
+        quarantined = np.zeros(scores.size, dtype=bool)
+        if standing is not None:
+            quarantined = np.array([s == "re-verify" for s in standing], dtype=bool).reshape(scores.size)
+        allowed = ~quarantined
+        if quarantined.any() and self.probe_share > 0:
+            allowed |= quarantined & (self._rng.random(scores.size) < self.probe_share)
+        keep = np.flatnonzero(allowed)  # selection and ablation run among the allowed candidates
+        kept_scores = scores[keep]
+        explorable = (table.n < self.min_evidence)[keep]
+        sel = select(kept_scores, explorable, k, self.exploration, self._rng)
+        plan = None
+        if self.ablation is not None and sel.picked.size:  # nothing picked (all quarantined): nothing to split
+            plan = self.ablation.plan([(namespace, ids[keep[i]]) for i in sel.picked])
+        if plan is not None:
+            intended = sel.picked
+            sel = drop(sel, plan.position, kept_scores, explorable, self.exploration)
+            diagnostics["ablation"] = {
+                "dropped": ids[keep[intended[plan.position]]],
+                "partner": next(ids[keep[i]] for i in intended if (namespace, ids[keep[i]]) == plan.partner),
+                "stand_in": ids[keep[sel.picked[-1]]] if sel.picked.size == intended.size else None,
+            }
+        picked = keep[sel.picked]
+        probe = quarantined[picked]
+        propensity = np.where(probe, sel.propensity * self.probe_share, sel.propensity)
+        if probe.any():
+            diagnostics["probes"] = [ids[i] for i in picked[probe]]
+        return Choice(Selection(picked, sel.explored, propensity), scores, self._credit(scores[picked]), probe)
+
+    def holdout_episode(self, episode_id: str) -> bool:
+        """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
+        return self.holdout > 0 and in_holdout(episode_id, self.holdout, self._holdout_seed)
+
+    def _candidates(self, namespace: str, ids: builtins.list[str], sims: np.ndarray) -> _Candidates:
+        """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
+
+        Only the counts, status and age of the candidates are read here; the ``k`` picked
+        memories are read whole afterwards (:meth:`_Candidates.memories`).
+        """
+        fetch = getattr(self.backend, "candidates", None)
+        if fetch is None:  # a backend without the narrow read: whole memories
+            return _Candidates.of([m for m in self.backend.memories(namespace, ids) if m.status == "active"], sims, ids)
+        rows = {r[0]: r for r in fetch(namespace, ids)}
+        keep = [i for i, mid in enumerate(ids) if mid in rows and rows[mid][1] == "active"]
+        got = [rows[ids[i]] for i in keep]
+        columns = np.array([r[2:6] for r in got], dtype=float).reshape(len(got), 4)
+        return _Candidates(
+            [ids[i] for i in keep],
+            sims[keep],
+            CountsTable(columns[:, 1], columns[:, 2], columns[:, 3]),
+            columns[:, 0],
+            [str(r[6]) for r in got],
+        )
+
+    def _recall_ungoverned(
+        self, eid: str, q: np.ndarray, query: str, k: int, context: str | None, namespace: str
+    ) -> Recall:
+        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not."""
+        space = self._space(namespace)
+        pairs: builtins.list[tuple[Memory, float]] = []
+        if space.index is not None and space.ids:
+            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+            hits = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
+            by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in hits])}
+            pairs = [(by_id[mid], v) for mid, v in hits if mid in by_id and by_id[mid].status in UNGOVERNED][:k]
+        results: builtins.list[Recalled] = []
+        items: builtins.list[EpisodeItem] = []
+        if pairs:
+            sims = np.array([v for _, v in pairs])
+            table = CountsTable(
+                *(np.array([getattr(m.counts, f) for m, _ in pairs]) for f in ("success", "failure", "n"))
+            )
+            shown = worth_of(self.policy, table)
+            for pos, ((m, sim), w) in enumerate(zip(pairs, self._credit(sims), strict=True)):
+                items.append(EpisodeItem(m.id, float(w), 1.0, pos))
+                results.append(
+                    Recalled(
+                        m,
+                        sim,
+                        float(shown.worth[pos]),
+                        float(shown.lower[pos]),
+                        float(shown.upper[pos]),
+                        shown.value_class[pos],
+                        sim,
+                        1.0,
+                        False,
+                    )
+                )
+        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items), holdout=True)
+        self.backend.insert_episode(episode)
+        return Recall(episode, tuple(results), {"tier": "all", "holdout": True, "search": "similarity only"})
+
+    def _credit(self, scores: np.ndarray) -> np.ndarray:
+        if scores.size == 0:
+            return scores
+        if self.credit == "uniform":
+            return np.full(scores.size, 1.0 / scores.size)
+        positive = np.maximum(scores, 0.0)
+        if positive.sum() <= 0:
+            positive = np.ones_like(positive)
+        return normalise(positive, w_min=self.w_min)

@@ -1,0 +1,332 @@
+"""Recording outcomes: credit an episode's memories and log the outcome, atomically.
+
+An outcome's source sets its confidence (fixed, or learned from verified outcomes);
+per-source limits refuse floods before anything is written; credit flows to a
+memory's provenance (note 003's TD-lambda) under the settings the outcome is logged
+with, so replay rebuilds exactly what was done. Recording also advances the live
+change statistics an AlarmSplitter reads, and continuous governance (``govern_every``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+
+from memworth.coretrieval import AlarmSplitter
+from memworth.errors import RateLimitError, UnknownEpisodeError, ValidationError
+from memworth.outcome import as_outcome
+from memworth.sources import Agreement, Reliability
+from memworth.store.backend import Increment
+from memworth.store.governing import AUTOMATIC
+from memworth.store.outcome_log import SourceReport
+from memworth.store.recall import Recall
+from memworth.store.records import Episode, OutcomeRow, Verification
+from memworth.store.state import StoreState
+from memworth.validation import check_confidence, check_name, check_storable
+
+__all__ = ["DEFAULT_SOURCES", "VERIFIED", "RecordingMixin", "credit_increments"]
+
+DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
+"""Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
+to hits. Explicit signals (a user's verdict, a test result) count fully; heuristic ones
+(a keyword match, a guess from the transcript) count a fifth, so it takes about five
+times as many of them (note 003: 25 against 5) to move worth as far. ``verified`` is the
+reference the other sources' reliability is learned against (:meth:`MemoryStore.verify`)."""
+
+
+VERIFIED = "verified"
+
+
+def credit_increments(
+    episode: Episode,
+    success: bool,
+    confidence: float,
+    parents: dict[str, list[str]] | None = None,
+    propagation: float = 0.0,
+    max_hops: int = 0,
+) -> list[Increment]:
+    """The counter increments one outcome causes, in a fixed order.
+
+    Each retrieved memory gets ``weight x confidence`` on hits+ (success) or hits- and 1
+    on n. With ``propagation`` > 0, credit also flows to the memories it was derived
+    from (``parents``), ``propagation ** hops`` of it at each hop up to ``max_hops``,
+    breadth first, each ancestor once per retrieved memory (so cycles are harmless);
+    propagated credit adds no retrieval to n.
+
+    Examples
+    --------
+    >>> from memworth.store import Episode, EpisodeItem
+    >>> ep = Episode("e", "default", "q", None, 0.0, (EpisodeItem("strategy", 1.0, 1.0, 0),))
+    >>> parents = {"strategy": ["decision"], "decision": ["fact", "strategy"]}
+    >>> [(i.memory_id, round(i.success, 2), i.n) for i in credit_increments(ep, True, 1.0, parents, 0.7, 3)]
+    [('strategy', 1.0, 1.0), ('decision', 0.7, 0.0), ('fact', 0.49, 0.0)]
+    """
+    out = []
+    for item in episode.items:
+        mass = item.weight * confidence
+        out.append(
+            Increment(episode.namespace, item.memory_id, mass if success else 0.0, 0.0 if success else mass, 1.0)
+        )
+        if not parents or propagation <= 0:
+            continue
+        seen = {item.memory_id}
+        frontier = [item.memory_id]
+        share = mass
+        for _hop in range(max_hops):
+            share *= propagation
+            nxt = []
+            for node in frontier:
+                for parent in parents.get(node, ()):
+                    if parent not in seen:
+                        seen.add(parent)
+                        nxt.append(parent)
+                        credit = (share, 0.0) if success else (0.0, share)
+                        out.append(Increment(episode.namespace, parent, credit[0], credit[1], 0.0))
+            frontier = nxt
+            if not frontier:
+                break
+    return out
+
+
+class RecordingMixin(StoreState):
+    """The recording part of :class:`memworth.store.MemoryStore`: :meth:`record`, :meth:`verify`, sources and credit."""
+
+    def record(
+        self,
+        episode: Recall | Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        """Record the outcome of one recalled episode: credit its memories and log it, atomically.
+
+        ``episode``: the :class:`Recall` that :meth:`recall` returned, its ``episode``, or the episode's id.
+        """
+        self.record_many([(episode, success)], source=source, confidence=confidence, namespace=namespace)
+
+    def record_many(
+        self,
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        """Record many ``(episode, success)`` outcomes in one transaction (all or none).
+
+        Refused, with nothing written: an unknown episode, an episode from another
+        ``namespace`` (when given), an episode already recorded (here or earlier), an
+        outcome that is not success/failure, an unknown source, an outcome beyond the
+        source's quota or rate limit (``limits``).
+
+        With ``reliability`` set, an outcome is credited with the source's learned
+        confidence (a ``confidence`` given here can lower it, never raise it).
+        ``source="verified"`` is :meth:`verify`.
+        """
+        self._record(outcomes, source, confidence, namespace)
+
+    def verify(self, episode: Recall | Episode | str, success: object, *, namespace: str | None = None) -> Verification:
+        """Record the verified outcome of an episode: the reference source reliability is learned from.
+
+        If the episode has no outcome yet, the verified one becomes its outcome (source
+        ``verified``, full confidence). If another source reported it already, nothing is
+        credited again; that source scores one agreement or disagreement, which moves its
+        learned confidence (:meth:`source_reliability`). An episode is verified once.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+        >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
+        >>> ep = store.recall("capital of the czech republic", k=1).episode
+        >>> store.record(ep, success=True, source="heuristic")
+        >>> store.verify(ep, success=False).agreed           # the heuristic got it wrong
+        False
+        >>> store.source_reliability()["heuristic"].agreement
+        Agreement(agree=0.0, disagree=1.0)
+        """
+        return self._record([(episode, success)], VERIFIED, None, namespace)[0]
+
+    def _record(
+        self,
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        source: str,
+        confidence: float | None,
+        namespace: str | None,
+    ) -> builtins.list[Verification]:
+        if not isinstance(source, str) or source not in self.sources:
+            raise ValidationError("source", f"unknown source {source!r}; known: {', '.join(sorted(self.sources))}")
+        given = None if confidence is None else check_confidence(confidence)
+        if namespace is not None:
+            check_name(namespace, "namespace")
+        if isinstance(outcomes, (str, bytes, dict)) or not isinstance(outcomes, Iterable):
+            raise ValidationError(
+                "outcomes", f"must be a list of (episode, success) pairs, got {type(outcomes).__name__}"
+            )
+        pairs = list(outcomes)
+        if not pairs:
+            raise ValidationError("outcomes", "nothing to record")
+        ids = []
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair")
+            ref = (
+                pair[0].episode.id
+                if isinstance(pair[0], Recall)
+                else pair[0].id
+                if isinstance(pair[0], Episode)
+                else pair[0]
+            )
+            if not isinstance(ref, str):
+                raise ValidationError("episode", f"must be a Recall, an Episode or its id, got {type(ref).__name__}")
+            ids.append(check_storable(ref, "episode"))
+        if len(set(ids)) != len(ids):
+            raise ValidationError("episode", "the same episode appears twice in one call")
+        results = [as_outcome(p[1]) for p in pairs]
+        known = self.backend.episodes(ids)
+        now = self.clock()
+        episodes = []
+        for eid in ids:
+            ep = known.get(eid)
+            if ep is None or (namespace is not None and ep.namespace != namespace):
+                raise UnknownEpisodeError(eid)
+            episodes.append(ep)
+        self._check_limits(source, episodes, now)
+        if self.reliability is not None and source != VERIFIED:
+            self._refresh_agreement()
+        earlier = self.backend.outcomes_of(ids) if source == VERIFIED else {}
+        parents = {ns: self._parents_of(ns) for ns in {ep.namespace for ep in episodes}}  # one read per call
+        self._start_live({ep.namespace for ep in episodes})
+        rows, increments, checks = [], [], []
+        credited: builtins.list[tuple[Episode, bool, float]] = []
+        for ep, ok in zip(episodes, results, strict=True):
+            if source == VERIFIED:
+                before = earlier.get(ep.id)
+                reported = (None, None) if before is None else (before.source, before.success)
+                checks.append(Verification(ep.id, ep.namespace, ok, reported[0], reported[1], now))
+                if before is not None:
+                    continue
+            conf = self._weight(source, ep.namespace, given)
+            row = OutcomeRow(ep.id, ok, source, conf, now, 0, ep.namespace, self.propagation, self.max_hops)
+            rows.append(row)
+            increments += self.increments_of(row, ep, parents[ep.namespace])
+            credited.append((ep, ok, conf))
+        if source == VERIFIED:
+            self.backend.append_verifications(checks, rows, increments)
+        else:
+            self.backend.append_outcomes(rows, increments)
+        self._advance_live(credited)
+        if self.govern_every is not None:
+            for ns in sorted({ep.namespace for ep in episodes}):
+                seen = self._outcomes_since_govern.get(ns, 0) + sum(1 for ep in episodes if ep.namespace == ns)
+                if seen >= self.govern_every:
+                    self._outcomes_since_govern[ns] = 0
+                    self._govern(ns, AUTOMATIC)
+                else:
+                    self._outcomes_since_govern[ns] = seen
+        return checks
+
+    def _start_live(self, namespaces: set[str]) -> None:
+        """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""
+        if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change_detection:
+            return
+        for ns in sorted(namespaces):
+            if ns not in self._live:
+                self.outcome_streams(ns)
+
+    def _advance_live(self, credited: builtins.list[tuple[Episode, bool, float]]) -> None:
+        """Advance the live change statistics with outcomes just logged; tell the splitter."""
+        if not isinstance(self.ablation, AlarmSplitter):
+            return
+        with self._live_lock:
+            for ep, ok, conf in credited:
+                live = self._live.get(ep.namespace)
+                if live is not None:
+                    moved = live.advance([item.memory_id for item in ep.items], ok, conf)
+                    self.ablation.watch({(ep.namespace, mid): stat for mid, stat in moved.items()})
+
+    def _weight(self, source: str, namespace: str, given: float | None) -> float:
+        """The confidence an outcome of ``source`` is credited with."""
+        fixed = self.sources[source]
+        if self.reliability is None or source == VERIFIED:
+            return fixed if given is None else given
+        learned = self.reliability.weight(self._agreement.get((namespace, source), Agreement()), fixed)
+        return learned if given is None else min(given, learned)
+
+    def _refresh_agreement(self) -> None:
+        """Fold verifications logged since the last call into each source's agreement tally."""
+        for v in self.backend.verifications(after=self._verified_seq):
+            if v.source is not None and v.reported is not None:
+                key = (v.namespace, v.source)
+                self._agreement[key] = self._agreement.get(key, Agreement()).add(v.reported == v.success)
+            self._verified_seq = max(self._verified_seq, v.seq)
+
+    def _check_limits(self, source: str, episodes: builtins.list[Episode], now: float) -> None:
+        """Refuse (ValidationError, nothing written) outcomes beyond the source's quota or rate limit."""
+        limit = self.limits.get(source)
+        if limit is None:
+            return
+        recent = self.backend.outcomes_since(now - limit.window, source)
+        logged = self.backend.episodes([o.episode_id for o in recent])
+        for ns in sorted({ep.namespace for ep in episodes}):
+            before = [
+                (o.recorded, [it.memory_id for it in logged[o.episode_id].items])
+                for o in recent
+                if o.episode_id in logged and logged[o.episode_id].namespace == ns
+            ]
+            new = [[it.memory_id for it in ep.items] for ep in episodes if ep.namespace == ns]
+            reason = limit.check(source, before, new, now)
+            if reason is not None:
+                raise RateLimitError(f"source: {reason}; nothing recorded")
+
+    def source_reliability(self, namespace: str = "default") -> dict[str, SourceReport]:
+        """Each source's fixed confidence, verified agreement, learned confidence and limit."""
+        check_name(namespace, "namespace")
+        self._refresh_agreement()
+        rel = self.reliability if self.reliability is not None else Reliability()
+        out = {}
+        for name, fixed in sorted(self.sources.items()):
+            stats = self._agreement.get((namespace, name), Agreement())
+            learned = fixed if name == VERIFIED else rel.weight(stats, fixed)
+            used = learned if self.reliability is not None else fixed
+            out[name] = SourceReport(
+                name,
+                fixed,
+                stats,
+                rel.agreement(stats, fixed),
+                rel.interval(stats),
+                learned,
+                used,
+                self.limits.get(name),
+            )
+        return out
+
+    def increments_of(
+        self, outcome: OutcomeRow, episode: Episode, parents: dict[str, builtins.list[str]] | None = None
+    ) -> builtins.list[Increment]:
+        """The counter increments ``outcome`` caused, under the credit settings it was recorded
+        with (its ``propagation`` and ``max_hops``; an outcome logged before they were kept
+        uses this store's). Recording, replay, burst alerts, policy replay and the
+        dashboard all credit through here, so a replay rebuilds what was done, whoever
+        replays. ``parents`` (the namespace's provenance) is read when needed and not given."""
+        propagation = self.propagation if outcome.propagation is None else outcome.propagation
+        hops = self.max_hops if outcome.max_hops is None else outcome.max_hops
+        if parents is None:
+            parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
+        return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
+
+    def _parents_of(self, namespace: str) -> dict[str, builtins.list[str]]:
+        """The provenance credit propagates along: none when propagation is off."""
+        return self._provenance(namespace) if self.propagation > 0 and self.max_hops > 0 else {}
+
+    def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
+        generation = self.backend.generation()
+        cached = self._parents.get(namespace)
+        if cached is None or cached[0] != generation:
+            parents: dict[str, builtins.list[str]] = {}
+            for src, dst, _kind in sorted(self.backend.edges(namespace)):
+                parents.setdefault(src, []).append(dst)
+            self._parents[namespace] = cached = (generation, parents)
+        return cached[1]

@@ -1,0 +1,176 @@
+"""The review of quarantined memories: the queue, a person's or the verifier's verdict,
+and pins that keep governance away from a memory.
+
+A memory flagged ``re-verify`` is quarantined; it waits in :meth:`ReviewMixin.queue`
+until :meth:`ReviewMixin.resolve` (a person), the ``verifier`` (called by
+``govern(apply=True)``, with a timeout) or the probe test decides it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from memworth.errors import ConflictError, ValidationError
+from memworth.store import decisions
+from memworth.store.records import AuditEntry
+from memworth.store.report import MemoryReport
+from memworth.store.state import StoreState
+from memworth.validation import check_memory_id, check_text
+
+__all__ = ["VERDICTS", "ReviewMixin"]
+
+VERDICTS = ("confirmed", "stale", "edited")
+"""How a quarantined memory is resolved: back to normal, out of recall, or replaced by new text."""
+
+
+def _call_with_timeout(
+    fn: Callable[[MemoryReport], object], report: MemoryReport, timeout: float
+) -> tuple[str, str | None]:
+    """``fn(report)`` in a daemon thread, as ``(verdict, text)``; TimeoutError when it has not
+    answered in ``timeout`` s (the thread is left to finish on its own: Python cannot stop it)."""
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = fn(report)
+        except BaseException as exc:
+            result["error"] = exc
+
+    worker = threading.Thread(target=run, name="memworth-verifier", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    answer = result.get("value")
+    if isinstance(answer, str):
+        return answer, None
+    if isinstance(answer, tuple) and len(answer) == 2 and answer[0] == "edited" and isinstance(answer[1], str):
+        return "edited", answer[1]
+    raise ValidationError("verifier", f"must answer a verdict or ('edited', text), got {answer!r}")
+
+
+class ReviewMixin(StoreState):
+    """The review part of :class:`memworth.store.MemoryStore`: queue, resolve, pin, unpin, the verifier."""
+
+    def queue(self, *, namespace: str = "default") -> builtins.list[MemoryReport]:
+        """Memories awaiting verification (active, standing ``re-verify``: quarantined), with
+        their reports; resolve each with :meth:`resolve` (or let the probe test or the
+        ``verifier`` do it)."""
+        return [r for r in self.reports(namespace=namespace) if r.status == "active" and r.standing == "re-verify"]
+
+    def resolve(
+        self,
+        memory_id: str,
+        verdict: str,
+        *,
+        reason: str,
+        text: str | None = None,
+        new_id: str | None = None,
+        status: str = "suppressed",
+        namespace: str = "default",
+    ) -> AuditEntry:
+        """Resolve a quarantined memory, audited and pinned (a person's or a verifier's decision).
+
+        ``confirmed``: back to standing ``normal``, its counters (and the fall they showed)
+        kept. ``stale``: ``status`` (``suppressed``, default, or ``deprecated``). ``edited``:
+        ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``) derived from
+        this one, with the same metadata and contexts and fresh counters (the old ones
+        measured the old text); this one is archived, its entry naming its replacement.
+        Refused, with nothing changed: a memory not awaiting verification (ConflictError),
+        an unknown verdict, ``edited`` without text (ValidationError).
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
+        >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
+        >>> _ = store.set_standing("cz", "re-verify", reason="looks stale")
+        >>> [r.id for r in store.queue()]
+        ['cz']
+        >>> entry = store.resolve("cz", "edited", reason="updated", text="Czechoslovakia split in 1993.", new_id="cz2")
+        >>> store.get("cz").status, store.get("cz2").derived_from, store.queue()
+        ('archived', ('cz',), [])
+        """
+        if not isinstance(verdict, str) or verdict not in VERDICTS:
+            raise ValidationError("verdict", f"must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+        reason = check_text(reason, "reason")
+        memory = self.get(memory_id, namespace=namespace)
+        if memory.status != "active" or memory.standing != "re-verify":
+            raise ConflictError(
+                f"memory {memory_id!r} is not awaiting verification (status {memory.status}, standing {memory.standing})"
+            )
+        if verdict == "confirmed":
+            return self._change(
+                memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
+                action="resolve", expected="re-verify", pin=True,
+            )  # fmt: skip
+        if verdict == "stale":
+            if status not in ("suppressed", "deprecated"):
+                raise ValidationError("status", f"must be 'suppressed' or 'deprecated', got {status!r}")
+            return self._change(
+                memory.id, "status", status, reason=f"stale: {reason}", namespace=namespace,
+                action="resolve", expected="active", pin=True,
+            )  # fmt: skip
+        if text is None:
+            raise ValidationError("text", "an edited memory needs its new text")
+        new_text = check_text(text, "text")
+        replacement = (
+            check_memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
+        )
+        new = self.add(
+            new_text,
+            id=replacement,
+            namespace=namespace,
+            metadata=memory.metadata,
+            contexts=memory.contexts,
+            derived_from=[memory.id],
+        )
+        return self._change(
+            memory.id, "status", "archived", reason=f"edited: replaced by {new.id}: {reason}", namespace=namespace,
+            action="resolve", settings={"replaced_by": new.id}, expected="active", pin=True,
+        )  # fmt: skip
+
+    def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited)."""
+        return self._note(memory_id, "pin", "pinned", reason, namespace, {"pin": {"until": None}})
+
+    def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited."""
+        return self._note(memory_id, "unpin", "unpinned", reason, namespace, {"pin": None})
+
+    def _note(
+        self, memory_id: str, action: str, new: str, reason: str, namespace: str, settings: dict[str, Any]
+    ) -> AuditEntry:
+        """An audit entry that changes no column (a pin, a verifier's failure)."""
+        reason = check_text(reason, "reason")
+        memory = self.get(memory_id, namespace=namespace)
+        field_name = "verification" if action == "verifier-failed" else "pin"
+        entry = AuditEntry(0, memory.id, namespace, action, field_name, "", new, reason, settings, self.clock())
+        return self.backend.change(entry)
+
+    def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]:
+        """Ask the ``verifier`` about each quarantined memory (once per flag): resolve on its
+        verdict, or audit its failure (an exception, a bad answer, no answer within
+        ``verifier_timeout`` seconds) and leave the memory as it is."""
+        assert self.verifier is not None
+        done: builtins.list[AuditEntry] = []
+        audit = self.backend.audit_log(namespace)
+        flagged = decisions.flags(audit)
+        for report in self.queue(namespace=namespace):
+            flag = flagged.get(report.id)
+            asked = [e for e in audit if e.memory_id == report.id and e.action == "verifier-failed"]
+            if report.pin is not None or (flag is not None and any(e.seq > flag.seq for e in asked)):
+                continue  # pinned, or the verifier already failed on this flag
+            try:
+                verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
+                done.append(self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace))
+            except Exception as exc:
+                why = f"verifier failed: {type(exc).__name__}: {exc}"[:2000]
+                done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))
+        return done

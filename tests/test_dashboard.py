@@ -461,3 +461,17 @@ def test_the_verification_queue_shows_why_and_takes_a_verdict(client: TestClient
     forged = client.post("/dashboard/queue/resolve", data={"memory_id": "water", "verdict": "stale", "csrf": "x"})
     assert forged.status_code == 403 and store.get("water", namespace="team").status == "active"
     assert 'id="no-queue"' in client.get("/dashboard/governance").text
+
+
+def test_pin_and_unpin_from_a_memorys_page(client: TestClient, store: MemoryStore) -> None:
+    key = create_key(store, "team", "t")
+    store.add("Prague was the capital of Czechoslovakia.", id="cz", namespace="team")
+    csrf = sign_in(client, key)
+    assert "Not pinned" in client.get("/dashboard/memories/cz").text
+    r = client.post("/dashboard/pin", data={"memory_id": "cz", "reason": "a person keeps it", "csrf": csrf})
+    assert r.status_code == 200 and "Pinned by audit entry 1 (pin), until unpinned" in r.text
+    assert store.report("cz", namespace="team").pin is not None
+    r = client.post("/dashboard/unpin", data={"memory_id": "cz", "reason": "let it go", "csrf": csrf})
+    assert r.status_code == 200 and "Not pinned" in r.text and store.report("cz", namespace="team").pin is None
+    assert client.post("/dashboard/pin", data={"memory_id": "nope", "reason": "x", "csrf": csrf}).status_code == 404
+    assert client.post("/dashboard/pin", data={"memory_id": "cz", "reason": "x", "csrf": "forged"}).status_code == 403

@@ -512,6 +512,8 @@ def audit_problems(store: MemoryStore) -> list[str]:
     for ns in store.backend.namespaces():
         state = {m.id: {"status": "active", "standing": "normal"} for m in store.backend.memories(ns)}
         for e in store.backend.audit_log(ns):
+            if e.field not in ("status", "standing"):  # a pin or a verifier's note changes no field
+                continue
             if state[e.memory_id][e.field] != e.old:
                 problems.append(
                     f"{ns}/{e.memory_id} entry {e.seq}: {e.field} was {state[e.memory_id][e.field]!r}, entry says {e.old!r}"

@@ -17,7 +17,7 @@ from memworth.governance import Proposal
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
 from memworth.store import Memory, MemoryStore
-from memworth.store.decisions import flags
+from memworth.store.decisions import Pin, flags
 from memworth.store.records import STATUSES, AuditEntry
 from memworth.store.report import MemoryReport, worth_of
 
@@ -130,11 +130,13 @@ def undoable(entries: Iterable[AuditEntry], memories: Mapping[str, Memory]) -> f
     """The audit entries (given newest first) that are still the last word on their field.
 
     Undoing one of those restores the field; an older entry, or one whose memory has moved
-    on since, has nothing left to undo.
+    on since, has nothing left to undo, and neither has a note that changed no field (a pin).
     """
     latest: set[int] = set()
     seen: set[tuple[str, str]] = set()
     for e in entries:
+        if e.field not in ("status", "standing"):  # a pin or a verifier's note: nothing a restore undoes
+            continue
         if (e.memory_id, e.field) not in seen:
             seen.add((e.memory_id, e.field))
             m = memories.get(e.memory_id)
@@ -251,6 +253,10 @@ class MemoryPage:
     proposal: Proposal | None
     changes: list[AuditEntry]  # newest first
     undoable: frozenset[int]
+    pin: Pin | None = None
+    """A person's decision that holds governance back (None: not pinned)."""
+    held: Proposal | None = None
+    """The proposal that pin holds back."""
 
     @property
     def rebuilt(self) -> Counts:
@@ -284,5 +290,7 @@ def memory_page(store: MemoryStore, memory_id: str, namespace: str) -> MemoryPag
         points=points,
         proposal=report.proposal,
         changes=changes,
+        pin=report.pin,
+        held=report.held,
         undoable=undoable(changes, {m.id: m}),
     )

@@ -157,6 +157,7 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
             f"({esc(proposal.field)}: {esc(proposal.old)} → {esc(proposal.new)}): {esc(proposal.reason)} "
             f"{_approve_form(viewer, m.id, proposal.action, here)}</div>"
         )
+    body += _pin_form(page, viewer)
     body += "<h2>Worth over episodes</h2>" + worth_plot(page.points, page.theta_low, page.theta_high)
     if not page.consistent:
         rebuilt = page.rebuilt
@@ -170,6 +171,24 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
 
 
 # -- page parts -----------------------------------------------------------------------------
+
+
+def _pin_form(page: MemoryPage, viewer: Viewer) -> str:
+    """Whether a person's decision holds governance back, with Pin / Unpin."""
+    m, pin = page.memory, page.pin
+    if pin is None:
+        state, verb, label = "Not pinned: governance may propose changes.", "pin", "Pin (keep governance away)"
+    else:
+        until = "until unpinned" if pin.until is None else f"until {pin.until:g} retrievals"
+        held = "" if page.held is None else f" Held back: {esc(page.held.action)} ({esc(page.held.reason)})."
+        state = f"Pinned by audit entry {pin.seq} ({esc(pin.action)}), {esc(until)}.{held}"
+        verb, label = "unpin", "Unpin"
+    return (
+        f'<div class="pin" id="pin"><span>{state}</span> <form method="post" action="{ROOT}/{verb}" class="inline">'
+        f'{_csrf(viewer)}<input type="hidden" name="memory_id" value="{esc(m.id)}">'
+        '<input type="text" name="reason" placeholder="why" required aria-label="why">'
+        f'<button type="submit" class="{verb}" data-id="{esc(m.id)}">{label}</button></form></div>'
+    )
 
 
 def _csrf(viewer: Viewer) -> str:

@@ -18,7 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from memworth.errors import ConflictError, StoreError
 from memworth.server.dashboard import pages, render
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
-from memworth.server.dashboard.markup import ROOT
+from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
 from memworth.server.keys import lookup_key
@@ -158,6 +158,23 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
             raise Refused(409, "Not resolved", str(exc)) from None
         return RedirectResponse(with_notice(f"{ROOT}/governance", entry.seq), 303)
+
+    @router.post("/pin")
+    @error_pages
+    def pin(request: Request, form: Form) -> Response:
+        return _pin_or_unpin(request, form, "pin")
+
+    @router.post("/unpin")
+    @error_pages
+    def unpin(request: Request, form: Form) -> Response:
+        return _pin_or_unpin(request, form, "unpin")
+
+    def _pin_or_unpin(request: Request, form: Form, verb: str) -> Response:
+        who, fields = changer(request, form)
+        memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
+        act = store.pin if verb == "pin" else store.unpin
+        entry = call(lambda: act(memory_id, reason=reason, namespace=who.namespace))
+        return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
     @router.post("/audit/{seq}/undo")
     @error_pages

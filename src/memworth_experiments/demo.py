@@ -65,11 +65,14 @@ def run_agent(
 ) -> dict[str, Any]:
     """Run one agent; return per-episode outcomes, MW trajectories and governance events.
 
-    ``settings``: further :class:`memworth.MemoryStore` settings (the demo uses the defaults)."""
+    ``settings``: further :class:`memworth.MemoryStore` settings (the demo uses the defaults). The
+    ungoverned twin (``govern_every`` None) also runs without the alarm splitter, which is
+    governance too: it changes what recall returns once memories look broken."""
     task_rng = np.random.default_rng([seed, 1])
     r = cfg["run"]
     clock = _SimulatedClock(start=1_700_000_000.0, step=minutes_per_episode * 60.0)
-    store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock, **(settings or {}))
+    chosen = ({} if govern_every else {"ablation": None}) | (settings or {})
+    store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
     outcomes, families, events, trajectory = [], [], [], []
     for t in range(1, episodes + 1):

@@ -56,7 +56,8 @@ def run_seed(world: dict[str, Any], cfg: dict[str, Any], seed: int, episodes: in
     settings: dict[str, dict[str, Any]] = {
         "holdout": {"holdout": float(w["holdout"])},
         "governed": {},
-        "ungoverned": {"scoring": Blend(similarity=1.0, worth=0.0), "exploration": 0.0},
+        # no governance at all: no worth in the score, no exploration, no splitting of suspects
+        "ungoverned": {"scoring": Blend(similarity=1.0, worth=0.0), "exploration": 0.0, "ablation": None},
     }
     stores = {
         name: MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clocks[name], **extra)

@@ -326,7 +326,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
         and sticks: governance proposes nothing for the memory until new evidence comes."""
         entry = call(lambda: store.resolve(id, verdict, reason=reason, text=text, namespace=namespace), "id")
-        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
+        return DecisionView.of(entry)
 
     @tool(writes)
     def pin_memory(
@@ -335,7 +335,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     ) -> DecisionView:
         """Keep governance away from a memory (no proposals for it) until it is unpinned."""
         entry = call(lambda: store.pin(id, reason=reason, namespace=namespace), "id")
-        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
+        return DecisionView.of(entry)
 
     @tool(writes)
     def unpin_memory(
@@ -344,7 +344,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""
         entry = call(lambda: store.unpin(id, reason=reason, namespace=namespace), "id")
-        return DecisionView(**{k: getattr(entry, k) for k in DecisionView.model_fields})
+        return DecisionView.of(entry)
 
     @tool(reads)
     def governance_proposals() -> GovernanceView:

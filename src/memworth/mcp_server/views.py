@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworth.store import Memory, MemoryStore
+from memworth.store.records import AuditEntry
 
 __all__ = [
     "CountsView",
@@ -107,7 +108,9 @@ class ProposalView(_View):
 
 
 class PinView(_View):
-    until: float | None = Field(description="retrievals the memory must reach before governance proposes again (null: until unpinned)")
+    until: float | None = Field(
+        description="retrievals the memory must reach before governance proposes again (null: until unpinned)"
+    )
     audit_seq: int
     action: str
     reason: str
@@ -147,6 +150,11 @@ class DecisionView(_View):
     old: str
     new: str
     reason: str
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> DecisionView:
+        """The view of an audit entry a tool's decision made."""
+        return cls(**{name: getattr(entry, name) for name in cls.model_fields})
 
 
 class GovernanceView(_View):

@@ -40,6 +40,7 @@ from memworth.server.keys import lookup_key
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
+from memworth.store.records import AuditEntry
 from memworth.validation import MAX_K, MAX_TEXT
 
 __all__ = ["create_app"]
@@ -270,6 +271,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         )
         return _error(exc.status_code, kind, str(exc.detail))
 
+    def decided(entry: AuditEntry) -> dict[str, Any]:
+        """A change a person made through the API: counted in the metrics, answered as its audit entry."""
+        metrics.actions.labels(entry.action).inc()
+        return dict(entry.__dict__)
+
     @app.get("/metrics", response_class=Response)
     def prometheus() -> Response:
         """Prometheus metrics: aggregates over every tenant, no ids or texts (so no key is needed)."""
@@ -394,30 +400,26 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
                 namespace=namespace,
             )
         )
-        metrics.actions.labels(entry.action).inc()
-        return dict(entry.__dict__)
+        return decided(entry)
 
     @app.post("/v1/memories/{memory_id:path}/pin")
     def pin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
         """Keep governance away from a memory until it is unpinned (audited)."""
         mid = path_id(memory_id)
         entry = call(lambda: store.pin(mid, reason=body.reason, namespace=namespace))
-        metrics.actions.labels(entry.action).inc()
-        return dict(entry.__dict__)
+        return decided(entry)
 
     @app.post("/v1/memories/{memory_id:path}/unpin")
     def unpin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
         """End a memory's pin (audited)."""
         mid = path_id(memory_id)
         entry = call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace))
-        metrics.actions.labels(entry.action).inc()
-        return dict(entry.__dict__)
+        return decided(entry)
 
     @app.post("/v1/audit/{seq}/restore")
     def restore(seq: int, body: RestoreRequest, namespace: Tenant) -> dict[str, Any]:
         entry = call(lambda: store.restore(seq, reason=body.reason, namespace=namespace))
-        metrics.actions.labels(entry.action).inc()
-        return dict(entry.__dict__)
+        return decided(entry)
 
     @app.get("/v1/audit")
     def audit(namespace: Tenant, memory_id: str | None = None) -> list[dict[str, Any]]:

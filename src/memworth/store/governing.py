@@ -312,9 +312,7 @@ class GovernanceMixin(StoreState):
         >>> r.value_class, r.proposal.action, r.proposal.reason
         ('low', 'deprecate', 'worth 0.000 < 0.3 with evidence 12 >= 10')
         """
-        memory = self.get(memory_id, namespace=namespace)
-        d = self._decide([memory], namespace)[memory.id]
-        return assess(self.policy, memory, d.proposal, pin=d.pin, held=d.held)
+        return self.reports([memory_id], namespace=namespace)[0]
 
     def reports(self, ids: Sequence[str] | None = None, *, namespace: str = "default") -> builtins.list[MemoryReport]:
         """:meth:`report` for many memories with one history read: ``ids`` in the order given

@@ -72,6 +72,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"probe_alpha": 0.5}, "probe_alpha", "(0, 0.5)"),
     ({"probe_alpha": True}, "probe_alpha", "number"),
     ({"probe_beta": 0.0}, "probe_beta", "(0, 0.5)"),
+    ({"max_quarantined": 1.5}, "max_quarantined", "[0, 1]"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),
     ({"deprecation_evidence": 1}, "deprecation_evidence", "'retrievals' or 'weighted'"),
 ]

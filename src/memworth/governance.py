@@ -172,6 +172,7 @@ class GovernancePolicy:
     pin_evidence: float = 50.0
     probe_alpha: float = 0.05
     probe_beta: float = 0.05
+    max_quarantined: float = 0.1
 
     def __post_init__(self) -> None:
         _check_policy(self)
@@ -202,6 +203,14 @@ class GovernancePolicy:
             if name not in known:
                 raise ValidationError(str(name), f"not a governance setting (known: {', '.join(known)})")
         return cls(**settings)
+
+    def quarantine_budget(self, active: int) -> int:
+        """How many of ``active`` memories governance may keep quarantined at once by itself:
+        ``max_quarantined`` of them, at least one. Quarantine takes a memory's answers out of
+        recall, so the memories retrieved for the same tasks start failing and can be flagged
+        in turn; the budget keeps such a cascade from emptying a store (measured on the
+        ``upgrade`` agent world). A person's approval is not held by it."""
+        return max(1, math.floor(self.max_quarantined * active))
 
     def probe_test(self) -> ProbeTest:
         """The sequential test that resolves a quarantined memory from its probe outcomes."""
@@ -288,7 +297,9 @@ class GovernancePolicy:
             elif fired and stream is not None and stream.window_explained_by:  # their failures, not its
                 numbers["window_explained_by"] = list(stream.window_explained_by)
             elif fired:
-                expected = "" if predicted is None else f" and from {predicted:.3f} expected from its record in their contexts"
+                expected = (
+                    "" if predicted is None else f" and from {predicted:.3f} expected from its record in their contexts"
+                )
                 stale.append(
                     f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall{expected} "
                     f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
@@ -370,7 +381,9 @@ class GovernancePolicy:
 DEPRECATION_MODES = ("fixed", "sequential")
 
 
-def _number(policy: GovernancePolicy, name: str, low: float, high: float = math.inf, *, open_ends: bool = False) -> None:
+def _number(
+    policy: GovernancePolicy, name: str, low: float, high: float = math.inf, *, open_ends: bool = False
+) -> None:
     """Refuse the setting ``name`` unless it is a real number within the bounds.
 
     A bool or a string is not a number (no coercion); the bounds are inclusive unless
@@ -434,4 +447,5 @@ def _check_policy(policy: GovernancePolicy) -> None:
     _number(policy, "pin_evidence", 0.0)
     _number(policy, "probe_alpha", 0.0, 0.5, open_ends=True)
     _number(policy, "probe_beta", 0.0, 0.5, open_ends=True)
+    _number(policy, "max_quarantined", 0.0, 1.0)
     check_unit(policy.deprecation_evidence, "deprecation_evidence")

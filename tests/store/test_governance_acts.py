@@ -177,3 +177,19 @@ def test_recall_returns_nothing_when_every_candidate_is_quarantined(make_store: 
     s.set_standing("cz", "re-verify", reason="check it")
     r = s.recall("capital of czechoslovakia", k=2)
     assert r.results == () and r.episode.items == ()
+
+
+def test_governance_quarantines_no_more_than_its_budget_by_itself(make_store: Callable[..., MemoryStore]) -> None:
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(max_quarantined=0.2, change_detection=False))
+    s.add_many([{"id": f"m{i}", "text": f"fact number {i} about topic {i}"} for i in range(10)])
+    for i in range(5):  # five memories whose recent retrievals fell: the window test flags each
+        for ok in [True] * 30 + [False] * 20:
+            s.record(s.recall(f"fact number {i} about topic {i}", k=1), ok)
+    report = s.govern(apply=True)
+    assert sorted(p.memory_id for p in report.proposals if p.action == "re-verify") == [f"m{i}" for i in range(5)]
+    flagged = [e.memory_id for e in report.applied if e.action == "re-verify"]
+    assert len(flagged) == 2  # 20% of 10 active memories
+    held = [(p.memory_id, why) for p, why in report.skipped if p.action == "re-verify"]
+    assert len(held) == 3 and all("quarantine budget: 2 of 10" in why for _, why in held)
+    s.approve(held[0][0], "re-verify")  # a person is not held by the budget
+    assert len(s.queue()) == 3

@@ -213,13 +213,29 @@ class GovernanceMixin(StoreState):
         alerts = self._bursts(namespace, memories)
         applied: list[AuditEntry] = []
         if apply is None or apply:
-            for p in proposals:
+            active = [m for m in memories if m.status == "active"]
+            standing = {m.id: m.standing for m in active}
+            quarantined = sum(1 for m in active if m.standing == "re-verify")
+            budget = self.policy.quarantine_budget(len(active))
+            for p in sorted(proposals, key=lambda p: p.action == "re-verify"):  # what frees the budget first
                 if apply is not None and p.action not in apply:
+                    continue
+                if p.action == "re-verify" and quarantined >= budget:
+                    why = (
+                        f"quarantine budget: {quarantined} of {len(active)} active memories are quarantined "
+                        f"(max_quarantined {self.policy.max_quarantined:g}); a person may still approve it"
+                    )
+                    skipped.append((p, why))
                     continue
                 try:
                     applied.append(self._apply(p, namespace))
                 except StoreError as exc:  # rate-limited, or changed by someone else since we read it
                     skipped.append((p, str(exc)))
+                    continue
+                if p.action == "re-verify":
+                    quarantined += 1
+                elif standing.get(p.memory_id) == "re-verify" and (p.action == "release" or p.field == "status"):
+                    quarantined -= 1  # released, or out of recall for good
             if self.verifier is not None:
                 applied += self._verify_queue(namespace)
             self._refresh_hot(namespace)

@@ -73,6 +73,9 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"probe_alpha": True}, "probe_alpha", "number"),
     ({"probe_beta": 0.0}, "probe_beta", "(0, 0.5)"),
     ({"max_quarantined": 1.5}, "max_quarantined", "[0, 1]"),
+    ({"change_alpha": 1.0}, "change_alpha", "(0, 1)"),
+    ({"change_alpha": "0.05"}, "change_alpha", "number"),
+    ({"window_test": 1}, "window_test", "True or False"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),
     ({"deprecation_evidence": 1}, "deprecation_evidence", "'retrievals' or 'weighted'"),
 ]
@@ -118,8 +121,11 @@ def test_good_settings_are_kept_as_given() -> None:
 
 
 def test_the_defaults_are_valid_and_govern() -> None:
-    p = GovernancePolicy().propose("old", Counts(success=1.0, failure=4.0, n=20), "active", "normal")
+    p = GovernancePolicy().propose("old", Counts(success=1.0, failure=29.0, n=30), "active", "normal")
     assert p is not None and p.action == "deprecate"
+    # the same worth on less evidence is not enough for the error-controlled test: demoted only
+    p = GovernancePolicy().propose("old", Counts(success=1.0, failure=4.0, n=20), "active", "normal")
+    assert p is not None and p.action == "demote"
 
 
 def test_a_store_refuses_an_invalid_min_evidence_before_the_policy() -> None:

@@ -39,7 +39,7 @@ def fill(store: MemoryStore) -> None:
     plan = {
         "good": [True] * 18 + [False] * 2,
         "middling": [True] * 7 + [False] * 13,  # worth 0.35: mixed here, low under the defaults
-        "bad": [False] * 14 + [True],
+        "bad": [False] * 36 + [True],  # enough for the namespace's error-controlled test
         "new": [True, False],
         "broke": [True] * 40 + [False] * 14,
         "boosted": [True] * 6 + [False] * 6,

@@ -36,9 +36,10 @@ def test_the_current_policy_replayed_matches_propose_on_the_final_counts() -> No
 
 
 def test_thresholds_change_what_is_suppressed() -> None:
-    log = stream({"m": 0.36}, 300, seed=1)
-    base = replay_governance(log, ReplaySettings(every=50))
-    lenient = replay_governance(log, ReplaySettings("lenient", GovernancePolicy(theta_low=0.3), every=50))
+    # a rate of 0.32 against theta_low 0.4: the error-controlled test needs hundreds of outcomes
+    log = stream({"m": 0.32}, 1500, seed=1)
+    base = replay_governance(log, ReplaySettings(every=100))
+    lenient = replay_governance(log, ReplaySettings("lenient", GovernancePolicy(theta_low=0.3), every=100))
     assert base.status["m"] == "suppressed" and lenient.status["m"] == "active"
     (diff,) = compare(base, lenient)
     assert diff.memory_id == "m" and "suppress" in diff.baseline_actions and not diff.alternative_actions
@@ -51,8 +52,9 @@ def test_a_half_life_forgets_an_early_good_run_and_flags_the_memory_sooner() -> 
     hidden = ("suppress", "deprecate")
     first_plain = min((e.step for e in plain.events if e.action in hidden), default=None)
     first_decayed = min(e.step for e in decayed.events if e.action in hidden)
-    assert 300 < first_decayed < 400
-    assert first_plain is None or first_decayed < first_plain
+    # measured: 450 with the default (e-BH) test of low worth; the undecayed run never flags it
+    assert 300 < first_decayed <= 450
+    assert first_plain is None
 
 
 def test_estimators_change_promotions() -> None:
@@ -85,9 +87,9 @@ def test_the_daily_cap_holds_back_promote_demote_flips() -> None:
 
 
 def test_memories_never_retrieved_stay_untouched_and_bad_settings_are_refused() -> None:
-    run = replay_governance(stream({"a": 0.1}, 30), ReplaySettings(every=10), memory_ids=["a", "quiet"])
+    run = replay_governance(stream({"a": 0.1}, 40), ReplaySettings(every=10), memory_ids=["a", "quiet"])
     assert run.status["quiet"] == "active" and run.first("quiet", "suppress") is None
-    assert run.first("a", "deprecate") == 10 and run.tally() == {"deprecate": 1}
+    assert run.first("a", "suppress") == 40 and run.tally() == {"demote": 1, "suppress": 1}
     for bad in ({"half_life": 0}, {"estimator": "median"}, {"every": 0}, {"name": ""}):
         with pytest.raises(ValidationError):
             replay_governance([], ReplaySettings(**bad))

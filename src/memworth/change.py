@@ -163,7 +163,10 @@ class OutcomeStream:
     suspects that explain them (:func:`memworth.window.explainers`): those failures are
     theirs. ``suspect`` says whether the memory itself looks broken now (its change alarm
     fired, held or not, or its window test fires): a probe of another memory that came
-    with it tells nothing about that other memory.
+    with it tells nothing about that other memory. ``change_alarm`` says whether its
+    change alarm stands after the namespace's error control (e-BH over every memory's
+    e-value, :func:`memworth.streams.namespace_streams`), with ``change_level`` the e-value
+    that asked of it; ``None``: the stream was read alone, and the policy tests it alone.
 
     Examples
     --------
@@ -181,6 +184,8 @@ class OutcomeStream:
     context: tuple[str | None, ...] | None = None
     window_explained_by: tuple[str, ...] = ()
     suspect: bool = False
+    change_alarm: bool | None = None
+    change_level: float | None = None
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)

@@ -41,11 +41,12 @@ from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.counts import Counts, check_counts, check_unit
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
+from memworth.multiplicity import ebh, ebh_level
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
 from memworth.sequences import SequentialDeprecation
 from memworth.verification import ProbeTest
 
-__all__ = ["GovernancePolicy", "Proposal"]
+__all__ = ["GovernancePolicy", "Proposal", "WorthFlag"]
 
 ACTIONS = {
     "re-verify": ("standing", "re-verify"),
@@ -68,6 +69,23 @@ class Proposal:
     new: str
     reason: str
     numbers: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorthFlag:
+    """Where one memory stands in its namespace's test of low worth (``deprecation="sequential"``).
+
+    ``action`` is ``"deprecate"``, ``"suppress"`` or ``None``; ``suppress_evalue`` and
+    ``deprecate_evalue`` are the e-values against "its rate is at least ``theta_low``"
+    (resp. ``deprecate_below``); ``level`` the e-value e-BH asked of each, and ``tests``
+    how many hypotheses it weighed together.
+    """
+
+    action: str | None
+    suppress_evalue: float
+    deprecate_evalue: float
+    level: float
+    tests: int
 
 
 @dataclass(frozen=True)
@@ -117,11 +135,12 @@ class GovernancePolicy:
     Examples
     --------
     >>> policy = GovernancePolicy()
-    >>> p = policy.propose("old-fact", Counts(success=1.0, failure=4.0, n=20), "active", "normal")
+    >>> p = policy.propose("old-fact", Counts(success=1.0, failure=29.0, n=30), "active", "normal")
     >>> p.action, p.new
     ('deprecate', 'deprecated')
-    >>> print(p.reason)
-    worth 0.200 < 0.3 with evidence 20 >= 10
+    >>> print(p.reason)  # doctest: +NORMALIZE_WHITESPACE
+    worth 0.033 over 30 retrievals: e-value 111 against a rate >= 0.3 clears the e-BH bar 20
+    (false discovery rate 0.05 over 2 tests)
     >>> policy.propose("new-fact", Counts(success=1.0, failure=0.0, n=2), "active", "normal") is None
     True
 
@@ -132,14 +151,15 @@ class GovernancePolicy:
     >>> y = np.array([True] * 40 + [False] * 10)
     >>> stream = OutcomeStream(y, np.ones(50), None, np.arange(1, 51))
     >>> p = policy.propose("old-fact", Counts(success=10.0, failure=2.5, n=50), "active", "normal", stream=stream)
-    >>> p.action, p.numbers["change_point"], p.numbers["change_threshold"]
-    ('re-verify', 41, 12.0)
+    >>> p.action, p.numbers["change_point"], round(p.numbers["change_threshold"], 2)
+    ('re-verify', 41, 6.68)
 
-    Deprecation by a confidence sequence instead of a fixed V_min:
+    The paper's fixed V_min instead of the namespace's error control (not recommended: it
+    flags useful memories by chance once a store is large):
 
-    >>> sequential = GovernancePolicy(deprecation="sequential")
-    >>> print(sequential.propose("m", Counts(success=5.0, failure=45.0, n=50), "active", "normal").reason)
-    95% confidence sequence [0.016, 0.288] lies below 0.3 (evidence 50)
+    >>> fixed = GovernancePolicy(deprecation="fixed")
+    >>> print(fixed.propose("m", Counts(success=1.0, failure=4.0, n=20), "active", "normal").reason)
+    worth 0.200 < 0.3 with evidence 20 >= 10
 
     Settings that cannot work are refused when the policy is made:
 
@@ -166,13 +186,15 @@ class GovernancePolicy:
     change_min_history: float = 10.0
     change_reference_half_life: float = 50.0
     change_context_strength: float = 0.25
-    deprecation: str = "fixed"
+    deprecation: str = "sequential"
     deprecation_alpha: float = 0.05
-    deprecation_evidence: str = "weighted"
+    deprecation_evidence: str = "retrievals"
     pin_evidence: float = 50.0
     probe_alpha: float = 0.05
     probe_beta: float = 0.05
     max_quarantined: float = 0.1
+    change_alpha: float = 0.05
+    window_test: bool = False
 
     def __post_init__(self) -> None:
         _check_policy(self)
@@ -220,6 +242,99 @@ class GovernancePolicy:
         """The change detector behind the change-detection test of re-verify."""
         return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
 
+    def change_evalues(self, statistic: object, observations: object) -> np.ndarray:
+        """Each memory's e-value against "its success rate has not broken", from its CUSUM.
+
+        ``exp(statistic) / watched``, ``watched`` being its observations since it was first
+        watched (``observations - change_min_history``, at least 1; 0 for a memory not yet
+        watched). Why it is an e-value: the CUSUM is the largest, over the possible change
+        points, of the likelihood ratio of the observations since then, so ``exp(CUSUM)``
+        is at most their sum (the Shiryaev-Roberts statistic), whose expectation without a
+        change is the number of change points summed over. Exact with the pre-change rate
+        known; with the rate estimated from the memory's own history (as here) approximate.
+        """
+        stat = np.asarray(statistic, dtype=float)
+        watched = np.asarray(observations, dtype=float) - float(self.change_min_history)
+        with np.errstate(over="ignore"):
+            e = np.exp(stat) / np.maximum(watched, 1.0)
+        return np.asarray(np.where(watched > 0, e, 0.0))
+
+    def change_flags(self, statistic: object, observations: object) -> tuple[np.ndarray, float]:
+        """Which memories' change alarms stand when they are tested together, and the e-value
+        that asked of each: e-BH at ``change_alpha`` over the watched memories
+        (:mod:`memworth.multiplicity`), so the expected share of false alarms among the
+        alarms standing at any one reading is at most ``change_alpha``.
+        """
+        e = self.change_evalues(statistic, observations)
+        watched = np.asarray(observations, dtype=float) > float(self.change_min_history)
+        out = np.zeros(e.size, dtype=bool)
+        if not watched.any():
+            return out, math.inf
+        out[watched] = ebh(e[watched], self.change_alpha)
+        return out, ebh_level(e[watched], self.change_alpha)
+
+    def change_bar(self, level: float, observations: float) -> float:
+        """The CUSUM statistic a memory with ``observations`` needs for an e-value of ``level``."""
+        return math.log(level) + math.log(max(float(observations) - float(self.change_min_history), 1.0))
+
+    def worth_flags(self, counts: list[Counts]) -> list[WorthFlag]:
+        """The namespace's test of low worth: for each memory, whether e-BH at
+        ``deprecation_alpha`` over every memory's two hypotheses ("its rate is at least
+        ``theta_low``", "... at least ``deprecate_below``") rejects one, and which.
+
+        The e-values are Robbins' beta-binomial mixture martingales
+        (:class:`memworth.sequences.BetaBinomialCS`) at each threshold, which stay e-values
+        however often one looks: the expected share of useful memories among those
+        suppressed or deprecated at any reading is at most ``deprecation_alpha``. One
+        memory alone is suppressed when its confidence sequence at ``deprecation_alpha / 2``
+        lies below ``theta_low``.
+
+        Examples
+        --------
+        >>> policy = GovernancePolicy()
+        >>> [f.action for f in policy.worth_flags([Counts(1.0, 29.0, 30), Counts(15.0, 15.0, 30)])]
+        ['deprecate', None]
+        """
+        from memworth.counts import CountsTable
+
+        if not counts:
+            return []
+        for c in counts:
+            check_counts(c, Counts)
+        table = CountsTable(
+            np.array([c.success for c in counts], dtype=float),
+            np.array([c.failure for c in counts], dtype=float),
+            np.array([c.n for c in counts], dtype=float),
+        )
+        cs = self.sequential(self.theta_low).sequence()
+        s, f = cs._sf(table)
+        v = s + f
+        ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
+        evalues = []
+        for theta in (self.theta_low, self.deprecate_below):
+            theta = min(max(float(theta), 1e-9), 1 - 1e-9)
+            log_m = np.asarray(cs.log_martingale(table, theta), dtype=float)
+            with np.errstate(over="ignore"):
+                evalues.append(np.where((ratio < theta) & (v > 0), np.exp(log_m), 0.0))
+        tested = np.flatnonzero(v > 0)
+        pooled = np.concatenate([evalues[0][tested], evalues[1][tested]])
+        rejected = np.zeros((2, len(counts)), dtype=bool)
+        level = math.inf
+        if tested.size:
+            mask = ebh(pooled, self.deprecation_alpha)
+            rejected[0, tested], rejected[1, tested] = mask[: tested.size], mask[tested.size :]
+            level = ebh_level(pooled, self.deprecation_alpha)
+        return [
+            WorthFlag(
+                "deprecate" if rejected[1, i] else "suppress" if rejected[0, i] else None,
+                float(evalues[0][i]),
+                float(evalues[1][i]),
+                level,
+                int(pooled.size),
+            )
+            for i in range(len(counts))
+        ]
+
     def _context_holds(self, stream: OutcomeStream, since: int | None) -> bool:
         """Whether the memory's per-context record before ``since`` explains its excursion
         since then (no labels: no)."""
@@ -261,11 +376,15 @@ class GovernancePolicy:
         recent: Counts | None = None,
         *,
         stream: OutcomeStream | None = None,
+        worth_flag: WorthFlag | None = None,
     ) -> Proposal | None:
         """The change to propose for one memory, or ``None``.
 
         ``recent``: counts of its last retrievals (the window test); ``stream``: its
-        outcome stream (the change-detection test; :meth:`memworth.MemoryStore.outcome_streams`).
+        outcome stream (the change-detection test; :meth:`memworth.MemoryStore.outcome_streams`);
+        ``worth_flag``: where it stands in its namespace's test of low worth
+        (:meth:`worth_flags` over the namespace). A stream without a namespace decision
+        (``change_alarm`` None) and a memory without ``worth_flag`` are tested alone.
         """
         check_counts(counts, Counts)
         if recent is not None:
@@ -291,7 +410,7 @@ class GovernancePolicy:
             predicted = self._context_expects(stream, recent)
             if predicted is not None:
                 numbers["window_expected_from_contexts"] = round(predicted, 6)
-            fired = now < worth - self.staleness_drop and now < self.theta_low
+            fired = self.window_test and now < worth - self.staleness_drop and now < self.theta_low
             if fired and predicted is not None and now >= predicted - self.staleness_drop:
                 numbers["window_explained_by_context"] = True
             elif fired and stream is not None and stream.window_explained_by:  # their failures, not its
@@ -306,25 +425,35 @@ class GovernancePolicy:
                 )
         if stream is not None and self.change_detection and len(stream):
             reading = self.detector().scan(stream.success, stream.weight, stream.reference, stream.episode)
+            evalue = float(self.change_evalues([reading.statistic], [reading.observations])[0])
+            if stream.change_alarm is None or stream.change_level is None:  # tested alone
+                level = 1.0 / self.change_alpha
+                alarm = reading.observations > self.change_min_history and evalue >= level
+            else:
+                level, alarm = stream.change_level, stream.change_alarm
+            bar = self.change_bar(level, reading.observations) if math.isfinite(level) else math.inf
             numbers["change_statistic"] = round(reading.statistic, 6)
-            numbers["change_threshold"] = reading.threshold
+            numbers["change_threshold"] = round(bar, 6)
+            numbers["change_evalue"] = evalue
+            numbers["change_level"] = level
             numbers["change_point"] = reading.change_point
             numbers["change_baseline"] = round(reading.baseline, 6)
-            if reading.alarm and stream.explained_by:  # a co-retrieved memory explains its failures better
+            if alarm and stream.explained_by:  # a co-retrieved memory explains its failures better
                 numbers["change_explained_by"] = list(stream.explained_by)
-            elif reading.alarm and self._context_holds(stream, reading.change_point):
+            elif alarm and self._context_holds(stream, reading.change_point):
                 numbers["change_explained_by_context"] = True
-            elif reading.alarm:
+            elif alarm:
                 stale.append(
-                    f"success rate broke: CUSUM {reading.statistic:.1f} >= {reading.threshold:g} "
-                    f"since episode {reading.change_point}"
+                    f"success rate broke: CUSUM {reading.statistic:.1f} >= {bar:.1f} since episode "
+                    f"{reading.change_point} (e-value {evalue:.3g} >= e-BH bar {level:.3g} at false "
+                    f"discovery rate {self.change_alpha:g})"
                 )
         if stale:
             found = make("re-verify", "; ".join(stale))
             if found:
                 return found
         if self.deprecation == "sequential":
-            return self._sequential(counts, numbers, make, standing)
+            return self._sequential(counts, numbers, make, standing, worth_flag)
         if counts.n >= self.min_evidence:
             deprecation = self.deprecation_rule().check(counts)
             if deprecation.action == "deprecate":
@@ -337,16 +466,29 @@ class GovernancePolicy:
         return self._standing(counts, numbers, make, standing)
 
     def _sequential(
-        self, counts: Counts, numbers: dict[str, Any], make: Callable[[str, str], Proposal | None], standing: str
+        self,
+        counts: Counts,
+        numbers: dict[str, Any],
+        make: Callable[[str, str], Proposal | None],
+        standing: str,
+        flag: WorthFlag | None,
     ) -> Proposal | None:
-        """Deprecate / suppress when the confidence sequence lies below the threshold, else standing."""
-        for action, threshold in (("deprecate", self.deprecate_below), ("suppress", self.theta_low)):
-            decision = self.sequential(threshold).check(counts)
-            numbers["cs_lower"] = round(decision.numbers["lower"], 6)
-            numbers["cs_upper"] = round(decision.numbers["upper"], 6)
-            if decision.action == "deprecate":
-                numbers["alpha"] = self.deprecation_alpha
-                return make(action, decision.reason)
+        """Deprecate / suppress when the namespace's e-BH test of low worth rejects, else standing."""
+        flag = self.worth_flags([counts])[0] if flag is None else flag
+        lower, upper = self.sequential(self.theta_low).sequence().interval(counts)
+        numbers["cs_lower"], numbers["cs_upper"] = round(float(lower), 6), round(float(upper), 6)
+        numbers["suppress_evalue"], numbers["deprecate_evalue"] = flag.suppress_evalue, flag.deprecate_evalue
+        numbers["worth_level"], numbers["worth_tests"] = flag.level, flag.tests
+        if flag.action is not None:
+            numbers["alpha"] = self.deprecation_alpha
+            theta = self.deprecate_below if flag.action == "deprecate" else self.theta_low
+            e = flag.deprecate_evalue if flag.action == "deprecate" else flag.suppress_evalue
+            reason = (
+                f"worth {numbers['worth']:.3f} over {counts.n:g} retrievals: e-value {e:.3g} against a rate "
+                f">= {theta:g} clears the e-BH bar {flag.level:.3g} (false discovery rate "
+                f"{self.deprecation_alpha:g} over {flag.tests} tests)"
+            )
+            return make(flag.action, reason)
         return self._standing(counts, numbers, make, standing)
 
     def _standing(
@@ -448,4 +590,7 @@ def _check_policy(policy: GovernancePolicy) -> None:
     _number(policy, "probe_alpha", 0.0, 0.5, open_ends=True)
     _number(policy, "probe_beta", 0.0, 0.5, open_ends=True)
     _number(policy, "max_quarantined", 0.0, 1.0)
+    _number(policy, "change_alpha", 0.0, 1.0, open_ends=True)
+    if not isinstance(policy.window_test, (bool, np.bool_)):
+        raise ValidationError("window_test", f"must be True or False, got {type(policy.window_test).__name__}")
     check_unit(policy.deprecation_evidence, "deprecation_evidence")

@@ -182,10 +182,10 @@ def replay_governance(
     ...        for t in range(30)]
     >>> run = replay_governance(log, ReplaySettings(every=10))
     >>> run.status, run.standing
-    ({'good': 'active', 'bad': 'deprecated'}, {'good': 'promoted', 'bad': 'normal'})
+    ({'good': 'active', 'bad': 'deprecated'}, {'good': 'promoted', 'bad': 'demoted'})
     >>> [(e.step, e.memory_id, e.action) for e in run.events]
-    [(10, 'good', 'promote'), (10, 'bad', 'deprecate')]
-    >>> strict = replay_governance(log, ReplaySettings(policy=GovernancePolicy(min_evidence=50), every=10))
+    [(10, 'good', 'promote'), (10, 'bad', 'demote'), (20, 'bad', 'deprecate')]
+    >>> strict = replay_governance(log, ReplaySettings(policy=GovernancePolicy(deprecation="fixed", min_evidence=50), every=10))
     >>> strict.status["bad"], strict.standing["bad"]
     ('active', 'demoted')
     """
@@ -214,16 +214,20 @@ def replay_governance(
         return acc
 
     def govern() -> None:
+        views = {}
         for mid in counts:
             acc = decayed(mid)
             if acc[2] <= 0 and acc[0] + acc[1] <= 0:
                 continue
+            views[mid] = _view(Counts(*acc), settings.estimator)
+        active = [mid for mid in views if status[mid] == "active"]  # tested together, as the store does
+        flags = dict(zip(active, policy.worth_flags([views[mid] for mid in active]), strict=True))
+        for mid, view in views.items():
             window_counts = None
             r = recent.get(mid)
             if r is not None and len(r) >= window:
                 window_counts = Counts(sum(s for s, _ in r), sum(f for _, f in r), float(len(r)))
-            view = _view(Counts(*acc), settings.estimator)
-            p = policy.propose(mid, view, status[mid], standing[mid], window_counts)
+            p = policy.propose(mid, view, status[mid], standing[mid], window_counts, worth_flag=flags.get(mid))
             if p is None:
                 continue
             if p.action in RATE_LIMITED:
@@ -277,11 +281,12 @@ def compare(baseline: PolicyRun, alternative: PolicyRun) -> list[Difference]:
 
     Examples
     --------
-    >>> log = [LoggedOutcome(float(t), (Credit("m", 0.35, 0.65, 1),)) for t in range(40)]
+    >>> log = [LoggedOutcome(float(t), (Credit("m", 0.15, 0.85, 1),)) for t in range(40)]
     >>> base = replay_governance(log, ReplaySettings(every=10))
-    >>> lenient = replay_governance(log, ReplaySettings("lenient", GovernancePolicy(theta_low=0.3), every=10))
+    >>> softer = GovernancePolicy(theta_low=0.3, deprecate_below=0.2, demote_below=0.2)
+    >>> lenient = replay_governance(log, ReplaySettings("lenient", softer, every=10))
     >>> [d.describe() for d in compare(base, lenient)]
-    ['m: suppressed/normal (suppress@10) -> active/normal (no action)']
+    ['m: suppressed/demoted (demote@10, suppress@40) -> active/demoted (demote@10)']
     """
     ids = list(dict.fromkeys([*baseline.status, *alternative.status]))
     out = []

@@ -170,22 +170,33 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
     reason: list[str | None] = [None] * size
     rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
-    seq_dep = np.asarray(rule.check_table(table), dtype=bool).reshape(size)
+    seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
     bar = progress_bar(size, "proposals", progress)
     for ns in sorted(set(columns["namespace"].tolist())):
         found = namespace_streams(con, ns, policy)
         where = {mid: i for i, mid in enumerate(found.ids)}
-        for row in np.flatnonzero(columns["namespace"] == ns).tolist():
+        in_ns = np.flatnonzero(columns["namespace"] == ns).tolist()
+        counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in in_ns]
+        worth_flags = dict(zip(in_ns, policy.worth_flags(counted), strict=True))  # e-BH over the namespace
+        for row, counts in zip(in_ns, counted, strict=True):
             mid = columns["memory_id"][row]
-            counts = Counts(float(table.success[row]), float(table.failure[row]), float(table.n[row]))
+            seq_dep[row] = worth_flags[row].action == "deprecate"
             if found.state is not None and mid in where:
                 m = where[mid]
                 stat[row] = float(found.state.statistic[m])
-                alarm[row] = bool(stat[row] >= policy.change_threshold)
+                alarm[row] = mid in found.held
                 change_point[row] = int(found.state.since[m])
                 if found.held.get(mid):
                     held_by[row] = " ".join(found.held[mid])
-            p = policy.propose(mid, counts, "active", "normal", found.recent.get(mid), stream=found.streams.get(mid))
+            p = policy.propose(
+                mid,
+                counts,
+                "active",
+                "normal",
+                found.recent.get(mid),
+                stream=found.streams.get(mid),
+                worth_flag=worth_flags[row],
+            )
             if p is not None:
                 action[row], proposed[row], reason[row] = p.action, p.new, p.reason
             bar.update(1)

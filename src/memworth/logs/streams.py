@@ -3,10 +3,11 @@
 This is :meth:`memworth.MemoryStore.outcome_streams` over the kept episode log instead of
 a backend: one observation per retrieval, in time order, weighted by the outcome's
 confidence, against the success rate of all the namespace's episodes before it
-(:func:`memworth.change.reference_rates`), with every memory's CUSUM run at once and
-the co-retrieved memories that explain an alarm (:func:`memworth.change.scan_episodes`
-with :class:`memworth.change.ExplainingAway`), as the store does. The window test's
-counts (each memory's last ``staleness_window`` retrievals) are SQL sums.
+(:func:`memworth.change.reference_rates`), with every memory's CUSUM run at once, the
+alarms that stand after e-BH across the namespace and the co-retrieved memories that
+explain an alarm: the store's own function, :func:`memworth.streams.namespace_streams`,
+reads the episodes this module fetches. The window test's counts (each memory's last
+``staleness_window`` retrievals) are SQL sums.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
+from memworth.change import CusumState, OutcomeStream
 from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
-from memworth.window import failing_with
-from memworth.window import hold as window_hold
+from memworth.streams import namespace_streams as namespace_streams_of
 
 __all__ = ["Streams", "namespace_streams", "recent_counts"]
 
@@ -77,56 +77,11 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
     success = np.asarray(eps["success"], dtype=bool)
     confidence = np.asarray(eps["confidence"], dtype=float)
     contexts = [None if c is None or c != c else str(c) for c in np.asarray(eps["context"], dtype=object)]
-    labelled = any(c is not None for c in contexts)
     pos = np.asarray(items["pos"], dtype=np.int64)
     code = np.asarray(items["code"], dtype=np.int64)
-    reference = reference_rates(success, policy.change_reference_half_life)
-    starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]]) if pos.size else np.zeros(0, dtype=np.int64)
-    sets = np.split(code, starts[1:]) if pos.size else []
-    detector, rule = policy.detector(), ExplainingAway()
-    state, shared = scan_episodes(detector, rule, sets, success, confidence, reference, size=len(ids))
-    held = {
-        ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m))
-        for m in np.flatnonzero(state.statistic >= detector.threshold).tolist()
-    }
-    flagged = {mid for mid, by in held.items() if not by}
-    rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-    members = {int(p): [ids[x] for x in s] for p, s in zip(pos[starts], sets, strict=True)}
-    window = policy.staleness_window
-    by_memory = np.argsort(code, kind="stable")  # each memory's retrievals, oldest first
-    bounds = np.flatnonzero(np.r_[True, code[by_memory][1:] != code[by_memory][:-1], True])
-    # the window test's explaining away, as the store runs it (memworth.window.hold)
-    frozen = {p: frozenset(m) for p, m in members.items()}
-    retrievals = {
-        ids[code[by_memory[bounds[b]]]]: [
-            (bool(success[p - 1]), frozen[int(p)]) for p in pos[by_memory[bounds[b] : bounds[b + 1]]]
-        ]
-        for b in range(bounds.size - 1)
-    }
-    fired, explained = window_hold(
-        retrievals,
-        flagged | rising,
-        window=window,
-        drop=policy.staleness_drop,
-        theta_low=policy.theta_low,
-    )
-    suspects = fired | set(held)
-    streams: dict[str, OutcomeStream] = {}
-    for b in range(bounds.size - 1):
-        sel = by_memory[bounds[b] : bounds[b + 1]]
-        mid = ids[code[sel[0]]]
-        at = pos[sel]
-        y = success[at - 1]
-        failed_at = at[-window:][~y[-window:]]
-        failed = [frozen[int(p)] for p in failed_at]
-        streams[mid] = OutcomeStream(
-            y,
-            confidence[at - 1],
-            reference[at - 1],
-            at,
-            held.get(mid, ()),
-            tuple(contexts[p - 1] for p in at) if labelled else None,
-            tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
-            mid in suspects,
-        )
+    sets: list[list[int]] = [[] for _ in range(success.size)]  # each episode's memories, by position from 1
+    for p, c in zip(pos.tolist(), code.tolist(), strict=True):
+        sets[p - 1].append(c)
+    found = namespace_streams_of(policy, ids, sets, success, confidence, contexts)
+    state, streams, held = found.state, found.streams, found.held
     return Streams(ids, streams, recent, state, held)

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from memworth.adjusted import EpisodeStats
-from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
+from memworth.change import CusumState, OutcomeStream
 from memworth.coretrieval import AlarmSplitter
 from memworth.counts import Counts
 from memworth.errors import ValidationError
@@ -24,9 +23,8 @@ from memworth.store.alarms import LiveAlarms
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
+from memworth.streams import namespace_streams
 from memworth.validation import check_memory_id, check_name
-from memworth.window import failing_with
-from memworth.window import hold as window_hold
 
 __all__ = ["LogMixin", "ReplayReport"]
 
@@ -100,105 +98,31 @@ class LogMixin(StoreState):
         return self._streams(namespace, self.backend.history(namespace))
 
     def _streams(self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]) -> dict[str, OutcomeStream]:
-        """The outcome streams of :meth:`outcome_streams`, from the namespace's history."""
-        reference = reference_rates(
-            np.array([o.success for o, _ in rows], dtype=bool), self.policy.change_reference_half_life
-        )
-        seen: dict[str, tuple[list[bool], list[float], list[float], list[int], list[str | None]]] = {}
-        for i, (o, ep) in enumerate(rows):
-            for item in ep.items:
-                y, w, ref, at, ctx = seen.setdefault(item.memory_id, ([], [], [], [], []))
-                y.append(o.success)
-                w.append(o.confidence)
-                ref.append(float(reference[i]))
-                at.append(i + 1)
-                ctx.append(ep.context)
-        labelled = any(ep.context is not None for _, ep in rows)
-        alarms, rising = self._held_alarms(rows, reference, list(seen), namespace)
-        flagged = {mid for mid, by in alarms.items() if not by}
-        window = self.policy.staleness_window
-        sets = [frozenset(item.memory_id for item in ep.items) for _, ep in rows]
-        suspects, explained = self._window_hold(sets, seen, flagged | rising)
-        suspects |= set(alarms)
-        return {
-            mid: OutcomeStream(
-                np.array(y, dtype=bool),
-                np.array(w),
-                np.array(ref),
-                np.array(at, dtype=np.int64),
-                alarms.get(mid, ()),
-                tuple(ctx) if labelled else None,
-                tuple(
-                    sorted(
-                        set(
-                            failing_with(
-                                mid,
-                                [sets[i - 1] for i, ok in zip(at[-window:], y[-window:], strict=True) if not ok],
-                                flagged,
-                            )
-                        )
-                        | set(explained.get(mid, ()))
-                    )
-                ),
-                mid in suspects,
-            )
-            for mid, (y, w, ref, at, ctx) in seen.items()
-        }
-
-    def _window_hold(
-        self,
-        sets: builtins.list[frozenset[str]],
-        seen: dict[str, tuple[builtins.list[bool], builtins.list[float], Any, builtins.list[int], Any]],
-        rising: set[str],
-    ) -> tuple[set[str], dict[str, tuple[str, ...]]]:
-        """The window test's explaining away over the namespace (:func:`memworth.window.hold`, as
-        ``memworth score`` runs it): the memories whose window test fires, and the suspects that
-        explain each memory's window failures."""
-        p = self.policy
-        retrievals = {
-            mid: [(ok, sets[i - 1]) for ok, i in zip(y, at, strict=True)] for mid, (y, _w, _r, at, _c) in seen.items()
-        }
-        return window_hold(retrievals, rising, window=p.staleness_window, drop=p.staleness_drop, theta_low=p.theta_low)
-
-    def _held_alarms(
-        self,
-        rows: builtins.list[tuple[OutcomeRow, Episode]],
-        reference: np.ndarray,
-        ids: builtins.list[str],
-        namespace: str,
-    ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
-        """Every memory in alarm, with the co-retrieved memories that explain its failures
-        better (:class:`memworth.change.ExplainingAway` over every memory's CUSUM at once;
-        none: the alarm stands), and the memories whose statistic is at least half the
-        threshold (rising: suspects for the window test's explaining away).
+        """The outcome streams of :meth:`outcome_streams`, from the namespace's history
+        (:func:`memworth.streams.namespace_streams`, as ``memworth score`` reads a log).
 
         An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
-        if not rows:
-            if isinstance(self.ablation, AlarmSplitter):
-                with self._live_lock:
-                    nothing = np.zeros(0, dtype=bool)
-                    half_life = self.policy.change_reference_half_life
-                    self._live[namespace] = LiveAlarms(
-                        self.policy.detector(), half_life, [], CusumState.empty(0), nothing
-                    )
-            return {}, set()
-        index = {mid: i for i, mid in enumerate(ids)}
-        sets = [
-            [index[item.memory_id] for item in dict((it.memory_id, it) for it in ep.items).values()] for _, ep in rows
-        ]
-        detector, rule = self.policy.detector(), ExplainingAway()
+        ids: dict[str, int] = {}
+        sets = [[ids.setdefault(item.memory_id, len(ids)) for item in ep.items] for _, ep in rows]
         success = np.array([o.success for o, _ in rows], dtype=bool)
-        weight = np.array([o.confidence for o, _ in rows], dtype=float)
-        state, shared = scan_episodes(detector, rule, sets, success, weight, reference, size=len(ids))
+        contexts = [ep.context for _, ep in rows]
+        found = namespace_streams(
+            self.policy,
+            builtins.list(ids),
+            sets,
+            success,
+            np.array([o.confidence for o, _ in rows], dtype=float),
+            contexts,
+        )
         if isinstance(self.ablation, AlarmSplitter):
+            detector, half_life = self.policy.detector(), self.policy.change_reference_half_life
+            state = found.state if found.state is not None else CusumState.empty(0)
             with self._live_lock:
-                live = LiveAlarms(detector, self.policy.change_reference_half_life, ids, state, success)
+                live = LiveAlarms(detector, half_life, found.ids, state, success)
                 self._live[namespace] = live
                 self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
-        alarm = np.flatnonzero(state.statistic >= detector.threshold).tolist()
-        rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-        return {ids[m]: tuple(ids[j] for j in rule.holding(shared, state, detector, m)) for m in alarm}, rising
+        return found.streams
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
@@ -243,11 +167,12 @@ class LogMixin(StoreState):
         >>> from memworth.policy_replay import ReplaySettings
         >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
         >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
-        >>> for i in range(30):
-        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=i % 3 == 0)
-        >>> report = store.replay_policy(ReplaySettings("lenient", GovernancePolicy(theta_low=0.3)), every=10)
+        >>> for i in range(40):
+        ...     store.record(store.recall("capital of czechoslovakia", k=1).episode, success=i % 7 == 0)
+        >>> softer = GovernancePolicy(theta_low=0.3, deprecate_below=0.2, demote_below=0.2)
+        >>> report = store.replay_policy(ReplaySettings("lenient", softer), every=10)
         >>> [d.describe() for d in report.differences["lenient"]]
-        ['cz: suppressed/normal (suppress@20) -> active/normal (no action)']
+        ['cz: suppressed/demoted (demote@10, suppress@40) -> active/demoted (demote@40)']
         """
         check_name(namespace, "namespace")
         baseline = ReplaySettings("current", self.policy, every=every)

@@ -76,6 +76,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"change_alpha": 1.0}, "change_alpha", "(0, 1)"),
     ({"change_alpha": "0.05"}, "change_alpha", "number"),
     ({"window_test": 1}, "window_test", "True or False"),
+    ({"guard_alpha": 0.0}, "guard_alpha", "(0, 1)"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),
     ({"deprecation_evidence": 1}, "deprecation_evidence", "'retrievals' or 'weighted'"),
 ]

@@ -41,6 +41,7 @@ from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.counts import Counts, check_counts, check_unit
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
+from memworth.guard import HoldoutGuard
 from memworth.multiplicity import ebh, ebh_level
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
 from memworth.sequences import SequentialDeprecation
@@ -195,6 +196,7 @@ class GovernancePolicy:
     max_quarantined: float = 0.1
     change_alpha: float = 0.05
     window_test: bool = False
+    guard_alpha: float = 0.05
 
     def __post_init__(self) -> None:
         _check_policy(self)
@@ -233,6 +235,10 @@ class GovernancePolicy:
         in turn; the budget keeps such a cascade from emptying a store (measured on the
         ``upgrade`` agent world). A person's approval is not held by it."""
         return max(1, math.floor(self.max_quarantined * active))
+
+    def guard(self) -> HoldoutGuard:
+        """The holdout guard (:mod:`memworth.guard`) at ``guard_alpha``."""
+        return HoldoutGuard(self.guard_alpha)
 
     def probe_test(self) -> ProbeTest:
         """The sequential test that resolves a quarantined memory from its probe outcomes."""
@@ -591,6 +597,7 @@ def _check_policy(policy: GovernancePolicy) -> None:
     _number(policy, "probe_beta", 0.0, 0.5, open_ends=True)
     _number(policy, "max_quarantined", 0.0, 1.0)
     _number(policy, "change_alpha", 0.0, 1.0, open_ends=True)
+    _number(policy, "guard_alpha", 0.0, 1.0, open_ends=True)
     if not isinstance(policy.window_test, (bool, np.bool_)):
         raise ValidationError("window_test", f"must be True or False, got {type(policy.window_test).__name__}")
     check_unit(policy.deprecation_evidence, "deprecation_evidence")

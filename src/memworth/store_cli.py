@@ -360,16 +360,12 @@ def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
     report = store.govern(apply=args.apply, namespace=args.namespace)
     lines = [f"{p.action:<9} {p.memory_id}: {p.field} {p.old} -> {p.new}; {p.reason}" for p in report.proposals]
     lines += [f"alert     {a.memory_id}: {a.reason}" for a in report.alerts]
+    if report.guard is not None and report.guard.fired:
+        lines.insert(0, f"GUARD     {report.guard.reason}")
     if args.apply:
         lines.append(f"applied {len(report.applied)}, skipped {len(report.skipped)}")
         lines += [f"  skipped {p.memory_id}: {why}" for p, why in report.skipped]
-    data = {
-        "proposals": report.proposals,
-        "applied": report.applied,
-        "skipped": [{"proposal": p, "why": why} for p, why in report.skipped],
-        "alerts": [{"memory_id": a.memory_id, "reason": a.reason, **a.numbers()} for a in report.alerts],
-    }
-    _emit(args, data, "\n".join(lines) or "nothing to propose")
+    _emit(args, report.row(), "\n".join(lines) or "nothing to propose")
     return 0
 
 
@@ -428,10 +424,11 @@ def _holdout_args(p: argparse.ArgumentParser) -> None:
 
 def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
     r = store.holdout_report(namespace=args.namespace, level=args.level, method=args.method)
+    guard = store.holdout_guard(namespace=args.namespace)
     data = {
         k: (None if isinstance(v, float) and math.isnan(v) else v)
         for k, v in (dataclasses.asdict(r) | {"governed_rate": r.governed_rate, "holdout_rate": r.holdout_rate}).items()
-    }
+    } | {"guard": None if guard is None else guard.row()}
     text = (
         r.describe()
         if r.holdout_n and r.governed_n
@@ -440,6 +437,8 @@ def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
             "(open the store with holdout=0.1 to hold out a share)"
         )
     )
+    if guard is not None:
+        text += f"\nholdout guard: {guard.reason}"
     _emit(args, data, text)
     return 0
 

@@ -352,7 +352,8 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         re-verify), each with its reason and numbers. Proposes only: nothing is changed."""
         report = call(lambda: store.govern(apply=False, namespace=namespace), "namespace")
         proposals = [ProposalView(**p.__dict__) for p in report.proposals]
-        return GovernanceView(namespace=namespace, proposals=proposals, applied=False)
+        guard = None if report.guard is None else report.guard.row()
+        return GovernanceView(namespace=namespace, proposals=proposals, applied=False, guard=guard)
 
     @server.resource(
         MEMORY_TEMPLATE,

@@ -161,6 +161,11 @@ class GovernanceView(_View):
     namespace: str
     proposals: list[ProposalView]
     applied: bool = Field(description="always false: this tool only proposes")
+    guard: dict[str, Any] | None = Field(
+        default=None,
+        description="the holdout guard: fired=true means governed success fell below holdout success "
+        "with confidence; governance then applies nothing and proposes rollbacks (null: no holdout share)",
+    )
 
 
 def counts_view(m: Memory) -> CountsView:

@@ -352,12 +352,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         report = call(lambda: store.govern(apply=body.apply, namespace=namespace))
         for e in report.applied:
             metrics.actions.labels(e.action).inc()
-        return {
-            "proposals": [p.__dict__ for p in report.proposals],
-            "applied": [e.__dict__ for e in report.applied],
-            "skipped": [{"proposal": p.__dict__, "why": why} for p, why in report.skipped],
-            "alerts": [{"memory_id": a.memory_id, "reason": a.reason, **a.numbers()} for a in report.alerts],
-        }
+        return report.row()
 
     @app.post("/v1/episodes/{episode_id}/verify")
     def verify(episode_id: str, body: VerifyRequest, namespace: Tenant) -> dict[str, Any]:
@@ -371,6 +366,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.get("/v1/holdout")
     def holdout(namespace: Tenant) -> dict[str, Any]:
         r = call(lambda: store.holdout_report(namespace=namespace))
+        guard = call(lambda: store.holdout_guard(namespace=namespace))
         numbers = {"lift": r.lift, "lower": r.lower, "upper": r.upper}
         return {
             "governed": {"successes": r.governed_successes, "episodes": r.governed_n},
@@ -378,6 +374,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             **{k: None if v != v else v for k, v in numbers.items()},  # NaN (an empty arm) -> null
             "level": r.level,
             "method": r.method,
+            "guard": None if guard is None else guard.row(),
         }
 
     @app.get("/v1/queue")

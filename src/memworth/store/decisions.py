@@ -11,6 +11,9 @@ the namespace's audit log and outcome history and applies what they say.
   entry carries ``settings["pin"] = None``. The latest such entry of a memory is its pin.
 * **Flags.** The latest audit entry that set a memory's standing to ``re-verify`` is its
   flag: when it was raised and the numbers that raised it.
+* **Rollbacks.** When the holdout guard fires, the changes governance made by itself
+  since governance last led (entries with a governance action and no pin: a person's
+  approval pins) are the ones to undo, newest first, one per memory at a time.
 * **Probe evidence.** The memory's direct retrievals with an outcome since its flag (its
   probes, and any holdout episode that retrieved it), with their confidence.
 """
@@ -24,9 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from memworth.governance import ACTIONS
 from memworth.store.records import AuditEntry, Episode, OutcomeRow
 
-__all__ = ["Pin", "ProbeEvidence", "flags", "pins", "probe_evidence"]
+__all__ = ["Pin", "ProbeEvidence", "flags", "pins", "probe_evidence", "rollbacks"]
+
+GOVERNANCE_ACTIONS = frozenset(ACTIONS)
+"""The audit actions governance takes by itself (a rollback is a person's decision)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,27 @@ def pins(audit: Sequence[AuditEntry]) -> dict[str, Pin]:
 def flags(audit: Sequence[AuditEntry]) -> dict[str, AuditEntry]:
     """The latest entry that set each memory's standing to ``re-verify``, by id."""
     return {e.memory_id: e for e in audit if e.field == "standing" and e.new == "re-verify"}
+
+
+def rollbacks(audit: Sequence[AuditEntry], since: float) -> dict[str, AuditEntry]:
+    """For each memory, the newest change governance made by itself after time ``since``
+    (what the holdout guard proposes to undo first), by id.
+
+    Examples
+    --------
+    >>> from memworth.store.records import AuditEntry
+    >>> e = lambda seq, action, at, settings: AuditEntry(seq, "m", "default", action, "status", "active",
+    ...                                                  "suppressed", "why", settings, at)
+    >>> rollbacks([e(1, "suppress", 5.0, {}), e(2, "suppress", 9.0, {"pin": {"until": 3}})], since=4.0)["m"].seq
+    1
+    >>> rollbacks([e(1, "suppress", 3.0, {})], since=4.0)
+    {}
+    """
+    out: dict[str, AuditEntry] = {}
+    for entry in audit:
+        if entry.at > since and entry.action in GOVERNANCE_ACTIONS and "pin" not in entry.settings:
+            out[entry.memory_id] = entry
+    return out
 
 
 @dataclass(frozen=True)

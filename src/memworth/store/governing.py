@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from memworth.errors import (
     ChangedError,
@@ -26,6 +29,7 @@ from memworth.errors import (
 )
 from memworth.estimators import RawWorth
 from memworth.governance import GovernancePolicy, Proposal
+from memworth.guard import GuardReading
 from memworth.policy import Taxonomy
 from memworth.sources import BurstAlert
 from memworth.store import decisions
@@ -69,6 +73,19 @@ class GovernanceReport:
     skipped: list[tuple[Proposal, str]]
     alerts: list[BurstAlert] = field(default_factory=list)
     """Memories whose worth moved faster than their evidence allows (the store's ``burst``)."""
+    guard: GuardReading | None = None
+    """The holdout guard (None: the store has no holdout share). When it fired, nothing was
+    applied and the proposals include the rollbacks of governance's changes since it last led."""
+
+    def row(self) -> dict[str, Any]:
+        """The JSON shape every face shows."""
+        return {
+            "proposals": [dict(p.__dict__) for p in self.proposals],
+            "applied": [dict(e.__dict__) for e in self.applied],
+            "skipped": [{"proposal": dict(p.__dict__), "why": why} for p, why in self.skipped],
+            "alerts": [{"memory_id": a.memory_id, "reason": a.reason, **a.numbers()} for a in self.alerts],
+            "guard": None if self.guard is None else self.guard.row(),
+        }
 
 
 class GovernanceMixin(StoreState):
@@ -203,7 +220,7 @@ class GovernanceMixin(StoreState):
         """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
         check_name(namespace, "namespace")
         memories = self.backend.memories(namespace)
-        found = self._decide(memories, namespace)
+        found, guard = self._decide_all(memories, namespace)
         proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
         skipped: list[tuple[Proposal, str]] = [
             (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
@@ -212,7 +229,9 @@ class GovernanceMixin(StoreState):
         ]
         alerts = self._bursts(namespace, memories)
         applied: list[AuditEntry] = []
-        if apply is None or apply:
+        if guard is not None and guard.fired:  # governance hurts: apply nothing, propose the rollbacks
+            skipped += [(p, f"holdout guard: {guard.reason}; nothing is applied until it clears") for p in proposals]
+        elif apply is None or apply:
             active = [m for m in memories if m.status == "active"]
             standing = {m.id: m.standing for m in active}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
@@ -239,7 +258,7 @@ class GovernanceMixin(StoreState):
             if self.verifier is not None:
                 applied += self._verify_queue(namespace)
             self._refresh_hot(namespace)
-        return GovernanceReport(proposals, applied, skipped, alerts)
+        return GovernanceReport(proposals, applied, skipped, alerts, guard)
 
     def proposals(
         self, memories: Sequence[Memory] | None = None, *, namespace: str = "default"
@@ -254,7 +273,30 @@ class GovernanceMixin(StoreState):
         """
         return {mid: d.proposal for mid, d in self._decide(memories, namespace).items()}
 
+    def holdout_guard(self, *, namespace: str = "default") -> GuardReading | None:
+        """The holdout guard over the namespace's log (:mod:`memworth.guard`): whether governed
+        success has fallen below holdout success with confidence. None without a holdout share.
+
+        When it fires, :meth:`govern` applies nothing (continuous governance included) and
+        proposes undoing, one memory at a time, the changes governance made by itself since it
+        last led (action ``rollback``, which :meth:`approve` applies); every face shows it.
+        """
+        check_name(namespace, "namespace")
+        return self._guard(self.backend.history(namespace))
+
+    def _guard(self, history: Sequence[tuple[OutcomeRow, Episode]]) -> GuardReading | None:
+        if self.holdout <= 0:
+            return None
+        held = np.array([ep.holdout for _, ep in history], dtype=bool)
+        success = np.array([o.success for o, _ in history], dtype=bool)
+        return self.policy.guard().check(held, success, share=self.holdout)
+
     def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
+        return self._decide_all(memories, namespace)[0]
+
+    def _decide_all(
+        self, memories: Sequence[Memory] | None, namespace: str
+    ) -> tuple[dict[str, _Decision], GuardReading | None]:
         """Each memory's proposal, the one a pin holds back, and its pin: the history and
         the audit log read once.
 
@@ -271,6 +313,11 @@ class GovernanceMixin(StoreState):
         recent = _recent(history, self.policy.staleness_window)
         streams = self._streams(namespace, history) if self.policy.change_detection else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
+        guard = self._guard(history)
+        undone: dict[str, AuditEntry] = {}
+        if guard is not None and guard.fired:  # governance's own changes since it last led
+            since = history[guard.ahead - 1][0].recorded if guard.ahead > 0 else -math.inf
+            undone = decisions.rollbacks(audit, since)
         suspects = {mid for mid, s in streams.items() if s.suspect} | {
             m.id for m in everyone if m.standing == "re-verify" and m.status == "active"
         }
@@ -293,12 +340,23 @@ class GovernanceMixin(StoreState):
                     stream=streams.get(m.id),
                     worth_flag=worth.get(m.id),
                 )
+            undo = undone.get(m.id)
+            if undo is not None and guard is not None and getattr(m, undo.field) == undo.new:
+                p = Proposal(
+                    m.id,
+                    "rollback",
+                    undo.field,
+                    undo.new,
+                    undo.old,
+                    f"holdout guard: {guard.reason}; undoes audit entry {undo.seq} ({undo.action})",
+                    {"audit_seq": undo.seq, "guard_evalue": guard.evalue, "lift": round(guard.lift, 6)},
+                )
             pin = pinned.get(m.id)
             if pin is not None and pin.holds(m.counts.n):
                 out[m.id] = _Decision(None, p, pin)
             else:
                 out[m.id] = _Decision(p, None, None)
-        return out
+        return out, guard
 
     def _probe_proposal(
         self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]], others: set[str]

@@ -20,6 +20,7 @@ is one module, joined here as a base class of :class:`MemoryStore`:
 from __future__ import annotations
 
 import builtins
+import json
 import math
 import threading
 import time
@@ -86,6 +87,10 @@ __all__ = [
 ]
 
 
+HOLDOUT_KEY = "holdout"
+"""The store's ``meta`` key of its holdout share and hash seed."""
+
+
 class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, HotTierMixin):
     """A governed memory store over a backend (SQLite by default).
 
@@ -149,7 +154,9 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
     holdout
         Share of episodes (by a seeded hash of the episode id) that recall without
         governance: similarity only, suppressed and deprecated memories included; see
-        :meth:`holdout_report`.
+        :meth:`holdout_report` and :meth:`holdout_guard`. The share and the hash's seed are
+        kept with the store, so every face that opens it by URL holds out the same
+        episodes and reads the same guard; ``None`` (default): the kept share (else 0).
     verifier
         Called by :meth:`govern` with ``apply`` for each quarantined memory (once per flag)
         with its :class:`MemoryReport`; returns a verdict (``"confirmed"``, ``"stale"``) or
@@ -218,7 +225,7 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         reliability: Reliability | None = None,
         limits: dict[str, SourceLimit] | None = None,
         burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
-        holdout: float = 0.0,
+        holdout: float | None = None,
         ablation: RecallPlanner | str | None = "split",
         probe_share: float = 0.1,
         verifier: Callable[[MemoryReport], object] | None = None,
@@ -285,7 +292,7 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
                 raise ValidationError("burst", f"must be a BurstDetector or None, got {type(burst).__name__}")
             burst.validate()
         self.burst = burst
-        self.holdout = check_share(holdout)
+        self.holdout, self._holdout_seed = self._bind_holdout(holdout, seed)
         if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float)) or not 0 <= probe_share <= 1:
             raise ValidationError("probe_share", f"must be within [0, 1], got {probe_share!r}")
         self.probe_share = float(probe_share)
@@ -313,9 +320,22 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         self.ablation = ablation
         self._live: dict[str, LiveAlarms] = {}  # per namespace, for an AlarmSplitter
         self._live_lock = threading.Lock()
-        self._holdout_seed = 0 if seed is None else int(seed)
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
+
+    def _bind_holdout(self, share: float | None, seed: int | None) -> tuple[float, int]:
+        """The holdout share and hash seed: those given (kept with the store when they differ
+        from the kept ones), else the kept ones, else none."""
+        kept = self.backend.get_meta(HOLDOUT_KEY)
+        if share is None:
+            if kept is None:
+                return 0.0, 0 if seed is None else int(seed)
+            record = json.loads(kept)
+            return check_share(record["share"]), int(record["seed"])
+        record = {"share": check_share(share), "seed": 0 if seed is None else int(seed)}
+        if (record["share"] > 0 or kept is not None) and (kept is None or json.loads(kept) != record):
+            self.backend.set_meta(HOLDOUT_KEY, json.dumps(record, sort_keys=True))
+        return record["share"], record["seed"]
 
     # -- opening and closing ---------------------------------------------------------
 

@@ -14,6 +14,7 @@ import numpy as np
 from memworth.counts import Counts, CountsTable
 from memworth.errors import UnknownMemoryError, ValidationError
 from memworth.governance import Proposal
+from memworth.guard import GuardReading
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
 from memworth.store import Memory, MemoryStore
@@ -222,6 +223,8 @@ class GovernancePage:
     """Memories quarantined for re-verification, awaiting a verdict."""
     flags: dict[str, AuditEntry] = field(default_factory=dict)
     """The entry that flagged each of them (why it is in the queue)."""
+    guard: GuardReading | None = None
+    """The holdout guard (None: no holdout share)."""
 
 
 def governance_page(store: MemoryStore, namespace: str) -> GovernancePage:
@@ -232,7 +235,9 @@ def governance_page(store: MemoryStore, namespace: str) -> GovernancePage:
     audit = store.audit(namespace=namespace)
     changes = audit[::-1][:RECENT_CHANGES]
     queue = store.queue(namespace=namespace)
-    return GovernancePage(report.proposals, by_id, changes, undoable(changes, by_id), queue, flags(audit))
+    return GovernancePage(
+        report.proposals, by_id, changes, undoable(changes, by_id), queue, flags(audit), report.guard
+    )
 
 
 # -- one memory ---------------------------------------------------------------------------

@@ -89,7 +89,16 @@ def memories(page: MemoriesPage, viewer: Viewer, note: str) -> str:
 
 def governance(page: GovernancePage, viewer: Viewer, note: str) -> str:
     """The governance page: proposals, each with its Approve button, and the recent changes."""
-    body = note + "<h2>Proposals</h2>"
+    body = note
+    if page.guard is not None and page.guard.fired:
+        body += (
+            '<p id="guard" class="error" role="alert"><strong>Holdout guard:</strong> '
+            f"{esc(page.guard.reason)}. Governance applies nothing until it clears; the rollbacks of "
+            "its changes since it last led are proposed below.</p>"
+        )
+    elif page.guard is not None:
+        body += f'<p id="guard">Holdout guard: {esc(page.guard.reason)}.</p>'
+    body += "<h2>Proposals</h2>"
     if not page.proposals:
         body += '<p id="no-proposals">Nothing to propose: every memory is where its evidence puts it.</p>'
     else:

@@ -33,8 +33,8 @@ def main() -> None:
     os.dup2(sink, 1)
     sys.stdout = open(os.devnull, "w")
     import numpy as np
-    import pandas as pd
-    from pandas._config import config as pd_config
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+    from pandas._config import config as pd_config  # type: ignore[import-untyped,unused-ignore]
 
     options = {}
     for key in list(pd_config._registered_options):
@@ -56,7 +56,7 @@ def main() -> None:
                 exec(compile(request["code"], "<recipe>", "exec"), recipe)
                 tests["check"](recipe[request["name"]], np.random.default_rng(request["seed"]))  # type: ignore[operator]
         except BaseException as exc:  # a recipe's SystemExit or KeyboardInterrupt is its failure too
-            answer = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
         finally:
             _restore(pd, options)
         protocol.write(json.dumps(answer) + "\n")

@@ -21,7 +21,6 @@ import os
 import select
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -224,7 +223,18 @@ class Worker:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
-            self._proc = None
+            self._release()
+
+    def _release(self) -> None:
+        """Close the pipes of the (ended) worker."""
+        assert self._proc is not None
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:  # the worker died with data in the pipe: nothing to flush to
+                    pass
+        self._proc = None
 
     def run(self, code: str, name: str, test: str, seed: int) -> tuple[bool, str]:
         """Run recipe ``code`` (a function called ``name``) against ``test`` on input seed ``seed``."""
@@ -250,14 +260,20 @@ class Worker:
         return bool(answer["ok"]), str(answer.get("error", ""))
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.stdin is not None:
-            self._proc.stdin.close()
+        """End the worker: close its input, wait for it (killing it after 5 s), close its pipes."""
+        if self._proc is None:
+            return
+        if self._proc.stdin is not None:
             try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._release()
 
     def __enter__(self) -> Worker:
         return self
@@ -326,5 +342,3 @@ def outcome_table(tasks: list[Task], envs: dict[str, Env], seeds: int, timeout: 
     tmp.write_text(json.dumps(table.__dict__ | {"cached": False}))
     tmp.replace(path)
     return table
-
-

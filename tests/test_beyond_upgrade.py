@@ -152,7 +152,7 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert all(r["paper"] is None for r in payload["rows"])
     names = {r["name"] for r in payload["rows"]}
     assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin"} <= names
-    assert "uniform: ablation no_quarantine" in names
+    assert {"uniform: ablation no_standing", "ran: ablation no_standing"} <= names
     with (out / "raw.csv").open() as f:
         raw = list(csv.DictReader(f))
     summaries = [r for r in raw if r["summary"] == "1"]
@@ -161,7 +161,8 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
         ("uniform", "ungoverned"): 2,
         ("ran", "governed"): 2,
         ("ran", "ungoverned"): 2,
-        ("uniform", "no_quarantine"): 1,
+        ("uniform", "no_standing"): 1,
+        ("ran", "no_standing"): 1,
     }
     for r in summaries:  # every episode is counted once, before or after the upgrade
         assert int(r["all_before_n"]) == 300 and int(r["all_after_n"]) == 400

@@ -23,6 +23,7 @@ import numpy as np
 from memworth import MemoryStore, ValidationError
 from memworth.encoders import Encoder
 from memworth.holdout import lift as holdout_lift
+from memworth.ranking import Blend
 from memworth_experiments.common import Result, Row, paired_interval, progress, read_raw
 from memworth_experiments.demo import _SimulatedClock
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
@@ -217,7 +218,7 @@ def run_seed(
     plays: list[tuple[str, str, bool, dict[str, Any] | None]] = []
     for credit in CREDITS:
         plays += [(credit, "governed", True, None), (credit, "ungoverned", False, None)]
-    plays += [(str(w["ablation_credit"]), arm, True, settings) for arm, settings in arms.items()]
+    plays += [(str(c), arm, True, settings) for c in w["ablation_credits"] for arm, settings in arms.items()]
     for credit, arm, governed, settings in plays:
         run = play(world, cfg, seed, seq, encoder, credit, governed, settings)
         tally = flag_tally(world, cfg, run) if governed else {}
@@ -276,6 +277,14 @@ def encoder_for(world: World) -> CachedEncoder:
     return encoder
 
 
+def arm_settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """An ablation's store settings: :func:`governance.store_settings`, and ``scoring`` as a :class:`Blend`'s fields."""
+    out = store_settings(spec)
+    if "scoring" in out:
+        out["scoring"] = Blend(**out["scoring"])
+    return out
+
+
 _SHARED: dict[str, Any] = {}
 """What the seed workers read (set before they fork): the world, the config, the encoder, episodes."""
 
@@ -296,9 +305,7 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
     world = prepare(cfg)
     encoder = encoder_for(world)
     chosen = cfg["quick"].get("arms") if cfg.get("_quick") else None
-    arms = {
-        name: store_settings(spec) for name, spec in cfg.get("arms", {}).items() if chosen is None or name in chosen
-    }
+    arms = {name: arm_settings(spec) for name, spec in cfg.get("arms", {}).items() if chosen is None or name in chosen}
     ablation_seeds = 1 if cfg.get("_quick") else min(seeds, int(w["ablation_seeds"]))
     jobs = [(seed, arms if seed < ablation_seeds else {}) for seed in range(seeds)]
     _SHARED.update(world=world, cfg=cfg, encoder=encoder, episodes=episodes)
@@ -453,27 +460,27 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 f"{credit}: broken recipes not flagged in time (seeds): "
                 + ", ".join(f"{m} ({n})" for m, n in missed.most_common())
             )
-    abl = str(w["ablation_credit"])
-    for arm in sorted({r["arm"] for r in raw} - {"governed", "ungoverned"}):
-        sel = _summaries(raw, abl, arm)
-        ref = [r for r in _summaries(raw, abl, "governed") if r["seed"] in {x["seed"] for x in sel}]
-        base = [r for r in _summaries(raw, abl, "ungoverned") if r["seed"] in {x["seed"] for x in sel}]
-        d_arm = _paired_lift(sel, base)
-        d_ref = _paired_lift(ref, base)
-        share = sum(int(r["broken_flagged"]) for r in sel) / max(sum(int(r["broken_eligible"]) for r in sel), 1)
-        rows.append(
-            Row(
-                f"{abl}: ablation {arm}",
-                "lift",
-                None,
-                d_arm[0],
-                0.0,
-                None,
-                f"lift {d_arm[0]:+.3f} (95% CI {d_arm[1]:+.3f} to {d_arm[2]:+.3f}) against {d_ref[0]:+.3f} with everything "
-                f"on, same {len(sel)} seeds; broken flagged in time {share:.2f}; false flags/seed "
-                f"{np.mean([int(r['false_flags']) for r in sel]):.1f}",
+    for abl in w["ablation_credits"]:
+        for arm in sorted({r["arm"] for r in raw if r["credit"] == abl} - {"governed", "ungoverned"}):
+            sel = _summaries(raw, abl, arm)
+            seeds_here = {x["seed"] for x in sel}
+            ref = [r for r in _summaries(raw, abl, "governed") if r["seed"] in seeds_here]
+            base = [r for r in _summaries(raw, abl, "ungoverned") if r["seed"] in seeds_here]
+            d_arm, d_ref = _paired_lift(sel, base), _paired_lift(ref, base)
+            share = sum(int(r["broken_flagged"]) for r in sel) / max(sum(int(r["broken_eligible"]) for r in sel), 1)
+            rows.append(
+                Row(
+                    f"{abl}: ablation {arm}",
+                    "lift",
+                    None,
+                    d_arm[0],
+                    0.0,
+                    None,
+                    f"lift {d_arm[0]:+.3f} (95% CI {d_arm[1]:+.3f} to {d_arm[2]:+.3f}) against {d_ref[0]:+.3f} with "
+                    f"everything on, same {len(sel)} seeds; success after the upgrade {_rate(sel, 'arm_after')}; "
+                    f"broken flagged in time {share:.2f}; false flags/seed {np.mean([int(r['false_flags']) for r in sel]):.1f}",
+                )
             )
-        )
     notes.append(f"the upgrade comes after episode {upgrade_at} of {episodes}")
     for r in world.broken():
         notes.append(f"broken by the upgrade: {r}: {world.table.first_error(r, 'after')[:150]}")

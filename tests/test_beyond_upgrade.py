@@ -135,7 +135,7 @@ def test_the_flag_tally_counts_broken_false_and_bugs() -> None:
 def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "upgrade" in BEYOND_EXPERIMENTS
     out = tmp_path / "upgrade"
-    code = main(["reproduce", "upgrade", "--quick", "--no-progress", "--out", str(out)])
+    code = main(["reproduce", "upgrade", "--quick", "--no-progress", "--check", "--out", str(out)])
     captured = capsys.readouterr()
     printed = captured.out
     assert code == 0, captured.err or printed  # no network: pip's error, not a skip

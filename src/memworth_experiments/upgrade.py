@@ -372,7 +372,7 @@ def _paired_lift(gov: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple
 
 
 def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes: int) -> tuple[list[Row], list[str]]:
-    w, targets = cfg["world"], cfg["targets"]
+    w, targets, miss = cfg["world"], cfg["targets"], cfg["known_miss"]
     upgrade_at = int(w["upgrade_at"])
     rows: list[Row] = []
     notes = [
@@ -399,6 +399,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 f"{flagged} of {eligible} (broken recipes retrieved >= {w['min_retrievals']} times after the upgrade, "
                 f"summed over {seeds} seeds); median delay {np.median(delays) if delays else float('nan'):.0f} episodes",
                 at_least=float(targets["flagged_share"]),
+                known_miss=miss["flagged"],
             )
         )
         false_flags = [int(r["false_flags"]) for r in gov]
@@ -413,6 +414,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 f"recipes that passed every input in the environment of the moment, flagged anyway; max {max(false_flags)}",
                 at_least=None,
                 at_most=float(targets["false_flags_per_seed"]),
+                known_miss=miss["false_flags"],
             )
         )
         m, lo, hi, how = _paired_lift(gov, base)
@@ -426,6 +428,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 None,
                 f"95% CI {lo:+.3f} to {hi:+.3f} ({how}); the twin never governs, same tasks",
                 at_least=float(targets["lift"]),
+                known_miss=miss["lift"],
             )
         )
         rows.append(
@@ -438,6 +441,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 None,
                 "the issue asks for the interval above zero",
                 at_least=0.0,
+                known_miss=miss["lift"],
             )
         )
         hl = holdout_lift(_pool(gov, "arm_after"), _pool(gov, "held_after"))

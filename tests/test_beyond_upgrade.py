@@ -54,8 +54,10 @@ def test_the_worker_runs_recipes_and_survives_hangs_and_crashes(envs: dict[str, 
         assert not ok and error.startswith("WorkerCrash")
         ok, error = worker.run("def f(x):\n    raise SystemExit(1)\n", "f", test, 0)
         assert not ok and error.startswith("SystemExit")
+        ok, error = worker.run("def f(x):\n    return bytearray(8 * 1024**3)\n", "f", test, 0)
+        assert (ok, error) == (False, "MemoryError: ")
         assert worker.run("def f(x):\n    return x * 2\n", "f", test, 0) == (True, "")
-        assert worker.restarts == 2 and worker.calls == 6
+        assert worker.restarts == 2 and worker.calls == 7
 
 
 def test_ground_truth_comes_from_running_in_both_environments(envs: dict[str, Env]) -> None:

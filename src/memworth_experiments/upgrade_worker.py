@@ -11,7 +11,8 @@ on the stdout it was started with:
   answer is wrong;
 * answer ``{"ok": true}`` or ``{"ok": false, "error": "<ExceptionType>: <message>"}``.
 
-The first line it writes is ``{"ready": true, "numpy": ..., "pandas": ..., "python": ...}``.
+Its address space is capped at 4 GiB, so a recipe that allocates too much fails with a
+MemoryError instead of taking the machine down. The first line it writes is ``{"ready": true, "numpy": ..., "pandas": ..., "python": ...}``.
 Whatever a recipe prints goes to /dev/null (the protocol keeps its own copy of stdout);
 warnings are silenced (a deprecation warning is not a failure); pandas options a recipe
 sets are set back after each call. A recipe that hangs or kills the process is the parent's
@@ -26,8 +27,14 @@ import os
 import sys
 import warnings
 
+MEMORY_LIMIT = 4 * 1024**3
+"""Bytes of address space the worker may use: a recipe that asks for more gets a MemoryError."""
+
 
 def main() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, 1)

@@ -201,6 +201,8 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            # one thread per worker: the recipes are tiny, and the machine is shared
+            env=os.environ | {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
             bufsize=1,
         )
         line = self._read(60.0)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memworth.cli import main
-from memworth.errors import UnavailableError
+from memworth.errors import UnavailableError, ValidationError
 from memworth_experiments import upgrade
 from memworth_experiments.common import BEYOND_EXPERIMENTS, load_config
 from memworth_experiments.upgrade_world import ERAS, Env, OutcomeTable, Worker, build_env, load_tasks
@@ -171,3 +171,18 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
         assert int(r["all_before_n"]) == 300 and int(r["all_after_n"]) == 400
         assert int(r["arm_after_n"]) + int(r["held_after_n"]) == 400
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_too_few_episodes_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The upgrade comes after episode 300 and flags are counted for 300 more: 600 episodes cannot show it."""
+    assert main(["reproduce", "upgrade", "--episodes", "600", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--episodes" in err and "600" in err and "Traceback" not in err
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_an_unknown_credit_rule_is_refused() -> None:
+    cfg = load_config("upgrade")
+    cfg["world"]["ablation_credits"] = ["uniform", "everyone"]
+    with pytest.raises(ValidationError, match=r"ablation_credits.*everyone"):
+        upgrade.run(cfg, 2, 700, show_progress=False)

@@ -302,6 +302,9 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
             "--episodes",
             f"must be more than {upgrade_at + int(w['flag_window'])} (upgrade at {upgrade_at} + flag window)",
         )
+    unknown = sorted(set(w["ablation_credits"]) - set(CREDITS))
+    if unknown:
+        raise ValidationError("ablation_credits", f"unknown credit rule(s) {unknown}; choose from {list(CREDITS)}")
     world = prepare(cfg)
     encoder = encoder_for(world)
     chosen = cfg["quick"].get("arms") if cfg.get("_quick") else None

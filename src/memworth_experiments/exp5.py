@@ -39,6 +39,23 @@ class CachedEncoder:
                 self._seen[t] = v
         return np.stack([self._seen[t] for t in texts])
 
+    def save(self, path: Path) -> None:
+        """Write every vector seen so far to ``path`` (``.npz``), for :meth:`load` in a later run."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        texts = list(self._seen)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, texts=np.array(texts, dtype=str), vectors=np.stack([self._seen[t] for t in texts]))
+        tmp.replace(path)
+
+    def load(self, path: Path) -> int:
+        """Remember the vectors :meth:`save` wrote to ``path`` (none if it does not exist); how many."""
+        if not path.exists():
+            return 0
+        with np.load(path, allow_pickle=False) as data:
+            for t, v in zip(data["texts"].tolist(), data["vectors"], strict=True):
+                self._seen[t] = v
+        return len(self._seen)
+
 
 def default_encoder() -> Encoder:
     from memworth.minilm import MiniLMEncoder

@@ -123,7 +123,7 @@ def test_outcomes_move_worth_and_the_ranking(governed: GovernedRetriever) -> Non
 def test_a_suppressed_document_disappears_and_comes_back(governed: GovernedRetriever) -> None:
     query = "capital of the czech republic"
     assert governed.invoke(query, k=1)[0].id == "prague"
-    for _ in range(10):  # outcomes reported by another part of the system, by id
+    for _ in range(20):  # outcomes reported by another part of the system, by id
         governed.sidecar.record(governed.sidecar.retrieved(["prague"]), False)
     report = governed.sidecar.govern(apply=True)
     assert [(e.memory_id, e.new) for e in report.applied] == [("prague", "deprecated")]

@@ -71,8 +71,24 @@ def test_the_diluted_tally_separates_caught_false_and_low() -> None:
             "m002": (60, "suppress"),
             "m003": (70, "deprecate"),
         },
+        "oracle_caught": 3,
+        "oracle_false": 0,
     }
     row = diluted.tally(got, w)
+    assert (row["oracle_caught"], row["oracle_false"]) == (3, 0)
     assert row["broken_flagged"] == 1  # m001 was flagged before it broke: not caught by the change
     assert (row["false_before"], row["false_after"], row["low_flagged"]) == (1, 0, 1)
     assert row["false_ids"].startswith("m002(u=0.50)@60")
+
+
+def test_the_oracle_bound_weighs_each_episode_by_what_it_knows() -> None:
+    # memory 0 broke (usefulness 0.8 -> 0), memory 1 did not (0.6): success probability 0.3
+    now, useful, broke = np.array([0.0, 0.6]), np.array([0.8, 0.6]), np.array([True, False])
+    failed = diluted._oracle_steps(np.array([0, 1]), now, useful, broke, ok=False)
+    assert failed[0] == pytest.approx(np.log(0.7 / 0.3)) and failed[1] == pytest.approx(np.log(1 / 0.7))
+    succeeded = diluted._oracle_steps(np.array([0, 1]), now, useful, broke, ok=True)
+    assert succeeded[0] == pytest.approx(np.log(0.3 / 0.7)) and succeeded[1] < -15  # 1 broken: no success possible
+    # over many episodes the broken memory's ratio grows and the other's falls
+    rng = np.random.default_rng(0)
+    total = sum(diluted._oracle_steps(np.array([0, 1]), now, useful, broke, bool(rng.random() < 0.3)) for _ in range(200))
+    assert total[0] > 0 > total[1]

@@ -182,4 +182,4 @@ def test_mcp_takes_no_policy_settings_and_says_which() -> None:
             asyncio.run(server.call_tool("governance_proposals", {"min_evidence": -1}))
         assert "ValidationError: min_evidence: not an argument of governance_proposals" in str(err.value)
         ok = asyncio.run(server.call_tool("governance_proposals", {}))
-        assert ok.structured_content == {"namespace": "default", "proposals": [], "applied": False}
+        assert ok.structured_content == {"namespace": "default", "proposals": [], "applied": False, "guard": None}

@@ -20,7 +20,8 @@ TOPICS = ["python lists", "prague history", "sql joins", "rust borrow checker", 
 
 
 def busy_store(url: str) -> MemoryStore:
-    """A store with 18 memories and 240 outcomes from three sources, in two contexts; 'broken-1' stops working."""
+    """A store with 18 memories and 480 outcomes from three sources, in two contexts; 'broken-01' stops
+    working after 120 (enough later outcomes for the error-controlled tests to flag it)."""
     tick = itertools.count(1_700_000_000, 7)
     store = MemoryStore.open(url, encoder=HashingEncoder(), seed=1, clock=lambda: float(next(tick)))
     for t, topic in enumerate(TOPICS):
@@ -28,7 +29,7 @@ def busy_store(url: str) -> MemoryStore:
             store.add(f"note {j} about {topic}", id=f"{'broken' if t == 0 and j == 1 else 'note'}-{t}{j}")
     rng = np.random.default_rng(3)
     sources = ["explicit", "implicit", "heuristic"]
-    for e in range(240):
+    for e in range(480):
         topic = TOPICS[e % len(TOPICS)]
         recall = store.recall(f"question about {topic}", k=3, context="work" if e % 2 else "home")
         ids = {r.memory.id for r in recall}
@@ -69,9 +70,9 @@ def test_import_rebuilds_counters_that_replay_confirms(store, tmp_path) -> None:
     export_log(store.backend, path, "parquet")
     with MemoryStore.open(f"sqlite:///{tmp_path / 'copy.db'}", encoder=HashingEncoder()) as copy:
         added, episodes, _rows = import_log(copy.backend, [str(path)], ScoreSettings(Counting("given")))
-        assert episodes == 240 and added == len([m for m in store.list() if m.counts.n > 0])
+        assert episodes == 480 and added == len([m for m in store.list() if m.counts.n > 0])
         report = copy.replay()
-        assert report.consistent and report.outcomes == 240
+        assert report.consistent and report.outcomes == 480
         for m in store.list():
             if m.counts.n:
                 c = copy.get(m.id).counts
@@ -91,7 +92,7 @@ def test_cli_export_import_score(tmp_path, capsys) -> None:
     assert main(["export", "--format", "csv", "--out", str(log), "--store", src]) == 0
     dst = f"sqlite:///{tmp_path / 'imported.db'}"
     assert main(["import", str(log), "--credit", "given", "--store", dst, "--encoder", "hashing"]) == 0
-    assert "240 episodes" in capsys.readouterr().out
+    assert "480 episodes" in capsys.readouterr().out
     assert main(["replay", "--store", dst]) == 0
     assert main(["score", str(log), "--credit", "given", "--quiet", "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "worth.csv").exists()

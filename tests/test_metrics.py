@@ -34,7 +34,7 @@ def test_metrics_count_recalls_outcomes_actions_errors_and_the_queue(store: Memo
     client = TestClient(create_app(store))
     h = {"X-API-Key": create_key(store, "secret-tenant", "k")}
     store.add("Prague was the capital of Czechoslovakia.", id="private-id", namespace="secret-tenant")
-    for ok in ("failure",) * 12:
+    for ok in ("failure",) * 20:  # enough for the error-controlled test of low worth
         episode = client.post("/v1/recall", json={"query": "capital of czechoslovakia", "k": 1}, headers=h).json()
         client.post(f"/v1/episodes/{episode['episode']}/outcome", json={"outcome": ok}, headers=h)
     applied = client.post("/v1/govern", json={"apply": True}, headers=h).json()["applied"]
@@ -44,8 +44,8 @@ def test_metrics_count_recalls_outcomes_actions_errors_and_the_queue(store: Memo
     store.set_standing("water", "re-verify", reason="check", namespace="secret-tenant")
     got = samples(client)
     route = (("method", "POST"), ("route", "/v1/recall"))
-    assert got[("memworth_request_seconds_count", route)] == 12
-    assert got[("memworth_outcomes_total", (("outcome", "failure"), ("source", "explicit")))] == 12
+    assert got[("memworth_request_seconds_count", route)] == 20
+    assert got[("memworth_outcomes_total", (("outcome", "failure"), ("source", "explicit")))] == 20
     assert got[("memworth_governance_actions_total", (("action", "deprecate"),))] == 1
     assert got[("memworth_errors_total", (("status", "404"), ("type", "UnknownMemoryError")))] == 1
     assert got[("memworth_verification_queue", ())] == 1

@@ -46,7 +46,7 @@ def test_a_session_through_the_api(client: TestClient, store: MemoryStore) -> No
     )
     assert r.status_code == 201 and r.json()["worth"] == 0.5
     client.post("/v1/memories", json={"text": "Prague was the capital of Czechoslovakia.", "id": "cz"}, headers=h)
-    for _ in range(12):
+    for _ in range(20):  # enough for the error-controlled test of low worth
         rec = client.post("/v1/recall", json={"query": "capital of czechoslovakia", "k": 1}, headers=h).json()
         assert rec["results"][0]["id"] == "cz"
         assert (
@@ -54,7 +54,7 @@ def test_a_session_through_the_api(client: TestClient, store: MemoryStore) -> No
         )
     worth = client.get("/v1/memories/cz/worth", headers=h).json()
     assert (
-        worth["class"] == "low" and worth["counts"]["retrievals"] == 12 and worth["proposal"]["action"] == "deprecate"
+        worth["class"] == "low" and worth["counts"]["retrievals"] == 20 and worth["proposal"]["action"] == "deprecate"
     )
     proposals = client.post("/v1/govern", json={}, headers=h).json()["proposals"]
     assert [p["memory_id"] for p in proposals] == ["cz"]

@@ -99,7 +99,7 @@ def test_an_odd_id_is_governed_restored_and_audited_over_http(
     client: TestClient, store: MemoryStore, h: dict[str, str], memory_id: str
 ) -> None:
     assert client.post("/v1/sidecar/register", json={"ids": [memory_id, "x"]}, headers=h).json()["already"] == 0
-    for _ in range(12):
+    for _ in range(20):  # enough for the error-controlled test of low worth
         episode = client.post("/v1/sidecar/retrieved", json={"ids": [memory_id]}, headers=h).json()["episode"]
         assert client.post(f"/v1/episodes/{episode}/outcome", json={"success": False}, headers=h).status_code == 200
     path = f"/v1/memories/{id_path(memory_id)}"
@@ -115,7 +115,7 @@ def test_an_odd_id_is_governed_restored_and_audited_over_http(
     trail = client.get("/v1/audit", params={"memory_id": memory_id}, headers=h).json()
     assert [e["action"] for e in trail] == ["deprecate", "restore"]
     (sidecar,) = client.post("/v1/sidecar/worth", json={"ids": [memory_id]}, headers=h).json()["results"]
-    assert sidecar["id"] == memory_id and sidecar["counts"]["retrievals"] == 12
+    assert sidecar["id"] == memory_id and sidecar["counts"]["retrievals"] == 20
 
 
 def test_a_trailing_literal_worth_is_the_sub_resource_an_encoded_one_is_the_id(

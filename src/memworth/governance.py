@@ -152,8 +152,8 @@ class GovernancePolicy:
     >>> y = np.array([True] * 40 + [False] * 10)
     >>> stream = OutcomeStream(y, np.ones(50), None, np.arange(1, 51))
     >>> p = policy.propose("old-fact", Counts(success=10.0, failure=2.5, n=50), "active", "normal", stream=stream)
-    >>> p.action, p.numbers["change_point"], round(p.numbers["change_threshold"], 2)
-    ('re-verify', 41, 6.68)
+    >>> p.action, p.numbers["change_point"], p.numbers["change_threshold"]
+    ('re-verify', 41, 12.0)
 
     The paper's fixed V_min instead of the namespace's error control (not recommended: it
     flags useful memories by chance once a store is large):
@@ -267,11 +267,18 @@ class GovernancePolicy:
 
     def change_flags(self, statistic: object, observations: object) -> tuple[np.ndarray, float]:
         """Which memories' change alarms stand when they are tested together, and the e-value
-        that asked of each: e-BH at ``change_alpha`` over the watched memories
-        (:mod:`memworth.multiplicity`), so the expected share of false alarms among the
-        alarms standing at any one reading is at most ``change_alpha``.
+        that asked of each: a memory alarms when its CUSUM is at ``change_threshold`` (the
+        detector's own bar, about ``exp(threshold)`` observations between false alarms) *and*
+        e-BH at ``change_alpha`` over the watched memories rejects it
+        (:mod:`memworth.multiplicity`), so the expected share of false alarms among the alarms
+        standing at any one reading is at most ``change_alpha``. In a small namespace the
+        threshold decides; in a large one, e-BH raises the bar.
         """
-        e = self.change_evalues(statistic, observations)
+        stat = np.asarray(statistic, dtype=float)
+        # A memory below the detector's own threshold (its per-memory false-alarm rate) takes part
+        # with an e-value of 0: lowering an e-value keeps it one, so the FDR guarantee holds for
+        # the alarms that clear both bars.
+        e = np.where(stat >= float(self.change_threshold), self.change_evalues(stat, observations), 0.0)
         watched = np.asarray(observations, dtype=float) > float(self.change_min_history)
         out = np.zeros(e.size, dtype=bool)
         if not watched.any():
@@ -280,8 +287,10 @@ class GovernancePolicy:
         return out, ebh_level(e[watched], self.change_alpha)
 
     def change_bar(self, level: float, observations: float) -> float:
-        """The CUSUM statistic a memory with ``observations`` needs for an e-value of ``level``."""
-        return math.log(level) + math.log(max(float(observations) - float(self.change_min_history), 1.0))
+        """The CUSUM statistic a memory with ``observations`` needs to alarm when e-BH asks an
+        e-value of ``level``: that e-value's statistic, and at least ``change_threshold``."""
+        needed = math.log(level) + math.log(max(float(observations) - float(self.change_min_history), 1.0))
+        return max(float(self.change_threshold), needed)
 
     def worth_flags(self, counts: list[Counts]) -> list[WorthFlag]:
         """The namespace's test of low worth: for each memory, whether e-BH at
@@ -433,8 +442,8 @@ class GovernancePolicy:
             reading = self.detector().scan(stream.success, stream.weight, stream.reference, stream.episode)
             evalue = float(self.change_evalues([reading.statistic], [reading.observations])[0])
             if stream.change_alarm is None or stream.change_level is None:  # tested alone
-                level = 1.0 / self.change_alpha
-                alarm = reading.observations > self.change_min_history and evalue >= level
+                flags, level = self.change_flags([reading.statistic], [reading.observations])
+                alarm = bool(flags[0])
             else:
                 level, alarm = stream.change_level, stream.change_alarm
             bar = self.change_bar(level, reading.observations) if math.isfinite(level) else math.inf

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from memworth import Sidecar
+from memworth.multiplicity import ebh
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 
 PROTECTIVE = ("re-verify", "suppress", "deprecate")
@@ -30,6 +31,9 @@ def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
     sidecar.register(ids)
     first: dict[str, tuple[int, str]] = {}
     now = usefulness.copy()
+    oracle = np.zeros(n)  # each memory's log-likelihood ratio, "it broke" against "as it was", after the change
+    is_broken = np.zeros(n, dtype=bool)
+    is_broken[broken] = True
     for t in range(1, episodes + 1):
         if t == change + 1:
             now[broken] = 0.0
@@ -38,13 +42,48 @@ def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
         got = sidecar.retrieve([(ids[i], float(s)) for i, s in zip(offered, sims, strict=True)], k=k)
         picked = [int(r.id[1:]) for r in got.results]
         ok = bool(rng.random() < now[picked].mean())
+        if change < t <= change + 2500 and picked:
+            oracle[picked] += _oracle_steps(np.array(picked), now, usefulness, is_broken, ok)
         sidecar.record(got, ok)
         if t % int(w["govern_every"]) == 0:
             for e in sidecar.govern(apply=True).applied:
                 if e.action in PROTECTIVE and e.memory_id not in first:
                     first[e.memory_id] = (t, e.action)
     sidecar.close()
-    return {"usefulness": usefulness, "broken": {ids[i] for i in broken}, "first": first, "change": change}
+    caught = ebh(np.exp(np.minimum(oracle, 700.0)), ORACLE_ALPHA)
+    return {
+        "usefulness": usefulness,
+        "broken": {ids[i] for i in broken},
+        "first": first,
+        "change": change,
+        "oracle_caught": int(caught[is_broken].sum()),
+        "oracle_false": int(caught[~is_broken].sum()),
+    }
+
+
+ORACLE_ALPHA = 0.05
+"""The false discovery rate of the oracle bound (the policy's ``change_alpha``)."""
+
+
+def _oracle_steps(
+    picked: np.ndarray, now: np.ndarray, usefulness: np.ndarray, is_broken: np.ndarray, ok: bool
+) -> np.ndarray:
+    """What one episode adds to each picked memory's oracle log-likelihood ratio.
+
+    The oracle knows the world: the episode's success probability is the mean usefulness of
+    its memories, and "memory m broke" means its usefulness went to 0 at the change. For a
+    memory that did break, the alternative is the truth and the null adds its old usefulness
+    back; for one that did not, the null is the truth and the alternative removes it. The
+    likelihood ratio of a simple alternative against a simple null is an e-value, the most
+    powerful test there is: e-BH over them bounds how many broken memories any test could
+    find in the same episodes at the same false discovery rate.
+    """
+    p = float(now[picked].mean())
+    share = usefulness[picked] / picked.size
+    alt = np.where(is_broken[picked], p, p - share)
+    null = np.where(is_broken[picked], p + share, p)
+    alt, null = np.clip(alt, 1e-9, 1 - 1e-9), np.clip(null, 1e-9, 1 - 1e-9)
+    return np.asarray(np.log(alt / null) if ok else np.log((1 - alt) / (1 - null)))
 
 
 def tally(got: dict[str, Any], w: dict[str, Any]) -> dict[str, Any]:
@@ -60,6 +99,8 @@ def tally(got: dict[str, Any], w: dict[str, Any]) -> dict[str, Any]:
         "false_before": sum(1 for m in false if first[m][0] <= change),
         "false_after": sum(1 for m in false if first[m][0] > change),
         "low_flagged": len(low),
+        "oracle_caught": got["oracle_caught"],
+        "oracle_false": got["oracle_false"],
         "false_ids": ";".join(f"{m}(u={others[m]:.2f})@{first[m][0]}:{first[m][1]}" for m in false),
     }
 
@@ -103,6 +144,19 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
             f"u < {w['useful_at_least']}: flags worth is meant to raise",
         ),
     ]
+    rows.append(
+        Row(
+            "oracle bound: broken memories any test could flag within 2,500 episodes",
+            "of 10",
+            None,
+            mean_std([r["oracle_caught"] for r in raw])[0],
+            mean_std([r["oracle_caught"] for r in raw])[1],
+            None,
+            f"likelihood ratios that know the world (which memory, when, by how much), e-BH at FDR "
+            f"{ORACLE_ALPHA:g} over the same episodes; per seed {[r['oracle_caught'] for r in raw]} caught, "
+            f"{[r['oracle_false'] for r in raw]} false",
+        )
+    )
     notes = [f"seed {r['seed']}: false flags {r['false_ids'] or 'none'}" for r in raw]
     return Result("diluted", rows, raw, {"seeds": seeds, "episodes": episodes}, notes)
 

@@ -185,6 +185,8 @@ def _rows(raw: list[dict[str, Any]], cfg: dict[str, Any], episodes: int) -> tupl
             d_arm = _rate_diff(_pool(sel, "after_gov_s"), _pool(sel, "after_base_s"))
             d_ref = _rate_diff(_pool(ref, "after_gov_s"), _pool(ref, "after_base_s"))
             e_arm = _pool(sel, "early_gov_s")
+            wrong = sum(len([x for x in r["useful_flagged"].split(";") if x]) for r in sel)
+            caught = sum(1 for r in sel if int(r["stale_flagged"]))
             rows.append(
                 Row(
                     f"{name} ({role}): ablation {arm}",
@@ -195,7 +197,8 @@ def _rows(raw: list[dict[str, Any]], cfg: dict[str, Any], episodes: int) -> tupl
                     None,
                     f"lift {d_arm[0]:+.3f} (95% CI {d_arm[1]:+.3f} to {d_arm[2]:+.3f}) against {d_ref[0]:+.3f} with "
                     f"everything on, same {len(sel)} seeds; early {spec['affected']} success "
-                    f"{e_arm[0] / max(e_arm[1], 1):.3f}",
+                    f"{e_arm[0] / max(e_arm[1], 1):.3f}; stale flagged in {caught} seeds; {wrong} useful "
+                    f"memories flagged",
                 )
             )
     return rows, notes

@@ -74,6 +74,11 @@ def test_recall_and_govern_while_writing(
         url = request.getfixturevalue("pg_url")
         amcheck = private_pg.amcheck
     seeded_store(url).close()
+    # The paper's fixed rule (10 retrievals) acts while the writers still write; the default,
+    # error-controlled rule waits for more evidence than 600 outcomes over 30 memories give.
+    # Kept with the store, so every worker governs under it.
+    with MemoryStore.open(url, encoder=HashingEncoder(), policy=GovernancePolicy(deprecation="fixed")):
+        pass
     go, stop = str(tmp_path / "go"), str(tmp_path / "stop")
     jobs: list[dict[str, Any]] = [
         {"mode": "write", "seed": 100 + i, "episodes": EPISODES, "batch": batch} for i, batch in enumerate(WRITERS)

@@ -75,14 +75,14 @@ def test_a_restore_sticks_until_new_evidence_and_pins_hold_until_unpinned(
 ) -> None:
     s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(pin_evidence=5))
     s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
-    for _ in range(12):
+    for _ in range(20):  # enough for the error-controlled test of low worth
         s.record(s.recall("capital of czechoslovakia", k=1), success=False)
     (entry,) = [e for e in s.govern(apply=True).applied if e.memory_id == "czechoslovakia"]
     assert entry.action == "deprecate"
     s.restore(entry.seq, reason="false alarm")
     report = s.report("czechoslovakia")
     assert report.proposal is None and report.held is not None and report.held.action == "deprecate"
-    assert report.pin is not None and report.pin.until == 12 + 5 and report.row()["pin"]["action"] == "restore"
+    assert report.pin is not None and report.pin.until == 20 + 5 and report.row()["pin"]["action"] == "restore"
     again = s.govern(apply=True)  # the same evidence: nothing happens to it
     assert all(e.memory_id != "czechoslovakia" for e in again.applied)
     assert [p.memory_id for p, why in again.skipped if "pinned by a person" in why] == ["czechoslovakia"]
@@ -164,7 +164,8 @@ def test_continuous_governance_applies_protective_actions_only(make_store: Calla
     for _ in range(15):
         s.record(s.recall("capital of czechoslovakia", k=1), success=False)
         s.record(s.recall("water boils at sea level", k=1), success=True)
-    assert s.get("czechoslovakia").status == "deprecated"  # applied by itself
+    # applied by itself, at the govern after 15 failures (e-value 133 against a rate >= 0.4, bar 80)
+    assert s.get("czechoslovakia").status == "suppressed"
     assert s.get("water").standing == "normal"  # promote is only proposed
     assert any(p.memory_id == "water" and p.action == "promote" for p in s.govern().proposals)
     with pytest.raises(ValidationError):
@@ -180,7 +181,7 @@ def test_recall_returns_nothing_when_every_candidate_is_quarantined(make_store: 
 
 
 def test_governance_quarantines_no_more_than_its_budget_by_itself(make_store: Callable[..., MemoryStore]) -> None:
-    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(max_quarantined=0.2, change_detection=False))
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(max_quarantined=0.2, change_detection=False, window_test=True))
     s.add_many([{"id": f"m{i}", "text": f"fact number {i} about topic {i}"} for i in range(10)])
     for i in range(5):  # five memories whose recent retrievals fell: the window test flags each
         for ok in [True] * 30 + [False] * 20:

@@ -62,6 +62,19 @@ def test_hot_recall_serves_from_redis_and_logs_the_episode(hot_store: MemoryStor
     assert hot_store.get("reverse", namespace=ns).counts.n == 13 and hot_store.replay().consistent
 
 
+def test_hot_recall_ranks_by_standing_as_recall_does(hot_store: MemoryStore) -> None:
+    ns = f"n{uuid.uuid4().hex[:10]}"
+    fill(hot_store, ns)
+    hot_store.rebuild_hot_tier(namespace=ns)
+    before = hot_store.recall("python list", k=1, namespace=ns, tier="hot").results[0].score
+    hot_store.set_standing("reverse", "promoted", reason="a person vouches for it", namespace=ns)
+    hot = hot_store.recall("python list", k=1, namespace=ns, tier="hot")
+    everywhere = hot_store.recall("python list", k=1, namespace=ns)
+    assert hot.diagnostics["tier"] == "hot" and hot.results[0].memory.standing == "promoted"
+    assert hot.results[0].score == pytest.approx(everywhere.results[0].score) and hot.results[0].score > before
+    assert hot_store.hot is not None and hot_store.hot.load(ns)[0].standing == "promoted"
+
+
 def test_suppressing_a_memory_removes_it_from_the_mirror(hot_store: MemoryStore) -> None:
     ns = f"n{uuid.uuid4().hex[:10]}"
     fill(hot_store, ns)

@@ -179,11 +179,13 @@ def test_episode_ids_from_the_caller(make_store: Callable[..., MemoryStore]) -> 
 
 def test_policy_replay_over_the_stores_log(make_store: Callable[..., MemoryStore]) -> None:
     store = filled(make_store)
+    fixed = GovernancePolicy(deprecation="fixed")  # the paper's rule acts within these 40 outcomes
+    store.policy = fixed
     for i in range(40):
         store.record(store.recall("water boils", k=1).episode, i % 8 < 3)  # worth 0.375
     report = store.replay_policy(
-        ReplaySettings("lenient", GovernancePolicy(theta_low=0.3), every=10),
-        ReplaySettings("cautious", estimator="wilson-upper", every=10),
+        ReplaySettings("lenient", GovernancePolicy(deprecation="fixed", theta_low=0.3), every=10),
+        ReplaySettings("cautious", fixed, estimator="wilson-upper", every=10),
         every=10,
     )
     assert report.outcomes == 40 and report.baseline.status["water"] == "suppressed"

@@ -203,6 +203,8 @@ class GovernanceMixin(StoreState):
                 self.hot.remove(namespace, memory_id)
             except StoreError:  # Redis down: hot recall rebuilds the mirror before using it again
                 self._hot_stale.add(namespace)
+        elif self.hot is not None and field_name == "standing":  # the mirror ranks by standing too
+            self._hot_stale.add(namespace)
         return saved
 
     def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:

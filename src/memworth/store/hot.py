@@ -36,6 +36,8 @@ class HotMemory:
     counts: Counts
     created: float
     vector: np.ndarray
+    standing: str = "normal"
+    """Promoted or demoted moves the ranking score in hot recall as in any recall."""
 
     def payload(self) -> str:
         c = self.counts
@@ -44,6 +46,7 @@ class HotMemory:
                 "text": self.text,
                 "counts": [c.success, c.failure, c.n],
                 "created": self.created,
+                "standing": self.standing,
                 "vector": base64.b64encode(np.ascontiguousarray(self.vector, dtype=np.float32).tobytes()).decode(),
             },
             sort_keys=True,
@@ -58,6 +61,7 @@ class HotMemory:
             Counts(*d["counts"]),
             float(d["created"]),
             np.frombuffer(base64.b64decode(d["vector"]), dtype=np.float32).copy(),
+            str(d.get("standing", "normal")),  # a mirror written before standings were kept: normal
         )
 
 
@@ -151,7 +155,9 @@ class HotTierMixin(StoreState):
         ids, _seqs, matrix = self.backend.vectors(namespace)
         rows = {mid: matrix[i] for i, mid in enumerate(ids) if mid in eligible}
         return [
-            HotMemory(mid, eligible[mid].text, eligible[mid].counts, eligible[mid].created, rows[mid])
+            HotMemory(
+                mid, eligible[mid].text, eligible[mid].counts, eligible[mid].created, rows[mid], eligible[mid].standing
+            )
             for mid in sorted(eligible)
             if mid in rows  # external memories (governed by id, no vector) cannot be recalled
         ]

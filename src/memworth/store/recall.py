@@ -224,7 +224,15 @@ class RecallMixin(StoreState):
             sims_all = np.stack([h.vector for h in hot]) @ q
             order = np.argsort(-sims_all)[: max(50, 10 * k)]
             mems = [
-                Memory(hot[i].id, hot[i].text, namespace, created=hot[i].created, counts=hot[i].counts) for i in order
+                Memory(
+                    hot[i].id,
+                    hot[i].text,
+                    namespace,
+                    created=hot[i].created,
+                    counts=hot[i].counts,
+                    standing=hot[i].standing,
+                )
+                for i in order
             ]
             cand = _Candidates.of(mems, sims_all[order].astype(float))
         elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):

@@ -7,6 +7,7 @@
     │   └── OutcomeError                 an outcome that is not success / failure
     ├── NotFoundError(KeyError)          an id nobody handed out (404)
     │   ├── UnknownMemoryError           a memory id the tracker or store has never seen
+    │   │   └── ErasedMemoryError        a memory that was erased (only its tombstone is left)
     │   ├── UnknownEpisodeError          an episode id the store never handed out
     │   └── UnknownEntryError            an audit entry that does not exist
     ├── ConflictError                    the request is at odds with the store's state (409)
@@ -36,6 +37,7 @@ __all__ = [
     "ChangedError",
     "ConflictError",
     "DuplicateError",
+    "ErasedMemoryError",
     "MemworthError",
     "NotFoundError",
     "OutcomeError",
@@ -112,6 +114,26 @@ class UnknownMemoryError(NotFoundError):
 
     def __str__(self) -> str:
         return f"unknown memory id: {self.memory_id!r}"
+
+
+class ErasedMemoryError(UnknownMemoryError):
+    """A memory that was erased: its text, embedding and metadata are gone; the audit
+    entry ``seq`` (its tombstone) says who erased it, when and why.
+
+    Examples
+    --------
+    >>> str(ErasedMemoryError("m42", 7))
+    "memory 'm42' was erased (audit entry 7): its text, embedding and metadata are gone"
+    """
+
+    def __init__(self, memory_id: object, seq: int) -> None:
+        super().__init__(memory_id)
+        self.seq = seq
+
+    def __str__(self) -> str:
+        return (
+            f"memory {self.memory_id!r} was erased (audit entry {self.seq}): its text, embedding and metadata are gone"
+        )
 
 
 class UnknownEpisodeError(NotFoundError):

@@ -48,6 +48,8 @@ __all__ = [
     "MAX_METADATA",
     "MAX_METADATA_DEPTH",
     "MAX_TEXT",
+    "MAX_TTL",
+    "check_actor",
     "check_confidence",
     "check_context",
     "check_k",
@@ -59,6 +61,7 @@ __all__ = [
     "check_storable",
     "check_store_settings",
     "check_text",
+    "check_ttl",
 ]
 
 MAX_TEXT = 32_768
@@ -219,6 +222,45 @@ def check_metadata(value: object) -> dict[str, Any]:
         elif isinstance(item, list):
             pending += item
     return data
+
+
+MAX_TTL = 100 * 365.25 * 86400
+"""Longest time to live a memory or a namespace may be given: 100 years, in seconds."""
+
+
+def check_ttl(value: object, field_name: str = "ttl") -> float | None:
+    """``value`` as a time to live: None (never expires) or a number of seconds in (0, :data:`MAX_TTL`].
+
+    Examples
+    --------
+    >>> check_ttl(3600)
+    3600.0
+    >>> check_ttl("3600")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: ttl: must be a number of seconds in (0, 3155760000], or None, got '3600'
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_TTL
+    ):
+        raise ValidationError(field_name, f"must be a number of seconds in (0, {MAX_TTL:.0f}], or None, got {value!r}")
+    return float(value)
+
+
+def check_actor(value: object) -> str | None:
+    """``value`` as who made a change (a person, a service): None or a label as ids are (1-200 characters).
+
+    Examples
+    --------
+    >>> check_actor("alice@example.com")
+    'alice@example.com'
+    """
+    return None if value is None else check_memory_id(value, "actor")
 
 
 def check_confidence(value: object) -> float:

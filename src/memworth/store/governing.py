@@ -33,7 +33,7 @@ from memworth.store.log_queries import _recent
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
-from memworth.validation import MAX_TEXT, check_memory_id, check_name, check_text
+from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
 
@@ -120,24 +120,32 @@ class GovernanceMixin(StoreState):
         """The value classes every face shows: the governance policy's (its thresholds and ``min_evidence``)."""
         return self.policy.taxonomy()
 
-    def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`.
+    def set_status(
+        self, memory_id: str, status: str, *, reason: str, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Change a memory's status by hand, with an audit entry saying why (and who: ``actor``);
+        reversible with :meth:`restore`.
 
         A person's decision: it pins the memory (governance proposes nothing for it until
         ``policy.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
-            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True
-        )
+            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True,
+            settings=who,
+        )  # fmt: skip
 
-    def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+    def set_standing(
+        self, memory_id: str, standing: str, *, reason: str, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
         """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify).
 
         A person's decision pins the memory, except a flag for ``re-verify``: that asks for
         verification, which a person, the verifier or the probe test then resolves."""
         if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id,
             "standing",
@@ -146,6 +154,7 @@ class GovernanceMixin(StoreState):
             namespace=namespace,
             action="set-standing",
             pin=standing != "re-verify",
+            settings=who,
         )
 
     def _change(

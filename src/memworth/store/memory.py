@@ -14,7 +14,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
-from memworth.store.backend import NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, reused
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -30,6 +30,7 @@ class MemoryBackend:
         self._memories: dict[tuple[str, str], Memory] = {}
         self._vectors: dict[tuple[str, str], np.ndarray] = {}
         self._seq: dict[tuple[str, str], int] = {}
+        self._top = 0
         self._episodes: dict[str, Episode] = {}
         self._outcomes: list[OutcomeRow] = []
         self._has_outcome: set[str] = set()
@@ -37,6 +38,7 @@ class MemoryBackend:
         self._verifications: list[Verification] = []
         self._verified: set[str] = set()
         self._audit: list[AuditEntry] = []
+        self._kept_edges: list[tuple[str, str, str, str]] = []  # (namespace, src, dst, kind) of erased memories
         self._generation = 0
 
     def get_meta(self, key: str) -> str | None:
@@ -52,8 +54,11 @@ class MemoryBackend:
     def insert_memories(self, rows: Sequence[NewMemory]) -> None:
         with self._lock:
             seen: set[tuple[str, str]] = set()
+            gone = {(e.namespace, e.memory_id): e.seq for e in self._audit if e.action == ERASE}
             for row in rows:
                 key = (row.memory.namespace, row.memory.id)
+                if key in gone:
+                    raise reused(key[1], key[0], gone[key])
                 if key in self._memories or key in seen:
                     raise DuplicateError(f"memory {key[1]!r} already exists in namespace {key[0]!r}")
                 seen.add(key)
@@ -61,7 +66,8 @@ class MemoryBackend:
                 key = (row.memory.namespace, row.memory.id)
                 self._memories[key] = row.memory
                 self._vectors[key] = np.array(row.embedding, dtype=np.float32)
-                self._seq[key] = len(self._seq) + 1
+                self._top += 1  # never reused, even after an erasure
+                self._seq[key] = self._top
             self._generation += 1
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
@@ -91,7 +97,7 @@ class MemoryBackend:
                 if ns == namespace:
                     out += [(mid, d, "derived_from") for d in m.derived_from]
                     out += [(mid, d, "part_of") for d in m.part_of]
-            return out
+            return out + [(src, dst, kind) for ns, src, dst, kind in self._kept_edges if ns == namespace]
 
     def namespaces(self) -> list[str]:
         with self._lock:
@@ -216,6 +222,43 @@ class MemoryBackend:
             self._audit.append(saved)
             self._generation += 1
             return saved
+
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        with self._lock:
+            keys = [(e.namespace, e.memory_id) for e in entries]
+            missing = [k for i, k in enumerate(keys) if k not in self._memories or k in keys[:i]]
+            if missing:
+                raise UnknownMemoryError(missing[0][1])
+            saved = []
+            for key, entry in zip(keys, entries, strict=True):
+                m = self._memories.pop(key)
+                del self._vectors[key], self._seq[key]
+                self._kept_edges += [(m.namespace, m.id, d, "derived_from") for d in m.derived_from]
+                self._kept_edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
+                saved.append(dataclasses.replace(entry, seq=len(self._audit) + 1))
+                self._audit.append(saved[-1])
+            self._meta["erased"] = str(int(self._meta.get("erased", "0")) + 1)
+            self._generation += 1
+            return saved
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        with self._lock:
+            found = [(self._seq[k], m.id) for k, m in self._memories.items() if k[0] == namespace and m.expired(now)]
+        return [mid for _, mid in sorted(found)]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        with self._lock:
+            times = [m.expires for (ns, _), m in self._memories.items() if ns == namespace and m.expires is not None]
+        return min(times) if times else None
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        wanted = set(ids)
+        with self._lock:
+            return {
+                e.memory_id: e.seq
+                for e in self._audit
+                if e.namespace == namespace and e.action == ERASE and e.memory_id in wanted
+            }
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
         with self._lock:

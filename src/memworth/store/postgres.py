@@ -65,6 +65,7 @@ from memworth.errors import (
     ValidationError,
 )
 from memworth.store.backend import (
+    ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
     SCHEMA_VERSION,
@@ -73,6 +74,7 @@ from memworth.store.backend import (
     joined,
     memories_from_rows,
     redact,
+    reused,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
@@ -156,6 +158,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE episode_items ADD COLUMN IF NOT EXISTS probe BOOLEAN NOT NULL DEFAULT FALSE",
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS propagation DOUBLE PRECISION",
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS max_hops INTEGER",
+    ],
+    # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
+    # indexed for the expiry check every recall makes; tombstones are found by action.
+    4: [
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires DOUBLE PRECISION",
+        "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id)",
     ],
 }
 
@@ -413,8 +422,8 @@ class PostgresBackend:
                 if rebuild:
                     _raise_build_memory(conn, int(have) + batch, max(sizes))
                     conn.execute("DROP INDEX IF EXISTS memories_vec_hnsw")
-            columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding"
-            types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea"]
+            columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding, expires"
+            types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea", "float8"]
             with conn.cursor() as cur:
                 cur.adapters.register_dumper(None, _binary_dumper(_JSONB))
                 if with_vectors:
@@ -437,6 +446,7 @@ class PostgresBackend:
                             float(m.created),
                             float(m.updated),
                             emb.tobytes(),
+                            None if m.expires is None else float(m.expires),
                         )
                         if with_vectors:
                             record += (_vector_binary(emb) if size else None,)
@@ -472,6 +482,15 @@ class PostgresBackend:
                 "SELECT id FROM memories WHERE namespace = %s AND id = ANY(%s)", (namespace, ids)
             ).fetchall()
             stored |= {(namespace, f[0]) for f in found}
+            gone = conn.execute(
+                "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND action = %s AND memory_id = ANY(%s)"
+                " GROUP BY memory_id",
+                (namespace, ERASE, ids),
+            ).fetchall()
+            if gone:
+                seqs = {g[0]: int(g[1]) for g in gone}
+                mid = next(i for i in ids if i in seqs)
+                raise reused(mid, namespace, seqs[mid])
         for r in rows:
             if (r.memory.namespace, r.memory.id) in stored:
                 raise DuplicateError(f"memory {r.memory.id!r} already exists in namespace {r.memory.namespace!r}")
@@ -785,24 +804,52 @@ class PostgresBackend:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
-            seq = conn.execute(
-                "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
-                (
-                    entry.namespace,
-                    entry.memory_id,
-                    entry.action,
-                    entry.field,
-                    entry.old,
-                    entry.new,
-                    entry.reason,
-                    json.dumps(entry.settings, sort_keys=True),
-                    entry.at,
-                ),
-            ).fetchone()[0]
-            return AuditEntry(**{**entry.__dict__, "seq": int(seq)})
+            return _audit(conn, entry)
 
         return self._run(work)
+
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        """Delete the rows (their vector column and HNSW entries with them) and log the tombstones
+        in one transaction. Dead row versions stay in the table's pages until VACUUM reclaims them."""
+
+        def work(conn: Any) -> list[AuditEntry]:
+            saved = []
+            for entry in entries:
+                cur = conn.execute(
+                    "DELETE FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
+                )
+                if cur.rowcount != 1:
+                    raise UnknownMemoryError(entry.memory_id)
+                saved.append(_audit(conn, entry))
+            conn.execute(
+                "INSERT INTO meta VALUES ('erased', '1')"
+                " ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text"
+            )
+            _bump(conn)
+            return saved
+
+        return self._run(work)
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM memories WHERE namespace = %s AND expires IS NOT NULL AND expires <= %s ORDER BY seq",
+            (namespace, now),
+        )
+        return [r[0] for r in rows]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        rows = self._read(
+            "SELECT MIN(expires) FROM memories WHERE namespace = %s AND expires IS NOT NULL", (namespace,)
+        )
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        rows = self._read(
+            "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND memory_id = ANY(%s) AND action = %s"
+            " GROUP BY memory_id",
+            (namespace, list(dict.fromkeys(ids)), ERASE),
+        )
+        return {mid: int(seq) for mid, seq in rows}
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit WHERE namespace = %s"
@@ -962,6 +1009,26 @@ def _no_repeats(ids: Sequence[str], what: str) -> None:
         if eid in seen:
             raise DuplicateError(f"episode {eid!r} {what}")
         seen.add(eid)
+
+
+def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:
+    """Append ``entry`` inside the caller's transaction; returns it with its seq."""
+    seq = conn.execute(
+        "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
+        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
+        (
+            entry.namespace,
+            entry.memory_id,
+            entry.action,
+            entry.field,
+            entry.old,
+            entry.new,
+            entry.reason,
+            json.dumps(entry.settings, sort_keys=True),
+            entry.at,
+        ),
+    ).fetchone()[0]
+    return AuditEntry(**{**entry.__dict__, "seq": int(seq)})
 
 
 def _bump(conn: Any) -> None:

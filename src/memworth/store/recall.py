@@ -125,6 +125,7 @@ class _Space:
         self.ids: list[str] = []
         self.index: VectorIndex | None = None
         self.inactive: set[str] = set()
+        self.erased: str | None = None  # the backend's ``erased`` counter the index was built after
 
     def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
         dim = matrix.shape[1]
@@ -150,6 +151,10 @@ class RecallMixin(StoreState):
         if space is None:
             space = self._spaces[namespace] = _Space()
         if space.generation != generation:
+            erased = self.backend.get_meta("erased")
+            if erased != space.erased:  # a memory was erased: its vector leaves the index (rebuilt)
+                space = self._spaces[namespace] = _Space()
+                space.erased = erased
             ids, seqs, matrix = self.backend.vectors(namespace, after=space.last_seq)
             if ids:
                 space.add(ids, matrix, self.index, self.index_threshold)
@@ -191,6 +196,7 @@ class RecallMixin(StoreState):
         if not isinstance(tier, str) or tier not in ("all", "hot"):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
         eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
+        self._expire_due(namespace)  # expired memories are erased before any search can return them
         diagnostics: dict[str, Any] = {"tier": "all"}
         q = self._embed([query])[0]
         if self.holdout_episode(eid):

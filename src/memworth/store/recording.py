@@ -13,7 +13,7 @@ import builtins
 from collections.abc import Iterable
 
 from memworth.coretrieval import AlarmSplitter
-from memworth.errors import RateLimitError, UnknownEpisodeError, ValidationError
+from memworth.errors import RateLimitError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.outcome import as_outcome
 from memworth.sources import Agreement, Reliability
 from memworth.store.backend import Increment
@@ -213,10 +213,17 @@ class RecordingMixin(StoreState):
             rows.append(row)
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
-        if source == VERIFIED:
-            self.backend.append_verifications(checks, rows, increments)
-        else:
-            self.backend.append_outcomes(rows, increments)
+        try:
+            self._append(source, checks, rows, increments)
+        except UnknownMemoryError:  # an episode retrieved a memory erased since: credit the others only
+            erased = {
+                (ns, mid)
+                for ns in {i.namespace for i in increments}
+                for mid in self.backend.erased(ns, [i.memory_id for i in increments if i.namespace == ns])
+            }
+            if not erased:
+                raise
+            self._append(source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased])
         self._advance_live(credited)
         if self.govern_every is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
@@ -227,6 +234,18 @@ class RecordingMixin(StoreState):
                 else:
                     self._outcomes_since_govern[ns] = seen
         return checks
+
+    def _append(
+        self,
+        source: str,
+        checks: builtins.list[Verification],
+        rows: builtins.list[OutcomeRow],
+        increments: builtins.list[Increment],
+    ) -> None:
+        if source == VERIFIED:
+            self.backend.append_verifications(checks, rows, increments)
+        else:
+            self.backend.append_outcomes(rows, increments)
 
     def _start_live(self, namespaces: set[str]) -> None:
         """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""

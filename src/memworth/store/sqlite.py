@@ -29,6 +29,7 @@ import numpy as np
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError, ValidationError
 from memworth.store.backend import (
+    ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
     SCHEMA_VERSION,
@@ -36,6 +37,7 @@ from memworth.store.backend import (
     NewMemory,
     joined,
     memories_from_rows,
+    reused,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
@@ -118,6 +120,13 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE outcomes ADD COLUMN propagation REAL;
     ALTER TABLE outcomes ADD COLUMN max_hops INTEGER;
     """,
+    # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
+    # indexed for the expiry check every recall makes; tombstones are found by action.
+    4: """
+    ALTER TABLE memories ADD COLUMN expires REAL;
+    CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id);
+    """,
 }
 
 
@@ -154,6 +163,7 @@ class SQLiteBackend:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.execute("PRAGMA secure_delete=ON")  # an erased memory's bytes are overwritten, not left free
             self._migrate()
         except sqlite3.Error as exc:
             self._db.close()
@@ -215,18 +225,27 @@ class SQLiteBackend:
                 r.memory.counts.failure,
                 r.memory.counts.n,
                 np.ascontiguousarray(r.embedding, dtype=np.float32).tobytes(),
+                r.memory.expires,
             )
             for i, r in enumerate(rows)
         ]
         edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
         edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
         with self._write() as db:
+            by_namespace: dict[str, list[str]] = {}
+            for r in rows:
+                by_namespace.setdefault(r.memory.namespace, []).append(r.memory.id)
+            for namespace, ids in by_namespace.items():
+                gone = self._erased(db, namespace, ids)
+                if gone:
+                    mid = next(i for i in ids if i in gone)
+                    raise reused(mid, namespace, gone[mid])
             top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM memories").fetchone()[0]
             start = db.total_changes
             try:
                 db.executemany(
                     "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
-                    " success, failure, n, embedding) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?)",
+                    " success, failure, n, embedding, expires) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?,?)",
                     ((rec[0], rec[1], top, *rec[2:]) for rec in records),
                 )
             except sqlite3.IntegrityError:
@@ -525,23 +544,88 @@ class SQLiteBackend:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
-            cur = db.execute(
-                "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    entry.namespace,
-                    entry.memory_id,
-                    entry.action,
-                    entry.field,
-                    entry.old,
-                    entry.new,
-                    entry.reason,
-                    json.dumps(entry.settings, sort_keys=True),
-                    entry.at,
-                ),
+            saved = self._audit(db, entry)
+            _bump(db)
+            return saved
+
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        """Delete the rows (``secure_delete`` overwrites their bytes) and log the tombstones in
+        one transaction, then checkpoint the WAL and truncate it, so the erased texts and
+        vectors are in neither file. A reader holding an old snapshot can keep the WAL from
+        being truncated; the next checkpoint then overwrites those pages."""
+        saved: list[AuditEntry] = []
+        with self._write() as db:
+            for entry in entries:
+                cur = db.execute(
+                    "DELETE FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
+                )
+                if cur.rowcount != 1:
+                    raise UnknownMemoryError(entry.memory_id)
+                saved.append(self._audit(db, entry))
+            db.execute(
+                "INSERT INTO meta VALUES ('erased', '1')"
+                " ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
             )
             _bump(db)
-            return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # the erasure is committed; only the WAL's old copy lingers
+                raise StoreError(f"{self.url}: erased, but the WAL checkpoint failed: {exc}") from exc
+        return saved
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        with self._lock:
+            try:
+                return self._erased(self._db, namespace, ids)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+
+    @staticmethod
+    def _erased(db: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for mid, seq in db.execute(
+                f"SELECT memory_id, MAX(seq) FROM audit WHERE namespace = ? AND action = ? AND memory_id IN ({marks})"
+                " GROUP BY memory_id",
+                (namespace, ERASE, *chunk),
+            ):
+                out[mid] = int(seq)
+        return out
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM memories WHERE namespace = ? AND expires IS NOT NULL AND expires <= ? ORDER BY seq",
+            (namespace, now),
+        )
+        return [r[0] for r in rows]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        rows = self._read("SELECT MIN(expires) FROM memories WHERE namespace = ? AND expires IS NOT NULL", (namespace,))
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    @staticmethod
+    def _audit(db: sqlite3.Connection, entry: AuditEntry) -> AuditEntry:
+        """Append ``entry`` inside the caller's write transaction; returns it with its seq."""
+        cur = db.execute(
+            "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                entry.namespace,
+                entry.memory_id,
+                entry.action,
+                entry.field,
+                entry.old,
+                entry.new,
+                entry.reason,
+                json.dumps(entry.settings, sort_keys=True),
+                entry.at,
+            ),
+        )
+        return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
 
     def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit"

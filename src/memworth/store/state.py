@@ -79,6 +79,7 @@ class StoreState:
     _holdout_seed: int
     _agreement: dict[tuple[str, str], Agreement]
     _verified_seq: int
+    _next_expiry: dict[str, tuple[int, float | None]]
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 
@@ -95,6 +96,22 @@ class StoreState:
             derived_from: Sequence[str] | None = None,
             part_of: Sequence[str] | None = None,
         ) -> Memory: ...
+
+        def _add_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> Memory: ...
+
+        def _replace(
+            self,
+            memory: Memory,
+            text: str,
+            new_id: str | None,
+            *,
+            reason: str,
+            action: str,
+            namespace: str,
+            settings: dict[str, Any] | None = None,
+        ) -> AuditEntry: ...
+
+        def _expire_due(self, namespace: str) -> None: ...
 
         def _embed(self, texts: builtins.list[str]) -> np.ndarray: ...
 

@@ -24,10 +24,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Self
 
-from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
@@ -66,6 +66,33 @@ class NewMemory(_Strict):
     contexts: list[str] | None = None
     derived_from: list[str] | None = None
     part_of: list[str] | None = None
+    ttl: StrictFloat | StrictInt | None = Field(default=None, description="seconds to live (default: the namespace's)")
+
+
+class MemoryChange(_Strict):
+    """One change to a memory, audited: its ``text`` (a new version replaces it, see
+    ``MemoryStore.edit``), its ``status`` or its ``standing``; exactly one of the three."""
+
+    reason: str = Field(min_length=1, max_length=2000)
+    actor: str | None = Field(default=None, min_length=1, max_length=200)
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
+    new_id: str | None = Field(default=None, min_length=1, max_length=200)
+    keep_old: StrictBool = True
+    status: Literal["active", "suppressed", "deprecated", "archived"] | None = None
+    standing: Literal["normal", "promoted", "demoted", "re-verify"] | None = None
+
+    @model_validator(mode="after")
+    def _one_change(self) -> Self:
+        given = [name for name in ("text", "status", "standing") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of text, status, standing (got {', '.join(given) or 'none'})")
+        if self.text is None and (self.new_id is not None or not self.keep_old):
+            raise ValueError("new_id and keep_old go with text only")
+        return self
+
+
+class TTLRequest(_Strict):
+    ttl: StrictFloat | StrictInt | None = Field(description="seconds new memories of the namespace live; null: forever")
 
 
 class RecallRequest(_Strict):
@@ -146,6 +173,8 @@ def _memory(store: MemoryStore, m: Memory) -> dict[str, Any]:
         "counts": {"success": c.success, "failure": c.failure, "retrievals": c.n},
         "worth": klass.worth,
         "class": klass.value_class.value,
+        "expires": m.expires,
+        "expired": m.expired(store.clock()),
     }
 
 
@@ -311,6 +340,67 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.get("/v1/memories/{memory_id:path}")
     def get_memory(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
         return _memory(store, call(lambda: store.get(path_id(memory_id), namespace=namespace)))
+
+    @app.delete("/v1/memories/{memory_id:path}")
+    def delete_memory(
+        memory_id: PathId,
+        namespace: Tenant,
+        reason: Annotated[str, Query(min_length=1, max_length=2000, description="why (kept in the tombstone)")],
+        actor: Annotated[str | None, Query(min_length=1, max_length=200, description="who asked")] = None,
+    ) -> dict[str, Any]:
+        """Erase a memory for good: text, embedding and metadata are deleted; the answer is its
+        tombstone (the audit entry, action ``erase``). Reading the id afterwards is a 404 saying
+        it was erased; adding it again is a 409 (an erased id is never reused)."""
+        mid = path_id(memory_id)
+        return decided(call(lambda: store.delete(mid, reason=reason, actor=actor, namespace=namespace)))
+
+    @app.patch("/v1/memories/{memory_id:path}")
+    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Tenant) -> dict[str, Any]:
+        """Change one thing of a memory, audited: ``text`` (a new version, re-embedded, with fresh
+        counters, replaces it; the old one is archived with its counters, or erased with
+        ``keep_old: false``), ``status`` or ``standing`` (a person's decision: it pins the memory).
+        The answer is the audit entry; for a text, ``memory`` is the new version."""
+        mid = path_id(memory_id)
+        if body.text is not None:
+            text = body.text
+
+            def edit() -> dict[str, Any]:
+                entry = store.edit(
+                    mid, text, reason=body.reason, actor=body.actor, new_id=body.new_id, keep_old=body.keep_old,
+                    namespace=namespace,
+                )  # fmt: skip
+                return {
+                    **decided(entry),
+                    "memory": _memory(store, store.get(entry.settings["replaced_by"], namespace=namespace)),
+                }
+
+            return dict(call(edit))
+        if body.status is not None:
+            status = body.status
+            return decided(
+                call(lambda: store.set_status(mid, status, reason=body.reason, actor=body.actor, namespace=namespace))
+            )
+        standing = str(body.standing)
+        return decided(
+            call(lambda: store.set_standing(mid, standing, reason=body.reason, actor=body.actor, namespace=namespace))
+        )
+
+    @app.get("/v1/ttl")
+    def get_ttl(namespace: Tenant) -> dict[str, Any]:
+        """The namespace's time to live for new memories, in seconds (null: they never expire)."""
+        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+
+    @app.put("/v1/ttl")
+    def put_ttl(body: TTLRequest, namespace: Tenant) -> dict[str, Any]:
+        """Give memories added to the namespace from now on ``ttl`` seconds to live (null: forever)."""
+        ttl = body.ttl
+        call(lambda: store.set_ttl(ttl, namespace=namespace))
+        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+
+    @app.post("/v1/expire")
+    def expire(namespace: Tenant) -> list[dict[str, Any]]:
+        """Erase the namespace's expired memories now (recall also does it first); their tombstones."""
+        return [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from memworth.server.dashboard.pages import (
 )
 from memworth.server.dashboard.plot import worth_plot
 from memworth.server.dashboard.sessions import Viewer
-from memworth.store.records import STATUSES, AuditEntry
+from memworth.store.records import STANDINGS, STATUSES, AuditEntry
 
 __all__ = ["governance", "layout", "login", "memories", "memory", "notice", "refusal"]
 
@@ -158,6 +158,7 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
             f"{_approve_form(viewer, m.id, proposal.action, here)}</div>"
         )
     body += _pin_form(page, viewer)
+    body += _change_forms(page, viewer)
     body += "<h2>Worth over episodes</h2>" + worth_plot(page.points, page.theta_low, page.theta_high)
     if not page.consistent:
         rebuilt = page.rebuilt
@@ -189,6 +190,39 @@ def _pin_form(page: MemoryPage, viewer: Viewer) -> str:
         '<input type="text" name="reason" placeholder="why" required aria-label="why">'
         f'<button type="submit" class="{verb}" data-id="{esc(m.id)}">{label}</button></form></div>'
     )
+
+
+def _change_forms(page: MemoryPage, viewer: Viewer) -> str:
+    """Change the memory by hand: its status, its standing, its text (a new version), or erase it."""
+    m = page.memory
+    hidden = f'{_csrf(viewer)}<input type="hidden" name="memory_id" value="{esc(m.id)}">'
+    why = '<input type="text" name="reason" placeholder="why" required aria-label="why">'
+    sets = ""
+    for field, options, now in (("status", STATUSES, m.status), ("standing", STANDINGS, m.standing)):
+        choices = "".join(
+            f'<option value="{esc(o)}"{" selected" if o == now else ""}>{esc(o)}</option>' for o in options
+        )
+        sets += (
+            f'<form method="post" action="{ROOT}/set" class="inline" id="set-{field}">{hidden}'
+            f'<input type="hidden" name="field" value="{field}">'
+            f'<label>{field} <select name="value">{choices}</select></label> {why} '
+            f'<button type="submit" class="set" data-field="{field}">Set {field}</button></form>'
+        )
+    edit = ""
+    if m.status != "archived":
+        edit = (
+            f'<form method="post" action="{ROOT}/edit" class="edit" id="edit">{hidden}'
+            f'<label>new text<br><textarea name="text" rows="3" required>{esc(m.text)}</textarea></label><br>{why} '
+            '<button type="submit" class="edit">Save as a new version</button> '
+            "<small>(the new version starts with fresh counters; this one is archived with its own)</small></form>"
+        )
+    erase = (
+        f'<form method="post" action="{ROOT}/delete" class="erase" id="erase">{hidden}{why} '
+        f'<input type="text" name="confirm" placeholder="type the id to confirm" required aria-label="confirm id"> '
+        '<button type="submit" class="danger">Erase for good</button> '
+        "<small>(text, embedding and metadata are deleted; only a tombstone stays)</small></form>"
+    )
+    return f'<details class="changes" id="changes"><summary>Change this memory</summary>{sets}{edit}{erase}</details>'
 
 
 def _csrf(viewer: Viewer) -> str:
@@ -319,6 +353,7 @@ def _details(page: MemoryPage) -> str:
         ("contexts", esc(", ".join(m.contexts)) or "none"),
         ("provenance", "; ".join(links) or "none"),
         ("created / updated (UTC)", f"{when(m.created)} / {when(m.updated)}"),
+        ("expires (UTC)", "never" if m.expires is None else when(m.expires)),
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts)
     metadata = f"<details><summary>metadata</summary><pre>{esc(json.dumps(m.metadata, indent=2))}</pre></details>"

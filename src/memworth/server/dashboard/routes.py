@@ -1,4 +1,5 @@
-"""The dashboard's routes: sign in and out, the three pages, and the two changes (approve, undo).
+"""The dashboard's routes: sign in and out, the three pages, and the changes (approve, undo,
+resolve, pin, and on a memory's page: edit, status, standing, erase).
 
 Each page route finds the viewer, reads its page data under the app's store lock
 (:mod:`memworth.server.dashboard.pages`) and writes it out
@@ -27,6 +28,9 @@ from memworth.store import MemoryStore
 __all__ = ["dashboard_router"]
 
 Call = Callable[[Callable[[], Any]], Any]
+
+DASHBOARD = "dashboard"
+"""The actor the audit log names for a change made in the dashboard (whose key signed in is not kept)."""
 
 
 def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
@@ -174,6 +178,44 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
         act = store.pin if verb == "pin" else store.unpin
         entry = call(lambda: act(memory_id, reason=reason, namespace=who.namespace))
+        return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
+
+    @router.post("/delete")
+    @error_pages
+    def delete(request: Request, form: Form) -> Response:
+        """Erase a memory for good (its tombstone is the notice); back to the memories."""
+        who, fields = changer(request, form)
+        memory_id, reason = fields.get("memory_id", ""), fields.get("reason", "")
+        if fields.get("confirm") != memory_id:
+            raise Refused(422, "Not erased", "type the memory's id to confirm that it is to be erased for good")
+        entry = call(lambda: store.delete(memory_id, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+        return RedirectResponse(with_notice(ROOT, entry.seq), 303)
+
+    @router.post("/edit")
+    @error_pages
+    def edit(request: Request, form: Form) -> Response:
+        """Replace a memory's text (a new version); on to the new version's page."""
+        who, fields = changer(request, form)
+        memory_id, reason, text = fields.get("memory_id", ""), fields.get("reason", ""), fields.get("text", "")
+        try:
+            entry = call(lambda: store.edit(memory_id, text, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+        except ConflictError as exc:  # archived meanwhile (replaced already)
+            raise Refused(409, "Not edited", str(exc)) from None
+        return RedirectResponse(with_notice(memory_url(entry.settings["replaced_by"]), entry.seq), 303)
+
+    @router.post("/set")
+    @error_pages
+    def set_field(request: Request, form: Form) -> Response:
+        """Set a memory's status or standing by hand (the form's ``field``)."""
+        who, fields = changer(request, form)
+        memory_id, reason, field, value = (fields.get(k, "") for k in ("memory_id", "reason", "field", "value"))
+        if field not in ("status", "standing"):
+            raise Refused(422, "Invalid request", f"field must be status or standing, got {field!r}")
+        act = store.set_status if field == "status" else store.set_standing
+        try:
+            entry = call(lambda: act(memory_id, value, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+        except StoreError as exc:  # changed meanwhile
+            raise Refused(exc.status, "Not changed", str(exc)) from None
         return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
     @router.post("/audit/{seq}/undo")

@@ -137,14 +137,23 @@ class ErasedMemoryError(UnknownMemoryError):
 
 
 class UnknownEpisodeError(NotFoundError):
-    """An episode id the store has never handed out (or one from another namespace)."""
+    """An episode id the store has never handed out (or one from another namespace);
+    ``field`` names the item of a batch it came in (``outcomes[3].episode``), when it did.
 
-    def __init__(self, episode_id: object) -> None:
+    Examples
+    --------
+    >>> str(UnknownEpisodeError("e9", "outcomes[3].episode"))
+    "unknown episode id: 'e9' (outcomes[3].episode)"
+    """
+
+    def __init__(self, episode_id: object, field: str | None = None) -> None:
         super().__init__(episode_id)
         self.episode_id = episode_id
+        self.field = field
 
     def __str__(self) -> str:
-        return f"unknown episode id: {self.episode_id!r}"
+        where = "" if self.field is None else f" ({self.field})"
+        return f"unknown episode id: {self.episode_id!r}{where}"
 
 
 class UnknownEntryError(NotFoundError):

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Self
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
@@ -66,7 +66,15 @@ class NewMemory(_Strict):
     contexts: list[str] | None = None
     derived_from: list[str] | None = None
     part_of: list[str] | None = None
-    ttl: StrictFloat | StrictInt | None = Field(default=None, description="seconds to live (default: the namespace's)")
+    ttl: StrictFloat | None = Field(default=None, description="seconds to live (default: the namespace's)")
+
+
+MAX_BATCH = 10_000
+"""Most items in one batch request (the body limit, 1 MB by default, usually binds first)."""
+
+
+class NewMemories(_Strict):
+    items: list[NewMemory] = Field(min_length=1, max_length=MAX_BATCH, description="the memories, all or none")
 
 
 class MemoryChange(_Strict):
@@ -92,7 +100,7 @@ class MemoryChange(_Strict):
 
 
 class TTLRequest(_Strict):
-    ttl: StrictFloat | StrictInt | None = Field(description="seconds new memories of the namespace live; null: forever")
+    ttl: StrictFloat | None = Field(description="seconds new memories of the namespace live; null: forever")
 
 
 class RecallRequest(_Strict):
@@ -122,6 +130,16 @@ class _Outcome(_Strict):
 
 
 class OutcomeRequest(_Outcome):
+    source: str = Field(default="explicit", min_length=1, max_length=64)
+    confidence: float | None = Field(default=None, gt=0, le=1)
+
+
+class OutcomeItem(_Outcome):
+    episode: str = Field(min_length=1, max_length=200, description="the episode id recall returned")
+
+
+class OutcomeBatch(_Strict):
+    outcomes: list[OutcomeItem] = Field(min_length=1, max_length=MAX_BATCH, description="one per episode, all or none")
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
 
@@ -324,6 +342,30 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def add_memory(body: NewMemory, namespace: Tenant) -> dict[str, Any]:
         m = call(lambda: store.add_many([body.model_dump(exclude_none=True)], namespace=namespace)[0])
         return _memory(store, m)
+
+    @app.post("/v1/batch/memories", status_code=201)
+    def add_memories(body: NewMemories, namespace: Tenant) -> dict[str, Any]:
+        """Store many memories in one transaction: all or none. A refused item is named by its
+        position: ``items.3.text`` for a field this route checks, or the field with ``(items[3])``
+        ending the reason for one the store checks (nothing is written either way)."""
+        items = [item.model_dump(exclude_none=True) for item in body.items]
+        memories = call(lambda: store.add_many(items, namespace=namespace))
+        return {"memories": [_memory(store, m) for m in memories]}
+
+    @app.post("/v1/batch/outcomes")
+    def record_outcomes(body: OutcomeBatch, namespace: Tenant) -> dict[str, Any]:
+        """Record the outcomes of many episodes in one transaction: all or none. A refused item is
+        named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
+        an outcome already is a 409 whose reason names it and its position."""
+        pairs = [(o.episode, o.ok) for o in body.outcomes]
+        call(lambda: store.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace))
+        for o in body.outcomes:
+            metrics.outcomes.labels(body.source, "success" if o.ok else "failure").inc()
+        return {
+            "ok": True,
+            "recorded": len(pairs),
+            "outcomes": [{"episode": e, "outcome": "success" if ok else "failure"} for e, ok in pairs],
+        }
 
     @app.get("/v1/memories")
     def list_memories(namespace: Tenant, status: str | None = None, context: str | None = None) -> list[dict[str, Any]]:

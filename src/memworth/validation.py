@@ -47,6 +47,7 @@ __all__ = [
     "MAX_K",
     "MAX_METADATA",
     "MAX_METADATA_DEPTH",
+    "MAX_PAGE",
     "MAX_TEXT",
     "MAX_TTL",
     "check_actor",
@@ -54,6 +55,7 @@ __all__ = [
     "check_context",
     "check_k",
     "check_labels",
+    "check_limit",
     "check_memory_id",
     "check_metadata",
     "check_metadata_shape",
@@ -250,6 +252,27 @@ def check_ttl(value: object, field_name: str = "ttl") -> float | None:
     ):
         raise ValidationError(field_name, f"must be a number of seconds in (0, {MAX_TTL:.0f}], or None, got {value!r}")
     return float(value)
+
+
+MAX_PAGE = 1000
+"""Most items one page of a list (memories, audit entries, outcomes) holds."""
+
+
+def check_limit(value: object) -> int:
+    """``value`` as a page size: an integer from 1 to :data:`MAX_PAGE`.
+
+    Examples
+    --------
+    >>> check_limit(50)
+    50
+    >>> check_limit("2")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: limit: must be an integer from 1 to 1000, got '2'
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE}, got {value!r}")
+    return value
 
 
 def check_actor(value: object) -> str | None:

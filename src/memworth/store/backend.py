@@ -78,6 +78,14 @@ class Backend(Protocol):
         """Memories of ``namespace`` (all, or the given ids that exist), in insertion order."""
         ...
 
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        """Up to ``limit`` memories of ``namespace`` inserted after number ``after`` (one
+        ``status``, one ``context`` label, when given), with their insertion numbers, in
+        insertion order: one indexed read, whatever the namespace holds before them."""
+        ...
+
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
@@ -123,8 +131,11 @@ class Backend(Protocol):
         """
         ...
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
-        """Every outcome (of one namespace, or of all), in the order it was committed."""
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
+        """Every outcome (of one namespace, or of all) with a sequence number above ``after``
+        (at most ``limit`` of them), in the order it was committed."""
         ...
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
@@ -164,8 +175,10 @@ class Backend(Protocol):
         entry is appended if the memory exists (else UnknownMemoryError)."""
         ...
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
-        """Audit entries, oldest first."""
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries with a sequence number above ``after`` (at most ``limit``), oldest first."""
         ...
 
     def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:

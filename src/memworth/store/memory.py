@@ -77,6 +77,20 @@ class MemoryBackend:
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
 
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        with self._lock:
+            found = sorted(
+                (self._seq[k], m)
+                for k, m in self._memories.items()
+                if k[0] == namespace
+                and self._seq[k] > after
+                and (status is None or m.status == status)
+                and (context is None or context in m.contexts)
+            )
+        return found[:limit]
+
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float, str]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
@@ -166,10 +180,12 @@ class MemoryBackend:
                 counts = Counts(c.success + inc.success, c.failure + inc.failure, c.n + inc.n)
                 self._memories[key] = dataclasses.replace(m, counts=counts, updated=recorded)
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         with self._lock:
-            rows = [o for o in self._outcomes if namespace is None or o.namespace == namespace]
-        yield from rows
+            rows = [o for o in self._outcomes if (namespace is None or o.namespace == namespace) and o.seq > after]
+        yield from rows[:limit]
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         with self._lock:
@@ -260,11 +276,16 @@ class MemoryBackend:
                 if e.namespace == namespace and e.action == ERASE and e.memory_id in wanted
             }
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
         with self._lock:
-            return [
-                e for e in self._audit if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id)
+            found = [
+                e
+                for e in self._audit
+                if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id) and e.seq > after
             ]
+        return found[:limit]
 
     def close(self) -> None:
         pass

@@ -160,11 +160,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS max_hops INTEGER",
     ],
     # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
-    # indexed for the expiry check every recall makes; tombstones are found by action.
+    # indexed for the expiry check every recall makes; tombstones are found by action;
+    # audit entries are read a page at a time (memories_by_seq serves memory pages).
     4: [
         "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires DOUBLE PRECISION",
         "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL",
         "CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id)",
+        "CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq)",
     ],
 }
 
@@ -518,6 +520,29 @@ class PostgresBackend:
         )
         return memories_from_rows(namespace, rows, edges, json_text=False)
 
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        sql = f"SELECT {MEMORY_COLUMNS}, seq FROM memories WHERE namespace = %s AND seq > %s"
+        args: list[Any] = [namespace, after]
+        if status is not None:
+            sql += " AND status = %s"
+            args.append(status)
+        if context is not None:
+            sql += " AND contexts ? %s"
+            args.append(context)
+        rows = self._read(sql + " ORDER BY seq LIMIT %s", (*args, limit))
+        edges = (
+            self._read(
+                "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
+                (namespace, [r[0] for r in rows]),
+            )
+            if rows
+            else []
+        )
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=False)
+        return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
+
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
 
@@ -696,16 +721,18 @@ class PostgresBackend:
         detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
         return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        page = " LIMIT %s" if limit is not None else ""
+        tail = () if limit is None else (limit,)
         if namespace is None:
-            rows = self._run(lambda c: c.execute(f"SELECT {cols} FROM outcomes ORDER BY seq").fetchall())
+            sql, args = f"SELECT {cols} FROM outcomes WHERE seq > %s ORDER BY seq{page}", (after, *tail)
         else:
-            rows = self._run(
-                lambda c: c.execute(
-                    f"SELECT {cols} FROM outcomes WHERE namespace = %s ORDER BY seq", (namespace,)
-                ).fetchall()
-            )
+            sql = f"SELECT {cols} FROM outcomes WHERE namespace = %s AND seq > %s ORDER BY seq{page}"
+            args = (namespace, after, *tail)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)
 
@@ -851,13 +878,20 @@ class PostgresBackend:
         )
         return {mid: int(seq) for mid, seq in rows}
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit WHERE namespace = %s"
         args: tuple[Any, ...] = (namespace,)
         if memory_id is not None:
             sql += " AND memory_id = %s"
             args = (namespace, memory_id)
-        rows = self._run(lambda c: c.execute(sql + " ORDER BY seq", args).fetchall())
+        sql += " AND seq > %s ORDER BY seq"
+        args = (*args, after)
+        if limit is not None:
+            sql += " LIMIT %s"
+            args = (*args, limit)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in rows]
 
     def drop(self) -> None:

@@ -121,11 +121,14 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE outcomes ADD COLUMN max_hops INTEGER;
     """,
     # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
-    # indexed for the expiry check every recall makes; tombstones are found by action.
+    # indexed for the expiry check every recall makes; tombstones are found by action;
+    # memories and audit entries are read a page at a time in insertion order.
     4: """
     ALTER TABLE memories ADD COLUMN expires REAL;
     CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL;
     CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id);
+    CREATE INDEX IF NOT EXISTS memories_by_seq ON memories (namespace, seq);
+    CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq);
     """,
 }
 
@@ -264,6 +267,22 @@ class SQLiteBackend:
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
         edges = self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []
         return memories_from_rows(namespace, rows, edges, json_text=True)
+
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        sql = f"SELECT {MEMORY_COLUMNS}, seq FROM memories WHERE namespace = ? AND seq > ?"
+        args: list[Any] = [namespace, after]
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        if context is not None:
+            sql += " AND EXISTS (SELECT 1 FROM json_each(memories.contexts) WHERE json_each.value = ?)"
+            args.append(context)
+        rows = self._read(sql + " ORDER BY seq LIMIT ?", (*args, limit))
+        edges = self._edges_of(namespace, [r[0] for r in rows]) if rows else []
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=True)
+        return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
@@ -443,12 +462,19 @@ class SQLiteBackend:
             )
             raise UnknownMemoryError(missing)
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        page = " LIMIT ?" if limit is not None else ""
+        tail = () if limit is None else (limit,)
         if namespace is None:
-            rows = self._read(f"SELECT {cols} FROM outcomes ORDER BY seq")
+            rows = self._read(f"SELECT {cols} FROM outcomes WHERE seq > ? ORDER BY seq{page}", (after, *tail))
         else:
-            rows = self._read(f"SELECT {cols} FROM outcomes WHERE namespace = ? ORDER BY seq", (namespace,))
+            rows = self._read(
+                f"SELECT {cols} FROM outcomes WHERE namespace = ? AND seq > ? ORDER BY seq{page}",
+                (namespace, after, *tail),
+            )
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns, prop, hops)
 
@@ -627,12 +653,19 @@ class SQLiteBackend:
         )
         return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit"
+        page = " LIMIT ?" if limit is not None else ""
+        tail = () if limit is None else (limit,)
         if memory_id is None:
-            rows = self._read(sql + " WHERE namespace = ? ORDER BY seq", (namespace,))
+            rows = self._read(sql + f" WHERE namespace = ? AND seq > ? ORDER BY seq{page}", (namespace, after, *tail))
         else:
-            rows = self._read(sql + " WHERE namespace = ? AND memory_id = ? ORDER BY seq", (namespace, memory_id))
+            rows = self._read(
+                sql + f" WHERE namespace = ? AND memory_id = ? AND seq > ? ORDER BY seq{page}",
+                (namespace, memory_id, after, *tail),
+            )
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9]) for r in rows]
 
     def integrity_check(self) -> str:

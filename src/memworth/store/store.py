@@ -12,6 +12,7 @@ is one module, joined here as a base class of :class:`MemoryStore`:
   changes, the kept policy;
 * :mod:`memworth.store.review`: the queue of quarantined memories, verdicts, pins;
 * :mod:`memworth.store.forgetting`: delete (erase for good), edit, expiry;
+* :mod:`memworth.store.paging`: lists a page at a time, with a cursor;
 * :mod:`memworth.store.hot`: the Redis hot tier.
 
 :mod:`memworth.store.state` declares what they share; input checks are in
@@ -46,6 +47,7 @@ from memworth.store.forgetting import ForgettingMixin
 from memworth.store.governing import AUTOMATIC, POLICY_KEY, RATE_LIMITED, GovernanceMixin, GovernanceReport
 from memworth.store.hot import HotTierMixin
 from memworth.store.log_queries import LogMixin, ReplayReport
+from memworth.store.paging import Page, PagingMixin
 from memworth.store.recall import UNGOVERNED, Choice, Recall, RecallMixin
 from memworth.store.recording import DEFAULT_SOURCES, VERIFIED, RecordingMixin, credit_increments
 from memworth.store.records import STATUSES, Memory
@@ -84,13 +86,16 @@ __all__ = [
     "Choice",
     "GovernanceReport",
     "MemoryStore",
+    "Page",
     "Recall",
     "ReplayReport",
     "credit_increments",
 ]
 
 
-class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, ForgettingMixin, HotTierMixin):
+class MemoryStore(
+    RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, ForgettingMixin, PagingMixin, HotTierMixin
+):
     """A governed memory store over a backend (SQLite by default).
 
     Parameters

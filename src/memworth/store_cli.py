@@ -340,13 +340,27 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
 def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", help="only this status")
     p.add_argument("--context", help="only this context label")
+    p.add_argument("--limit", type=int, help="one page of at most this many (prints the next page's cursor)")
+    p.add_argument("--cursor", help="the page after this cursor (printed by the previous page)")
 
 
 def _list(store: MemoryStore, args: argparse.Namespace) -> int:
-    rows = [
-        _memory_dict(store, m) for m in store.list(namespace=args.namespace, status=args.status, context=args.context)
-    ]
-    _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no memories)")
+    if args.limit is None and args.cursor is None:
+        found = store.list(namespace=args.namespace, status=args.status, context=args.context)
+        rows = [_memory_dict(store, m) for m in found]
+        _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no memories)")
+        return 0
+    page = store.list_page(
+        limit=100 if args.limit is None else args.limit,
+        cursor=args.cursor,
+        namespace=args.namespace,
+        status=args.status,
+        context=args.context,
+    )
+    rows = [_memory_dict(store, m) for m in page.items]
+    more = "(last page)" if page.next_cursor is None else f"next page: --cursor {page.next_cursor}"
+    text = "\n".join([*(_memory_line(d) for d in rows), more])
+    _emit(args, {"memories": rows, "next_cursor": page.next_cursor}, text)
     return 0
 
 

@@ -41,7 +41,7 @@ from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
-from memworth.validation import MAX_K, MAX_TEXT
+from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT
 
 __all__ = ["create_app"]
 
@@ -68,6 +68,9 @@ class NewMemory(_Strict):
     part_of: list[str] | None = None
     ttl: StrictFloat | None = Field(default=None, description="seconds to live (default: the namespace's)")
 
+
+DEFAULT_PAGE = 100
+"""Page size of a list route given a ``cursor`` but no ``limit``."""
 
 MAX_BATCH = 10_000
 """Most items in one batch request (the body limit, 1 MB by default, usually binds first)."""
@@ -368,10 +371,29 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         }
 
     @app.get("/v1/memories")
-    def list_memories(namespace: Tenant, status: str | None = None, context: str | None = None) -> list[dict[str, Any]]:
-        return [
-            _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
-        ]
+    def list_memories(
+        namespace: Tenant,
+        status: str | None = None,
+        context: str | None = None,
+        limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The namespace's memories in insertion order: all of them as a list, or with ``limit``
+        (or ``cursor``) one page, ``{"memories": [...], "next_cursor": ...}`` (null on the last)."""
+        if limit is None and cursor is None:
+            return [
+                _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
+            ]
+        page = call(
+            lambda: store.list_page(
+                limit=DEFAULT_PAGE if limit is None else limit,
+                cursor=cursor,
+                namespace=namespace,
+                status=status,
+                context=context,
+            )
+        )
+        return {"memories": [_memory(store, m) for m in page.items], "next_cursor": page.next_cursor}
 
     # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a
     # sub-resource route comes before the bare id's, so a trailing literal /worth is the worth.
@@ -554,8 +576,44 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         return decided(entry)
 
     @app.get("/v1/audit")
-    def audit(namespace: Tenant, memory_id: str | None = None) -> list[dict[str, Any]]:
-        return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+    def audit(
+        namespace: Tenant,
+        memory_id: str | None = None,
+        limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The audit log, oldest first: all of it, or with ``limit`` (or ``cursor``) one page,
+        ``{"entries": [...], "next_cursor": ...}``."""
+        if limit is None and cursor is None:
+            return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+        page = call(
+            lambda: store.audit_page(
+                memory_id, limit=DEFAULT_PAGE if limit is None else limit, cursor=cursor, namespace=namespace
+            )
+        )
+        return {"entries": [e.__dict__ for e in page.items], "next_cursor": page.next_cursor}
+
+    @app.get("/v1/outcomes")
+    def outcomes(
+        namespace: Tenant,
+        limit: Annotated[int, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = DEFAULT_PAGE,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> dict[str, Any]:
+        """The namespace's outcome log in commit order, a page at a time:
+        ``{"outcomes": [...], "next_cursor": ...}`` (null on the last page)."""
+        page = call(lambda: store.outcome_page(limit=limit, cursor=cursor, namespace=namespace))
+        rows = [
+            {
+                "seq": o.seq,
+                "episode": o.episode_id,
+                "outcome": "success" if o.success else "failure",
+                "source": o.source,
+                "confidence": o.confidence,
+                "recorded": o.recorded,
+            }
+            for o in page.items
+        ]
+        return {"outcomes": rows, "next_cursor": page.next_cursor}
 
     @app.get("/v1/replay")
     def replay(namespace: Tenant) -> dict[str, Any]:

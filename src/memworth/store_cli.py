@@ -212,10 +212,21 @@ def _recall_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", help="what the agent is looking for")
     p.add_argument("-k", type=int, default=4, help="how many memories (default 4)")
     p.add_argument("--context", help="context label of this episode")
+    p.add_argument(
+        "--where",
+        help='only matching memories, as JSON: {"metadata": {"team": "a", "priority": {"gte": 2}}, "contexts": ["api"],'
+        ' "status": [...], "standing": [...]}',
+    )
 
 
 def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
-    recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace)
+    where = None
+    if args.where is not None:
+        try:
+            where = json.loads(args.where)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("--where", f"is not JSON: {exc.msg} at character {exc.pos}") from None
+    recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace, where=where)
     rows = [
         {
             "id": r.memory.id,

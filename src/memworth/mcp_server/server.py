@@ -255,10 +255,17 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         k: Annotated[int, Field(ge=1, le=MAX_K, strict=True, description="how many memories")] = 4,
         context: Annotated[str | None, Field(min_length=1, max_length=200, description="context label")] = None,
         tier: Annotated[Literal["all", "hot"], Field(description="'hot': only the proven memories")] = "all",
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='only memories that match: {"metadata": {key: value or {"gte": x, "lt": y} or'
+                ' {"in": [...]}}, "contexts": [labels, any of], "status": [...], "standing": [...]}'
+            ),
+        ] = None,
     ) -> RecallView:
         """The k best active memories for a query, ranked by similarity and worth, and the id of
         the episode that logs this recall: report its outcome with report_outcome."""
-        r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier), "query")
+        r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier, where=where), "query")
         results = [
             RecalledView(
                 id=x.memory.id,

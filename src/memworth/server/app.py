@@ -111,6 +111,11 @@ class RecallRequest(_Strict):
     k: int = Field(default=4, ge=1, le=MAX_K)
     context: str | None = Field(default=None, min_length=1, max_length=200)
     tier: Literal["all", "hot"] = "all"
+    where: dict[str, Any] | None = Field(
+        default=None,
+        description='consider only matching memories: {"metadata": {key: value | {"gte": x, "lt": y} | {"in": [...]}},'
+        ' "contexts": [...], "status": [...], "standing": [...]}',
+    )
 
 
 class _Outcome(_Strict):
@@ -468,7 +473,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:
-        r = call(lambda: store.recall(body.query, body.k, context=body.context, namespace=namespace, tier=body.tier))
+        r = call(
+            lambda: store.recall(
+                body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
+            )
+        )
         return {
             "episode": r.episode.id,
             "results": [

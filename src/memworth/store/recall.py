@@ -24,6 +24,7 @@ from memworth.errors import StoreError, ValidationError
 from memworth.holdout import in_holdout
 from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
 from memworth.store.backend import Backend
+from memworth.store.filters import RecallFilter
 from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
 from memworth.store.report import worth_of
 from memworth.store.state import StoreState
@@ -172,6 +173,7 @@ class RecallMixin(StoreState):
         namespace: str = "default",
         tier: str = "all",
         episode_id: str | None = None,
+        where: dict[str, Any] | RecallFilter | None = None,
     ) -> Recall:
         """The ``k`` best active memories for ``query``, and the episode that logs them.
 
@@ -188,6 +190,11 @@ class RecallMixin(StoreState):
         store with a ``holdout`` share, the id's hash decides whether the episode is a
         holdout one: ranked by similarity alone, suppressed and deprecated memories
         included, marked ``episode.holdout``.
+
+        ``where``: consider only the memories that match a filter on metadata (equality,
+        ranges), context labels, status and standing (:mod:`memworth.store.filters`),
+        applied before ranking; ``context`` only labels the episode. A filtered recall
+        searches the database, not the hot tier (which keeps no metadata).
         """
         query = check_text(query, "query")
         check_name(namespace, "namespace")
@@ -196,15 +203,22 @@ class RecallMixin(StoreState):
         if not isinstance(tier, str) or tier not in ("all", "hot"):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
         eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
+        flt = None if where is None else RecallFilter.of(where)
         self._expire_due(namespace)  # expired memories are erased before any search can return them
         diagnostics: dict[str, Any] = {"tier": "all"}
+        if flt is not None:
+            diagnostics["where"] = flt.spec
         q = self._embed([query])[0]
         if self.holdout_episode(eid):
-            return self._recall_ungoverned(eid, q, query, k, context, namespace)
+            return self._recall_ungoverned(eid, q, query, k, context, namespace, flt)
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
         hot: builtins.list[HotMemory] | None = None
-        if tier == "hot":
+        if tier == "hot" and flt is not None:
+            diagnostics["hot_tier"] = (
+                "a filtered recall needs metadata the hot tier does not keep; searched every memory"
+            )
+        elif tier == "hot":
             if self.hot is None:
                 diagnostics["hot_tier"] = "not configured; searched every memory"
             else:
@@ -217,14 +231,22 @@ class RecallMixin(StoreState):
                 except StoreError as exc:
                     diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
         cand: _Candidates | None = None
+        want = max(50, 10 * k)  # candidates ranked per recall
         in_database = None
         if hot is None and self.index in ("auto", "database"):
             search = getattr(self.backend, "search", None)
-            in_database = None if search is None else search(namespace, q, max(50, 10 * k))
+            n = want
+            while search is not None:  # with a filter: widen the search until enough candidates match
+                in_database = search(namespace, q, n)
+                if in_database is None:
+                    break
+                found_ids, found_sims = in_database
+                cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float), flt)
+                if flt is None or len(cand.ids) >= want or len(found_ids) < n:
+                    break
+                n *= 4
         if in_database is not None:
             diagnostics["search"] = "database"
-            found_ids, found_sims = in_database
-            cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float))
         space = self._space(namespace) if hot is None and in_database is None else None
         if hot is not None and hot:
             sims_all = np.stack([h.vector for h in hot]) @ q
@@ -234,10 +256,17 @@ class RecallMixin(StoreState):
             ]
             cand = _Candidates.of(mems, sims_all[order].astype(float))
         elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
-            # Over-fetch by the number of inactive memories, which are dropped here.
-            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
-            keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
-            cand = self._candidates(namespace, [space.ids[positions[j]] for j in keep], found[keep].astype(float))
+            # Over-fetch by the number of inactive memories, which are dropped here; with a
+            # filter, widen the search until enough candidates match or every memory was seen.
+            n = want + len(space.inactive)
+            while True:
+                positions, found = space.index.search(q, n)
+                keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
+                ids = [space.ids[positions[j]] for j in keep]
+                cand = self._candidates(namespace, ids, found[keep].astype(float), flt)
+                if flt is None or len(cand.ids) >= want or n >= len(space.ids):
+                    break
+                n *= 4
         if cand is not None and cand.ids:
             table = cand.table
             cand_sims = cand.sims
@@ -344,13 +373,19 @@ class RecallMixin(StoreState):
         """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
         return self.holdout > 0 and in_holdout(episode_id, self.holdout, self._holdout_seed)
 
-    def _candidates(self, namespace: str, ids: builtins.list[str], sims: np.ndarray) -> _Candidates:
+    def _candidates(
+        self, namespace: str, ids: builtins.list[str], sims: np.ndarray, where: RecallFilter | None = None
+    ) -> _Candidates:
         """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
 
         Only the counts, status and age of the candidates are read here; the ``k`` picked
-        memories are read whole afterwards (:meth:`_Candidates.memories`).
+        memories are read whole afterwards (:meth:`_Candidates.memories`). With a filter,
+        the candidates are read whole, and only those that match it are kept.
         """
         fetch = getattr(self.backend, "candidates", None)
+        if where is not None:
+            found = self.backend.memories(namespace, ids)
+            return _Candidates.of([m for m in found if m.status == "active" and where.matches(m)], sims, ids)
         if fetch is None:  # a backend without the narrow read: whole memories
             return _Candidates.of([m for m in self.backend.memories(namespace, ids) if m.status == "active"], sims, ids)
         rows = {r[0]: r for r in fetch(namespace, ids)}
@@ -366,16 +401,32 @@ class RecallMixin(StoreState):
         )
 
     def _recall_ungoverned(
-        self, eid: str, q: np.ndarray, query: str, k: int, context: str | None, namespace: str
+        self,
+        eid: str,
+        q: np.ndarray,
+        query: str,
+        k: int,
+        context: str | None,
+        namespace: str,
+        where: RecallFilter | None = None,
     ) -> Recall:
-        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not."""
+        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not
+        (of those that match ``where``, when given)."""
         space = self._space(namespace)
         pairs: builtins.list[tuple[Memory, float]] = []
-        if space.index is not None and space.ids:
-            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+        n = max(50, 10 * k) + len(space.inactive)
+        while space.index is not None and space.ids:
+            positions, found = space.index.search(q, n)
             hits = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
             by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in hits])}
-            pairs = [(by_id[mid], v) for mid, v in hits if mid in by_id and by_id[mid].status in UNGOVERNED][:k]
+            pairs = [
+                (by_id[mid], v)
+                for mid, v in hits
+                if mid in by_id and by_id[mid].status in UNGOVERNED and (where is None or where.matches(by_id[mid]))
+            ][:k]
+            if where is None or len(pairs) >= k or n >= len(space.ids):
+                break
+            n *= 4
         results: builtins.list[Recalled] = []
         items: builtins.list[EpisodeItem] = []
         if pairs:

@@ -73,6 +73,8 @@ def test_delete_erases_leaves_a_tombstone_and_keeps_replay_exact(filled: MemoryS
     assert "fresh" not in [m.id for m in store.list()]  # all or nothing
     with pytest.raises(ErasedMemoryError):
         store.delete("reverse", reason="twice")
+    with pytest.raises(ValidationError, match="an erasure cannot be undone"):
+        store.restore(tomb.seq)
     with pytest.raises(UnknownMemoryError, match="unknown memory id"):
         store.delete("never-there", reason="x")
 

@@ -29,6 +29,7 @@ from memworth.governance import GovernancePolicy, Proposal
 from memworth.policy import Taxonomy
 from memworth.sources import BurstAlert
 from memworth.store import decisions
+from memworth.store.backend import ERASE
 from memworth.store.log_queries import _recent
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.report import MemoryReport, assess
@@ -417,6 +418,10 @@ class GovernanceMixin(StoreState):
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
+        if entry.action == ERASE:
+            raise ValidationError(
+                "audit_seq", f"entry {audit_seq} erased {entry.memory_id!r}: an erasure cannot be undone"
+            )
         if entry.field not in ("status", "standing"):
             raise ValidationError(
                 "audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin"

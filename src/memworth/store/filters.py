@@ -19,6 +19,7 @@ filter still ranks the most similar matching memories.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,12 +99,23 @@ class RecallFilter:
             dict(where),
         )
 
+    @property
+    def key(self) -> str:
+        """The filter as canonical JSON (equal filters, equal keys)."""
+        return json.dumps(self.spec, sort_keys=True)
+
     def matches(self, memory: Memory) -> bool:
         """Whether ``memory`` passes every part of the filter."""
-        if self.status is not None and memory.status not in self.status:
+        return self.matches_state(memory.status, memory.standing) and self.matches_content(memory)
+
+    def matches_state(self, status: str, standing: str) -> bool:
+        """The status and standing part (what governance changes)."""
+        if self.status is not None and status not in self.status:
             return False
-        if self.standing is not None and memory.standing not in self.standing:
-            return False
+        return self.standing is None or standing in self.standing
+
+    def matches_content(self, memory: Memory) -> bool:
+        """The metadata and context part (what never changes for a memory)."""
         if self.contexts is not None and self.contexts.isdisjoint(memory.contexts):
             return False
         return all(c.holds(memory.metadata) for c in self.metadata)

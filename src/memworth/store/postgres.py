@@ -594,7 +594,7 @@ class PostgresBackend:
             q = _vector_text(query)
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                (str(max(40, int(n))),),
+                (str(min(1000, max(40, int(n)))),),  # pgvector's limit; the iterative scan goes on past it
             )
             return conn.execute(
                 "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,10 @@ from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_avai
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory
 
-__all__ = ["UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+__all__ = ["FILTERS_KEPT", "UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+
+FILTERS_KEPT = 32
+"""Recall filters whose per-memory answers a store keeps (the least recently used go first)."""
 
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
@@ -115,6 +119,12 @@ class _Candidates:
                 m = dataclasses.replace(m, counts=counts, status="active", standing=standing)
             out.append(m)
         return out
+
+
+def _wider(n: int, want: int, matched: int) -> int:
+    """How many candidates a filtered search asks for next: enough for ``want`` matches at the
+    share that matched among ``n`` (half again as many), at least 4 and at most 64 times ``n``."""
+    return n * min(64, max(4, math.ceil(1.5 * want / max(matched, 1))))
 
 
 class _Space:
@@ -244,7 +254,7 @@ class RecallMixin(StoreState):
                 cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float), flt)
                 if flt is None or len(cand.ids) >= want or len(found_ids) < n:
                     break
-                n *= 4
+                n = _wider(n, want, len(cand.ids))
         if in_database is not None:
             diagnostics["search"] = "database"
         space = self._space(namespace) if hot is None and in_database is None else None
@@ -266,7 +276,7 @@ class RecallMixin(StoreState):
                 cand = self._candidates(namespace, ids, found[keep].astype(float), flt)
                 if flt is None or len(cand.ids) >= want or n >= len(space.ids):
                     break
-                n *= 4
+                n = _wider(n, want, len(cand.ids))
         if cand is not None and cand.ids:
             table = cand.table
             cand_sims = cand.sims
@@ -380,16 +390,27 @@ class RecallMixin(StoreState):
 
         Only the counts, status and age of the candidates are read here; the ``k`` picked
         memories are read whole afterwards (:meth:`_Candidates.memories`). With a filter,
-        the candidates are read whole, and only those that match it are kept.
+        only the candidates that match it are kept: its metadata and context part is read
+        once per memory and filter and remembered (a memory's metadata and contexts never
+        change, and an id is never reused), its status and standing part on the narrow read.
         """
         fetch = getattr(self.backend, "candidates", None)
-        if where is not None:
-            found = self.backend.memories(namespace, ids)
-            return _Candidates.of([m for m in found if m.status == "active" and where.matches(m)], sims, ids)
         if fetch is None:  # a backend without the narrow read: whole memories
-            return _Candidates.of([m for m in self.backend.memories(namespace, ids) if m.status == "active"], sims, ids)
+            found = self.backend.memories(namespace, ids)
+            alive = [m for m in found if m.status == "active" and (where is None or where.matches(m))]
+            return _Candidates.of(alive, sims, ids)
+        if where is not None:
+            content = self._filter_matches(namespace, where, ids)
+            keep = [i for i, mid in enumerate(ids) if content.get(mid)]
+            ids, sims = [ids[i] for i in keep], sims[keep]
         rows = {r[0]: r for r in fetch(namespace, ids)}
-        keep = [i for i, mid in enumerate(ids) if mid in rows and rows[mid][1] == "active"]
+        keep = [
+            i
+            for i, mid in enumerate(ids)
+            if mid in rows
+            and rows[mid][1] == "active"
+            and (where is None or where.matches_state("active", rows[mid][6]))
+        ]
         got = [rows[ids[i]] for i in keep]
         columns = np.array([r[2:6] for r in got], dtype=float).reshape(len(got), 4)
         return _Candidates(
@@ -399,6 +420,20 @@ class RecallMixin(StoreState):
             columns[:, 0],
             [str(r[6]) for r in got],
         )
+
+    def _filter_matches(self, namespace: str, where: RecallFilter, ids: builtins.list[str]) -> dict[str, bool]:
+        """Whether each of ``ids`` matches the metadata and context part of ``where``, read once per
+        memory and remembered for the :data:`FILTERS_KEPT` filters used last."""
+        key = (namespace, where.key)
+        known = self._filters.pop(key, None) or {}
+        self._filters[key] = known  # the most recently used last
+        while len(self._filters) > FILTERS_KEPT:
+            del self._filters[next(iter(self._filters))]
+        unknown = [mid for mid in ids if mid not in known]
+        if unknown:
+            for m in self.backend.memories(namespace, unknown):
+                known[m.id] = where.matches_content(m)
+        return known
 
     def _recall_ungoverned(
         self,
@@ -426,7 +461,7 @@ class RecallMixin(StoreState):
             ][:k]
             if where is None or len(pairs) >= k or n >= len(space.ids):
                 break
-            n *= 4
+            n = _wider(n, k, len(pairs))
         results: builtins.list[Recalled] = []
         items: builtins.list[EpisodeItem] = []
         if pairs:

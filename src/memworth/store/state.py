@@ -80,6 +80,7 @@ class StoreState:
     _agreement: dict[tuple[str, str], Agreement]
     _verified_seq: int
     _next_expiry: dict[str, tuple[int, float | None]]
+    _filters: dict[tuple[str, str], dict[str, bool]]
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 

@@ -326,6 +326,7 @@ class MemoryStore(
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
         self._next_expiry: dict[str, tuple[int, float | None]] = {}
+        self._filters: dict[tuple[str, str], dict[str, bool]] = {}  # recall filters' answers per memory
 
     # -- opening and closing ---------------------------------------------------------
 

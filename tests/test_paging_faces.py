@@ -72,3 +72,20 @@ def test_cli_list_pages(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert "m2" in out and "m0" not in out and "(last page)" in out
     assert main(["list", "--limit", "0", *s]) != 0
     assert "limit: must be an integer from 1 to 1000" in capsys.readouterr().err
+
+
+def test_dashboard_pages_a_memorys_outcomes(store: MemoryStore) -> None:
+    client = TestClient(create_app(store))
+    h = {"X-API-Key": create_key(store, "team", "person")}
+    store.add("Rivers flow to the sea.", id="r", namespace="team")
+    for i in range(25):
+        store.record(store.recall(f"rivers {i}", k=1, namespace="team"), i % 2 == 0)
+    first = client.get("/dashboard/memories/r", headers=h).text
+    assert "Outcomes 1-10 of 25, newest first" in first
+    assert "<td>rivers 24</td>" in first and "<td>rivers 15</td>" in first and "<td>rivers 14</td>" not in first
+    assert 'href="/dashboard/memories/r?outcomes=2#outcomes"' in first
+    last = client.get("/dashboard/memories/r?outcomes=3", headers=h).text
+    assert "Outcomes 21-25 of 25" in last and "<td>rivers 0</td>" in last and "<td>rivers 5</td>" not in last
+    assert 'outcomes=2#outcomes" rel="prev"' in last and 'rel="next"' not in last
+    assert client.get("/dashboard/memories/r?outcomes=0", headers=h).status_code == 422
+    assert client.get("/dashboard/memories/r?outcomes=x", headers=h).status_code == 422

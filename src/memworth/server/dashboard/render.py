@@ -146,8 +146,9 @@ def _queue(page: GovernancePage, viewer: Viewer) -> str:
     return body + "</tbody></table>"
 
 
-def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
-    """A memory's page: its facts, proposal, worth over time, latest outcomes and audit trail."""
+def memory(page: MemoryPage, viewer: Viewer, note: str, outcomes_page: int = 1) -> str:
+    """A memory's page: its facts, proposal, worth over time, its outcomes (newest first, page
+    ``outcomes_page`` of :data:`LATEST_OUTCOMES` each) and audit trail."""
     m, proposal = page.memory, page.proposal
     here = memory_url(m.id)
     body = note + _details(page)
@@ -166,7 +167,7 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
             '<p class="error">The outcome log rebuilds other counts than the live ones '
             f"({rebuilt.success:g}/{rebuilt.failure:g}/{rebuilt.n:g}); <code>memworth replay</code> tells why.</p>"
         )
-    body += _episodes_table(page.points[-LATEST_OUTCOMES:], len(page.points))
+    body += _episodes_table(page.points, outcomes_page, here)
     body += f"<h2>Audit trail</h2>{_audit_table(viewer, page.changes, page.undoable, False, here)}"
     return layout(f"Memory {m.id}", body, viewer)
 
@@ -360,9 +361,22 @@ def _details(page: MemoryPage) -> str:
     return f'<blockquote id="text">{esc(m.text)}</blockquote><table class="facts">{rows}</table>{metadata}'
 
 
-def _episodes_table(points: list[Point], total: int) -> str:
-    if not points:
+def _episodes_table(every: list[Point], number: int, here: str) -> str:
+    """Page ``number`` of the outcomes (newest first), with links to the newer and older pages."""
+    total = len(every)
+    if not total:
         return ""
+    pages = -(-total // LATEST_OUTCOMES)
+    number = min(number, pages)
+    end = total - (number - 1) * LATEST_OUTCOMES
+    points = every[max(0, end - LATEST_OUTCOMES) : end]
+    links = []
+    if number > 1:
+        links.append(f'<a href="{here}?outcomes={number - 1}#outcomes" rel="prev">newer</a>')
+    if number < pages:
+        links.append(f'<a href="{here}?outcomes={number + 1}#outcomes" rel="next">older</a>')
+    pager = f'<p class="pager">page {number} of {pages} {" ".join(links)}</p>'
+    first, last = total - end + 1, total - end + len(points)
     rows = "".join(
         f"<tr><td>{when(p.recorded)}</td><td>{esc(p.query[:120])}</td>"
         f'<td class="{"ok" if p.success else "fail"}">{"success" if p.success else "failure"}</td>'
@@ -371,7 +385,7 @@ def _episodes_table(points: list[Point], total: int) -> str:
         for p in reversed(points)
     )
     return (
-        f'<h2>Latest outcomes ({len(points)} of {total})</h2><table class="episodes"><thead><tr><th>recorded (UTC)'
-        "</th><th>query</th><th>outcome</th><th>how</th><th>credit</th><th>worth after</th><th>interval</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table>"
+        f'<h2 id="outcomes">Outcomes {first}-{last} of {total}, newest first</h2><table class="episodes"><thead><tr>'
+        "<th>recorded (UTC)</th><th>query</th><th>outcome</th><th>how</th><th>credit</th><th>worth after</th>"
+        f"<th>interval</th></tr></thead><tbody>{rows}</tbody></table>{pager}"
     )

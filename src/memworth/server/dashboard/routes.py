@@ -234,8 +234,11 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
     @error_pages
     def memory(memory_id: str, request: Request) -> Response:
         who = viewer(request)
+        number = request.query_params.get("outcomes") or "1"
+        if not number.isdigit() or int(number) < 1 or len(number) > 9:
+            raise Refused(422, "Invalid request", f"outcomes must be a page number from 1, got {number!r}")
         data = call(lambda: pages.memory_page(store, memory_id, who.namespace))
-        return html_page(render.memory(data, who, notice(request, who.namespace)))
+        return html_page(render.memory(data, who, notice(request, who.namespace), int(number)))
 
     @router.get("/{rest:path}")
     @error_pages

@@ -338,3 +338,20 @@ def test_a_version_3_postgres_store_gains_expiry() -> None:
         assert store.get("new").expires is not None
     finally:
         drop(store)
+
+
+def test_an_erasure_rebuilds_only_its_own_namespaces_index(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    one = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0)
+    two = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0)
+    for ns in ("a", "b"):
+        one.add_many([{"id": k, "text": v} for k, v in FACTS.items()], namespace=ns)
+        two.recall("python list", namespace=ns)
+    spaces = {ns: two._spaces[ns] for ns in ("a", "b")}
+    one.delete("water", reason="erasure request", namespace="a")
+    two.recall("python list", namespace="a")
+    two.recall("python list", namespace="b")
+    assert two._spaces["a"] is not spaces["a"] and "water" not in two._spaces["a"].ids  # rebuilt without it
+    assert two._spaces["b"] is spaces["b"]  # another namespace's index is kept
+    one.close()
+    two.close()

@@ -21,7 +21,7 @@ from memworth.counts import Counts
 from memworth.errors import DuplicateError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
-__all__ = ["ERASE", "NOTE_FIELDS", "Backend", "Increment", "NewMemory", "joined", "redact", "reused"]
+__all__ = ["ERASE", "NOTE_FIELDS", "Backend", "Increment", "NewMemory", "erased_key", "joined", "redact", "reused"]
 
 SCHEMA_VERSION = 4
 NOTE_FIELDS = ("pin", "verification")
@@ -187,8 +187,9 @@ class Backend(Protocol):
         (UnknownMemoryError if one does not exist). Returns the entries with their seqs.
 
         Kept, so that the log replays exactly: the id in the tombstone, in the episodes that
-        retrieved it and in the provenance edges (ids only). Bumps :meth:`generation` and the
-        ``erased`` meta counter (a vector index built before the erasure must be rebuilt).
+        retrieved it and in the provenance edges (ids only). Bumps :meth:`generation` and each
+        namespace's erasure counter (meta :func:`erased_key`: a vector index built before the
+        erasure must be rebuilt).
         """
         ...
 
@@ -207,6 +208,12 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def erased_key(namespace: str) -> str:
+    """The meta key that counts erasures in ``namespace`` (a vector index built before its last
+    change still holds an erased vector and must be rebuilt)."""
+    return f"erased:{namespace}"
 
 
 def reused(memory_id: str, namespace: str, seq: int) -> DuplicateError:

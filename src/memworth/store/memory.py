@@ -14,7 +14,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
-from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, reused
+from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -253,7 +253,8 @@ class MemoryBackend:
                 self._kept_edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
                 saved.append(dataclasses.replace(entry, seq=len(self._audit) + 1))
                 self._audit.append(saved[-1])
-            self._meta["erased"] = str(int(self._meta.get("erased", "0")) + 1)
+            for ns in {e.namespace for e in entries}:
+                self._meta[erased_key(ns)] = str(int(self._meta.get(erased_key(ns), "0")) + 1)
             self._generation += 1
             return saved
 

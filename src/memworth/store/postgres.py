@@ -71,6 +71,7 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    erased_key,
     joined,
     memories_from_rows,
     redact,
@@ -848,10 +849,11 @@ class PostgresBackend:
                 if cur.rowcount != 1:
                     raise UnknownMemoryError(entry.memory_id)
                 saved.append(_audit(conn, entry))
-            conn.execute(
-                "INSERT INTO meta VALUES ('erased', '1')"
-                " ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text"
-            )
+            for ns in sorted({e.namespace for e in entries}):
+                conn.execute(
+                    "INSERT INTO meta VALUES (%s, '1') ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text",
+                    (erased_key(ns),),
+                )
             _bump(conn)
             return saved
 

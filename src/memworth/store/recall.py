@@ -24,7 +24,7 @@ from memworth.credit import normalise
 from memworth.errors import StoreError, ValidationError
 from memworth.holdout import in_holdout
 from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
-from memworth.store.backend import Backend
+from memworth.store.backend import Backend, erased_key
 from memworth.store.filters import RecallFilter
 from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
 from memworth.store.report import worth_of
@@ -136,7 +136,7 @@ class _Space:
         self.ids: list[str] = []
         self.index: VectorIndex | None = None
         self.inactive: set[str] = set()
-        self.erased: str | None = None  # the backend's ``erased`` counter the index was built after
+        self.erased: str | None = None  # the namespace's erasure counter the index was built after
 
     def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
         dim = matrix.shape[1]
@@ -162,7 +162,7 @@ class RecallMixin(StoreState):
         if space is None:
             space = self._spaces[namespace] = _Space()
         if space.generation != generation:
-            erased = self.backend.get_meta("erased")
+            erased = self.backend.get_meta(erased_key(namespace))
             if erased != space.erased:  # a memory was erased: its vector leaves the index (rebuilt)
                 space = self._spaces[namespace] = _Space()
                 space.erased = erased

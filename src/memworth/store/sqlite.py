@@ -35,6 +35,7 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    erased_key,
     joined,
     memories_from_rows,
     reused,
@@ -588,9 +589,9 @@ class SQLiteBackend:
                 if cur.rowcount != 1:
                     raise UnknownMemoryError(entry.memory_id)
                 saved.append(self._audit(db, entry))
-            db.execute(
-                "INSERT INTO meta VALUES ('erased', '1')"
-                " ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+            db.executemany(
+                "INSERT INTO meta VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                [(erased_key(ns),) for ns in sorted({e.namespace for e in entries})],
             )
             _bump(db)
         with self._lock:

@@ -524,7 +524,8 @@ class PostgresBackend:
     def memory_page(
         self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
     ) -> list[tuple[int, Memory]]:
-        sql = f"SELECT {MEMORY_COLUMNS}, seq FROM memories WHERE namespace = %s AND seq > %s"
+        cols = MEMORY_COLUMNS
+        sql = f"SELECT {cols}, seq FROM memories WHERE namespace = %s AND seq > %s"
         args: list[Any] = [namespace, after]
         if status is not None:
             sql += " AND status = %s"
@@ -726,13 +727,15 @@ class PostgresBackend:
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
     ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        page = " LIMIT %s" if limit is not None else ""
-        tail = () if limit is None else (limit,)
-        if namespace is None:
-            sql, args = f"SELECT {cols} FROM outcomes WHERE seq > %s ORDER BY seq{page}", (after, *tail)
-        else:
-            sql = f"SELECT {cols} FROM outcomes WHERE namespace = %s AND seq > %s ORDER BY seq{page}"
-            args = (namespace, after, *tail)
+        sql = f"SELECT {cols} FROM outcomes WHERE seq > %s"
+        args: list[Any] = [after]
+        if namespace is not None:
+            sql += " AND namespace = %s"
+            args.append(namespace)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)

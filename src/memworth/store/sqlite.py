@@ -272,7 +272,8 @@ class SQLiteBackend:
     def memory_page(
         self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
     ) -> list[tuple[int, Memory]]:
-        sql = f"SELECT {MEMORY_COLUMNS}, seq FROM memories WHERE namespace = ? AND seq > ?"
+        cols = MEMORY_COLUMNS
+        sql = f"SELECT {cols}, seq FROM memories WHERE namespace = ? AND seq > ?"
         args: list[Any] = [namespace, after]
         if status is not None:
             sql += " AND status = ?"
@@ -467,15 +468,16 @@ class SQLiteBackend:
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
     ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        page = " LIMIT ?" if limit is not None else ""
-        tail = () if limit is None else (limit,)
-        if namespace is None:
-            rows = self._read(f"SELECT {cols} FROM outcomes WHERE seq > ? ORDER BY seq{page}", (after, *tail))
-        else:
-            rows = self._read(
-                f"SELECT {cols} FROM outcomes WHERE namespace = ? AND seq > ? ORDER BY seq{page}",
-                (namespace, after, *tail),
-            )
+        sql = f"SELECT {cols} FROM outcomes WHERE seq > ?"
+        args: list[Any] = [after]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            args.append(namespace)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self._read(sql, args)
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns, prop, hops)
 
@@ -658,15 +660,16 @@ class SQLiteBackend:
         self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit"
-        page = " LIMIT ?" if limit is not None else ""
-        tail = () if limit is None else (limit,)
-        if memory_id is None:
-            rows = self._read(sql + f" WHERE namespace = ? AND seq > ? ORDER BY seq{page}", (namespace, after, *tail))
-        else:
-            rows = self._read(
-                sql + f" WHERE namespace = ? AND memory_id = ? AND seq > ? ORDER BY seq{page}",
-                (namespace, memory_id, after, *tail),
-            )
+        sql += " WHERE namespace = ? AND seq > ?"
+        args: list[Any] = [namespace, after]
+        if memory_id is not None:
+            sql += " AND memory_id = ?"
+            args.append(memory_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self._read(sql, args)
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9]) for r in rows]
 
     def integrity_check(self) -> str:

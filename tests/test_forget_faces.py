@@ -113,7 +113,10 @@ def test_http_ttl_and_expiry(store: MemoryStore) -> None:
     now[0] = 1100.0
     listed = {m["id"]: m["expired"] for m in client.get("/v1/memories", headers=h).json()}
     assert listed == {"a": True, "b": False}
-    tombs = client.post("/v1/expire", headers=h).json()
+    listed = client.post("/v1/expire", json={"list_only": True}, headers=h).json()["expired"]
+    assert [m["id"] for m in listed] == ["a"] and listed[0]["expired"] is True
+    assert client.post("/v1/expire", json={"list_only": "yes"}, headers=h).status_code == 422
+    tombs = client.post("/v1/expire", json={}, headers=h).json()["erased"]
     assert [t["memory_id"] for t in tombs] == ["a"] and tombs[0]["settings"]["actor"] == "memworth-expiry"
     assert client.get("/v1/memories/a", headers=h).status_code == 404
     assert client.put("/v1/ttl", json={"ttl": None}, headers=h).json() == {"ttl": None}

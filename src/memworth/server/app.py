@@ -102,6 +102,10 @@ class MemoryChange(_Strict):
         return self
 
 
+class ExpireRequest(_Strict):
+    list_only: StrictBool = Field(default=False, description="list the expired memories, erase nothing")
+
+
 class TTLRequest(_Strict):
     ttl: StrictFloat | None = Field(description="seconds new memories of the namespace live; null: forever")
 
@@ -467,9 +471,12 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         return {"ttl": call(lambda: store.ttl(namespace=namespace))}
 
     @app.post("/v1/expire")
-    def expire(namespace: Tenant) -> list[dict[str, Any]]:
-        """Erase the namespace's expired memories now (recall also does it first); their tombstones."""
-        return [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]
+    def expire(body: ExpireRequest, namespace: Tenant) -> dict[str, Any]:
+        """Erase the namespace's expired memories now (recall also does it first): their tombstones;
+        with ``list_only``, the expired memories, erasing nothing."""
+        if body.list_only:
+            return {"expired": [_memory(store, m) for m in call(lambda: store.expired(namespace=namespace))]}
+        return {"erased": [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]}
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:

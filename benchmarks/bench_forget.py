@@ -117,9 +117,7 @@ def main() -> int:
     for f in folder.glob("bench-*.db*"):
         f.unlink()
     print(f"{args.memories} memories, {args.calls} calls x {args.repeats} repeats (median of per-repeat medians)")
-    print(
-        f"{'backend':<9} {'recall ms':>9} {'+expiry check':>14} {'filter 10%':>11} {'filter 1%':>10} {'erase ms':>9}"
-    )
+    print(f"{'backend':<9} {'recall ms':>9} {'+expiry check':>14} {'filter 10%':>11} {'filter 1%':>10} {'erase ms':>9}")
     for r in rows:
         ms = r["recall_ms"]
         print(

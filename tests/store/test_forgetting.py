@@ -27,6 +27,7 @@ from memworth.errors import (
 from memworth.store.backend import SCHEMA_VERSION
 from memworth.store.postgres import MIGRATIONS as PG_MIGRATIONS
 from memworth.store.postgres import PostgresBackend
+from memworth.store.records import AuditEntry
 from memworth.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.store.conftest import FACTS, POSTGRES, drop, url_for, with_query
 
@@ -355,3 +356,19 @@ def test_an_erasure_rebuilds_only_its_own_namespaces_index(tmp_path: Path) -> No
     assert two._spaces["b"] is spaces["b"]  # another namespace's index is kept
     one.close()
     two.close()
+
+
+def test_an_edit_that_cannot_be_made_writes_nothing(filled: MemoryStore) -> None:
+    # The store checks the memory before it writes; the backend checks again in the write's
+    # own transaction, for a change another client makes in between: then nothing is written.
+    row = filled._prepare_one("Water boils at 100 C.", id="water-2", namespace="default", expires=None)
+    archive = AuditEntry(0, "water", "default", "edit", "status", "active", "archived", "x", {}, 0.0)
+    filled.set_status("water", "suppressed", reason="changed meanwhile")
+    before = filled.audit()
+    with pytest.raises(ConflictError, match="no longer status 'active'"):
+        filled.backend.insert_memories([row], then=archive)
+    with pytest.raises(UnknownMemoryError, match="unknown memory id"):
+        filled.get("water-2")  # the new version went with the refused change
+    assert filled.audit() == before and filled.get("water").status == "suppressed"
+    entry = filled.edit("water", "Water boils at 100 C.", reason="now", new_id="water-2")  # the id is still free
+    assert filled.get("water-2").derived_from == ("water",) and entry.old == "suppressed"

@@ -69,9 +69,12 @@ class Backend(Protocol):
         """Store a setting."""
         ...
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         """Insert all or nothing; an existing (namespace, id) raises DuplicateError, and so does
-        an erased one (an id is never reused: the log still names the erased memory)."""
+        an erased one (an id is never reused: the log still names the erased memory).
+
+        ``then``: a change (as :meth:`change` makes it) in the same transaction, returned with
+        its seq; if it cannot be made, nothing is inserted either (an edit is all or nothing)."""
         ...
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:

@@ -29,7 +29,7 @@ from memworth.governance import GovernancePolicy, Proposal
 from memworth.policy import Taxonomy
 from memworth.sources import BurstAlert
 from memworth.store import decisions
-from memworth.store.backend import ERASE
+from memworth.store.backend import ERASE, NewMemory
 from memworth.store.log_queries import _recent
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.report import MemoryReport, assess
@@ -170,9 +170,11 @@ class GovernanceMixin(StoreState):
         settings: dict[str, Any] | None = None,
         expected: str | None = None,
         pin: bool = False,
+        with_new: builtins.list[NewMemory] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
-        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`)."""
+        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
+        ``with_new``, those memories are inserted in the same transaction (an edit)."""
         reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
@@ -189,7 +191,13 @@ class GovernanceMixin(StoreState):
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
         entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings, self.clock())
-        saved = self.backend.change(entry)
+        if with_new is None:
+            saved = self.backend.change(entry)
+        else:
+            made = self.backend.insert_memories(with_new, then=entry)
+            if made is None:  # a backend that ignored the change it was asked to make
+                raise StoreError(f"{self.backend.url}: the change to {memory_id!r} was not made")
+            saved = made
         leaves = (field_name == "status" and new != "active") or (field_name == "standing" and new == "re-verify")
         if self.hot is not None and leaves:
             try:  # a memory that stops being active must not be served from the mirror

@@ -51,8 +51,10 @@ class MemoryBackend:
     def generation(self) -> int:
         return self._generation
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         with self._lock:
+            if then is not None:  # checked before anything is written: all or nothing
+                self._check_change(then)
             seen: set[tuple[str, str]] = set()
             gone = {(e.namespace, e.memory_id): e.seq for e in self._audit if e.action == ERASE}
             for row in rows:
@@ -69,6 +71,7 @@ class MemoryBackend:
                 self._top += 1  # never reused, even after an erasure
                 self._seq[key] = self._top
             self._generation += 1
+            return None if then is None else self.change(then)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         with self._lock:
@@ -216,20 +219,23 @@ class MemoryBackend:
                 key = (namespace, mid)
                 self._memories[key] = dataclasses.replace(self._memories[key], counts=c)
 
+    def _check_change(self, entry: AuditEntry) -> Memory:
+        """The memory ``entry`` changes, if the change can be made (else the error :meth:`change` raises)."""
+        m = self._memories.get((entry.namespace, entry.memory_id))
+        if m is None:
+            raise UnknownMemoryError(entry.memory_id)
+        if entry.field not in NOTE_FIELDS and getattr(m, entry.field) != entry.old:
+            raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+        return m
+
     def change(self, entry: AuditEntry) -> AuditEntry:
         with self._lock:
             key = (entry.namespace, entry.memory_id)
-            m = self._memories.get(key)
-            if m is None:
-                raise UnknownMemoryError(entry.memory_id)
+            m = self._check_change(entry)
             if entry.field in NOTE_FIELDS:
                 saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
                 self._audit.append(saved)
                 return saved
-            if getattr(m, entry.field) != entry.old:
-                raise ChangedError(
-                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
-                )
             if entry.field == "status":
                 self._memories[key] = dataclasses.replace(m, status=entry.new, updated=entry.at)
             else:

@@ -397,8 +397,9 @@ class PostgresBackend:
         conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
         conn.execute(_CREATE_HNSW)
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
-        """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges.
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
+        """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges (and
+        ``then``, a change made in the same transaction, as :meth:`change` makes it).
 
         A batch of at least :data:`REBUILD_AT` vectors that also at least doubles the
         vectors in the table drops the HNSW index and builds it again after the ``COPY``,
@@ -406,13 +407,14 @@ class PostgresBackend:
         growing it row by row); readers wait for the commit.
         """
         if not rows:
-            return
+            return None if then is None else self.change(then)
         _no_repeated_ids(rows)
         sizes = [int(np.asarray(r.embedding).size) for r in rows]
+        column = None if then is None else _column(then)
         with_vectors = self.pgvector and any(sizes)  # external memories (size 0) have no vector
         fresh_column = with_vectors and not self._vec_column
 
-        def work(conn: Any) -> None:
+        def work(conn: Any) -> AuditEntry | None:
             _bump(conn)  # first: serialises inserts, so seq order is commit order and the check below holds
             self._refuse_existing(conn, rows)
             rebuild = False
@@ -462,10 +464,11 @@ class PostgresBackend:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
             if rebuild:
                 conn.execute(_CREATE_HNSW)
+            return None if then is None else _change_in(conn, then, column)
 
         try:
             with self._pool.connection() as conn, conn.transaction():
-                work(conn)
+                saved = work(conn)
         except self._psycopg.errors.UniqueViolation as exc:  # a concurrent writer outside this store's rules
             detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
             raise DuplicateError(f"a memory of the batch already exists ({detail})") from None
@@ -473,6 +476,7 @@ class PostgresBackend:
             raise self._failure(exc) from exc
         if fresh_column:
             self._vec_column = True
+        return saved
 
     def _refuse_existing(self, conn: Any, rows: Sequence[NewMemory]) -> None:
         """DuplicateError naming the first row whose (namespace, id) is stored already: one query per namespace."""
@@ -814,30 +818,8 @@ class PostgresBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
-        if column is None and entry.field not in NOTE_FIELDS:
-            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
-
-        def work(conn: Any) -> AuditEntry:
-            if column is None:  # a note: the memory must exist, no column changes
-                found = conn.execute(
-                    "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
-                ).fetchone()
-                if found is None:
-                    raise UnknownMemoryError(entry.memory_id)
-            else:
-                _bump(conn)
-                cur = conn.execute(
-                    f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
-                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
-                )
-            if column is not None and cur.rowcount != 1:
-                raise ChangedError(
-                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
-                )
-            return _audit(conn, entry)
-
-        return self._run(work)
+        column = _column(entry)
+        return self._run(lambda conn: _change_in(conn, entry, column))
 
     def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
         """Delete the rows (their vector column and HNSW entries with them) and log the tombstones
@@ -1048,6 +1030,33 @@ def _no_repeats(ids: Sequence[str], what: str) -> None:
         if eid in seen:
             raise DuplicateError(f"episode {eid!r} {what}")
         seen.add(eid)
+
+
+def _column(entry: AuditEntry) -> str | None:
+    """The column a change sets (None for a note); ValidationError for any other field."""
+    column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+    if column is None and entry.field not in NOTE_FIELDS:
+        raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+    return column
+
+
+def _change_in(conn: Any, entry: AuditEntry, column: str | None) -> AuditEntry:
+    """Make one audited change inside the caller's transaction (see :meth:`PostgresBackend.change`)."""
+    if column is None:  # a note: the memory must exist, no column changes
+        found = conn.execute(
+            "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
+        ).fetchone()
+        if found is None:
+            raise UnknownMemoryError(entry.memory_id)
+        return _audit(conn, entry)
+    _bump(conn)
+    cur = conn.execute(
+        f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
+        (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+    )
+    if cur.rowcount != 1:
+        raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+    return _audit(conn, entry)
 
 
 def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:

@@ -135,13 +135,14 @@ class ReviewMixin(StoreState):
         """The one edit: ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``)
         derived from ``memory``, with its metadata, contexts and time to live and fresh
         counters (the old ones measured the old text); ``memory`` is archived, keeping its
-        counters, its audit entry naming the replacement. :meth:`resolve` ("edited") and
+        counters, its audit entry naming the replacement; both in one transaction, so an edit
+        that cannot be made writes nothing. :meth:`resolve` ("edited") and
         :meth:`memworth.MemoryStore.edit` both call it."""
         new_text = check_text(text, "text")
         replacement = (
             check_memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
         )
-        new = self._add_one(
+        new = self._prepare_one(
             new_text,
             id=replacement,
             namespace=namespace,
@@ -150,9 +151,10 @@ class ReviewMixin(StoreState):
             derived_from=[memory.id],
             expires=memory.expires,
         )
-        return self._change(
-            memory.id, "status", "archived", reason=f"edited: replaced by {new.id}: {reason}", namespace=namespace,
-            action=action, settings={**(settings or {}), "replaced_by": new.id}, expected=memory.status, pin=True,
+        return self._change(  # the new version and the old one's archiving: one transaction
+            memory.id, "status", "archived", reason=f"edited: replaced by {replacement}: {reason}",
+            namespace=namespace, action=action, settings={**(settings or {}), "replaced_by": replacement},
+            expected=memory.status, pin=True, with_new=[new],
         )  # fmt: skip
 
     def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:

@@ -212,8 +212,10 @@ class SQLiteBackend:
 
     # -- memories ---------------------------------------------------------------------
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
-        """One transaction, two ``executemany`` (memory rows, then provenance edges)."""
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
+        """One transaction, two ``executemany`` (memory rows, then provenance edges), and ``then``,
+        a change made in the same transaction (as :meth:`change` makes it)."""
+        column = None if then is None else _column(then)
         records = [
             (
                 r.memory.namespace,
@@ -258,6 +260,7 @@ class SQLiteBackend:
                 raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
             db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
             _bump(db)
+            return None if then is None else self._change_in(db, then, column)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         cols = MEMORY_COLUMNS
@@ -554,28 +557,30 @@ class SQLiteBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
-        if column is None and entry.field not in NOTE_FIELDS:
-            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+        column = _column(entry)
         with self._write() as db:
-            if column is None:  # a note: the memory must exist, no column changes
-                found = db.execute(
-                    "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
-                ).fetchone()
-                if found is None:
-                    raise UnknownMemoryError(entry.memory_id)
-            else:
-                cur = db.execute(
-                    f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
-                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
-                )
-            if column is not None and cur.rowcount != 1:
+            return self._change_in(db, entry, column)
+
+    def _change_in(self, db: sqlite3.Connection, entry: AuditEntry, column: str | None) -> AuditEntry:
+        """Make one audited change inside the caller's write transaction (see :meth:`change`)."""
+        if column is None:  # a note: the memory must exist, no column changes
+            found = db.execute(
+                "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
+            ).fetchone()
+            if found is None:
+                raise UnknownMemoryError(entry.memory_id)
+        else:
+            cur = db.execute(
+                f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
+                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+            )
+            if cur.rowcount != 1:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
-            saved = self._audit(db, entry)
-            _bump(db)
-            return saved
+        saved = self._audit(db, entry)
+        _bump(db)
+        return saved
 
     def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
         """Delete the rows (``secure_delete`` overwrites their bytes) and log the tombstones in
@@ -733,6 +738,14 @@ def _read_only_hint(path: str) -> str:
     if path != ":memory:" and not os.access(folder, os.W_OK):
         return f" (folder {folder} is read-only; a WAL database needs to write its -wal and -shm files there)"
     return ""
+
+
+def _column(entry: AuditEntry) -> str | None:
+    """The column a change sets (None for a note); ValidationError for any other field."""
+    column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+    if column is None and entry.field not in NOTE_FIELDS:
+        raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+    return column
 
 
 def _bump(db: sqlite3.Connection) -> None:

@@ -32,7 +32,7 @@ from memworth.store.report import MemoryReport
 if TYPE_CHECKING:
     from memworth.change import OutcomeStream
     from memworth.sources import BurstAlert
-    from memworth.store.backend import Increment
+    from memworth.store.backend import Increment, NewMemory
     from memworth.store.governing import GovernanceReport
     from memworth.store.hot import HotTier
     from memworth.store.recall import _Space
@@ -98,7 +98,7 @@ class StoreState:
             part_of: Sequence[str] | None = None,
         ) -> Memory: ...
 
-        def _add_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> Memory: ...
+        def _prepare_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> NewMemory: ...
 
         def _replace(
             self,
@@ -148,6 +148,7 @@ class StoreState:
             settings: dict[str, Any] | None = None,
             expected: str | None = None,
             pin: bool = False,
+            with_new: builtins.list[NewMemory] | None = None,
         ) -> AuditEntry: ...
 
         def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]: ...

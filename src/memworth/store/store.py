@@ -419,10 +419,11 @@ class MemoryStore(
         check_name(namespace, "namespace")
         return self._add(_new_memories([item], namespace, self.clock(), self.ttl(namespace=namespace)), namespace)[0]
 
-    def _add_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> Memory:
-        """:meth:`add` with an expiry time instead of a time to live (an edit keeps the old version's)."""
+    def _prepare_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> NewMemory:
+        """The row of one new memory, checked and embedded, with an expiry time instead of a time
+        to live (an edit keeps the old version's); nothing is written."""
         new = _new_memories([{"text": text, **item}], namespace, self.clock(), None)[0]
-        return self._add([dataclasses.replace(new, expires=expires)], namespace)[0]
+        return self._prepare([dataclasses.replace(new, expires=expires)], namespace)[0]
 
     def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
         """Store many memories in one transaction (all or none), embedding them in one batch.
@@ -448,6 +449,11 @@ class MemoryStore(
 
     def _add(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[Memory]:
         """Check provenance, embed in one batch and insert in one backend call (one transaction)."""
+        self.backend.insert_memories(self._prepare(memories, namespace))
+        return memories
+
+    def _prepare(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[NewMemory]:
+        """The rows to insert for ``memories``: provenance checked, embedded in one batch; nothing written."""
         known = {m.id for m in memories}
         linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - known
         if linked:
@@ -456,8 +462,7 @@ class MemoryStore(
             if missing:
                 raise UnknownMemoryError(missing[0])
         vectors = self._embed([m.text for m in memories])
-        self.backend.insert_memories([NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)])
-        return memories
+        return [NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)]
 
     def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
         """One memory, with its current counts; ErasedMemoryError (a 404) for one erased by :meth:`delete`."""

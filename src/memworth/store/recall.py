@@ -245,7 +245,7 @@ class RecallMixin(StoreState):
         in_database = None
         if hot is None and self.index in ("auto", "database"):
             search = getattr(self.backend, "search", None)
-            n = want
+            n = self._first_n(namespace, flt, want)
             while search is not None:  # with a filter: widen the search until enough candidates match
                 in_database = search(namespace, q, n)
                 if in_database is None:
@@ -268,7 +268,7 @@ class RecallMixin(StoreState):
         elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
             # Over-fetch by the number of inactive memories, which are dropped here; with a
             # filter, widen the search until enough candidates match or every memory was seen.
-            n = want + len(space.inactive)
+            n = self._first_n(namespace, flt, want) + len(space.inactive)
             while True:
                 positions, found = space.index.search(q, n)
                 keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
@@ -420,6 +420,15 @@ class RecallMixin(StoreState):
             columns[:, 0],
             [str(r[6]) for r in got],
         )
+
+    def _first_n(self, namespace: str, where: RecallFilter | None, want: int) -> int:
+        """How many candidates to search for first: ``want``, or with a filter whose answers are
+        known for at least 100 memories, enough for ``want`` matches at the share that matched."""
+        known = None if where is None else self._filters.get((namespace, where.key))
+        if not known or len(known) < 100:
+            return want
+        share = sum(known.values()) / len(known)
+        return want if share <= 0 else min(64 * want, math.ceil(1.5 * want / share))
 
     def _filter_matches(self, namespace: str, where: RecallFilter, ids: builtins.list[str]) -> dict[str, bool]:
         """Whether each of ``ids`` matches the metadata and context part of ``where``, read once per

@@ -101,3 +101,25 @@ def test_bad_filters_are_refused_naming_the_part(store: MemoryStore, where: dict
         store.recall("memory", where=where)
     assert err.value.field == field
     assert store.outcome_page().items == [] and store.backend.episodes([]) == {}
+
+
+def test_a_repeated_filter_searches_once(make_store: Callable[..., MemoryStore], backend_kind: str) -> None:
+    if backend_kind in ("postgres", "pgvector"):
+        pytest.skip("counts the searches of the store's own vector index")
+    store = make_store(exploration=0.0, seed=0)
+    _fill(store, 400)
+    where = {"metadata": {"i": {"gte": 396}}}
+    space = store._space("default")
+    assert space.index is not None
+    real, calls = space.index.search, []
+
+    def counted(q: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(n)
+        return real(q, n)
+
+    space.index.search = counted  # type: ignore[method-assign]
+    first = _ids(store, **where)
+    searched_first = len(calls)
+    calls.clear()
+    assert _ids(store, **where) == first == ["tip396", "tip397", "tip398", "tip399"]
+    assert searched_first >= 2 and len(calls) == 1  # the match share learned the first time sizes the search

@@ -47,7 +47,8 @@ def test_http_delete_erases_and_answers_the_tombstone(client: TestClient, store:
     r = client.delete("/v1/memories/door%2F1", params={"reason": "user request", "actor": "alice"}, headers=h)
     assert r.status_code == 200, r.text
     tomb = r.json()
-    assert (tomb["action"], tomb["memory_id"], tomb["settings"]["actor"]) == ("erase", "door/1", "alice")
+    assert (tomb["action"], tomb["memory_id"]) == ("erase", "door/1")
+    assert tomb["settings"]["actor"] == "alice (api key agent)"  # who said so, and the key it came with
     gone = client.get("/v1/memories/door%2F1", headers=h)
     assert gone.status_code == 404 and "was erased" in gone.json()["error"]["reason"]
     assert gone.json()["error"]["type"] == "ErasedMemoryError"
@@ -73,6 +74,7 @@ def test_http_patch_edits_sets_status_and_standing(client: TestClient, store: Me
     assert r.status_code == 200, r.text
     body = r.json()
     assert (body["action"], body["new"], body["settings"]["replaced_by"]) == ("edit", "archived", "office-2")
+    assert body["settings"]["actor"] == "bob (api key agent)"
     assert body["memory"]["text"] == "The office is on floor 5." and body["memory"]["derived_from"] == ["office"]
     assert body["memory"]["counts"]["retrievals"] == 0
     r = client.patch("/v1/memories/office-2", json={"status": "suppressed", "reason": "unsure"}, headers=h)
@@ -95,7 +97,9 @@ def test_http_patch_edits_sets_status_and_standing(client: TestClient, store: Me
     archived = client.patch("/v1/memories/office", json={"text": "again", "reason": "x"}, headers=h)
     assert archived.status_code == 409
     assert client.patch("/v1/memories/nope", json={"status": "active", "reason": "x"}, headers=h).status_code == 404
-    assert [e["action"] for e in client.get("/v1/audit", headers=h).json()] == ["edit", "set-status", "set-standing"]
+    audit = client.get("/v1/audit", headers=h).json()
+    assert [e["action"] for e in audit] == ["edit", "set-status", "set-standing"]
+    assert audit[1]["settings"]["actor"] == "api key agent"  # no actor named: the key is
 
 
 def test_http_ttl_and_expiry(store: MemoryStore) -> None:
@@ -255,4 +259,4 @@ def test_dashboard_buttons_edit_set_and_erase(client: TestClient, store: MemoryS
         "/dashboard/set", data={"memory_id": new_id, "field": "text", "value": "x", "reason": "x", "csrf": csrf}
     )
     assert bad.status_code == 422
-    assert [e.settings["actor"] for e in store.audit(namespace="team")] == ["dashboard"] * 4
+    assert [e.settings["actor"] for e in store.audit(namespace="team")] == ["dashboard (api key person)"] * 4

@@ -44,6 +44,7 @@ import numpy as np
 from memworth.errors import ValidationError
 
 __all__ = [
+    "MAX_ACTOR",
     "MAX_K",
     "MAX_METADATA",
     "MAX_METADATA_DEPTH",
@@ -275,15 +276,26 @@ def check_limit(value: object) -> int:
     return value
 
 
+MAX_ACTOR = 400
+"""Longest actor label: a person's or service's name, and the API key it came through."""
+
+
 def check_actor(value: object) -> str | None:
-    """``value`` as who made a change (a person, a service): None or a label as ids are (1-200 characters).
+    """``value`` as who made a change (a person, a service): None, or a storable string of
+    1-:data:`MAX_ACTOR` characters without edge spaces.
 
     Examples
     --------
-    >>> check_actor("alice@example.com")
-    'alice@example.com'
+    >>> check_actor("alice@example.com (api key agent-7)")
+    'alice@example.com (api key agent-7)'
     """
-    return None if value is None else check_memory_id(value, "actor")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_ACTOR or value != value.strip():
+        raise ValidationError(
+            "actor", f"must be a non-empty string of at most {MAX_ACTOR} characters without edge spaces, got {value!r}"
+        )
+    return check_storable(value, "actor")
 
 
 def check_confidence(value: object) -> float:

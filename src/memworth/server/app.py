@@ -36,7 +36,7 @@ from memworth.errors import (
 )
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import lookup_key
+from memworth.server.keys import key_record
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
@@ -85,7 +85,9 @@ class MemoryChange(_Strict):
     ``MemoryStore.edit``), its ``status`` or its ``standing``; exactly one of the three."""
 
     reason: str = Field(min_length=1, max_length=2000)
-    actor: str | None = Field(default=None, min_length=1, max_length=200)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who asked (the key is named too)"
+    )
     text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
     new_id: str | None = Field(default=None, min_length=1, max_length=200)
     keep_old: StrictBool = True
@@ -297,15 +299,23 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             return fn()
 
     def tenant(
-        authorization: Annotated[str | None, Header()] = None, x_api_key: Annotated[str | None, Header()] = None
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        x_api_key: Annotated[str | None, Header()] = None,
     ) -> str:
         key = x_api_key
         if key is None and authorization is not None and authorization.startswith("Bearer "):
             key = authorization[7:].strip()
-        namespace = None if key is None else call(lambda: lookup_key(store, key))
-        if namespace is None:
+        record = None if key is None else call(lambda: key_record(store, key))
+        if record is None:
             raise StarletteHTTPException(401, "a valid API key is required (Authorization: Bearer <key>)")
-        return str(namespace)
+        request.state.key_name = str(record["name"])  # the audit log names the key a change came through
+        return str(record["namespace"])
+
+    def _actor(request: Request, given: str | None) -> str:
+        """Who makes a change: the ``actor`` the request names, and the API key it came with."""
+        key = f"api key {request.state.key_name}"
+        return key if given is None else f"{given} ({key})"
 
     Tenant = Annotated[str, Depends(tenant)]
 
@@ -418,28 +428,33 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def delete_memory(
         memory_id: PathId,
         namespace: Tenant,
+        request: Request,
         reason: Annotated[str, Query(min_length=1, max_length=2000, description="why (kept in the tombstone)")],
-        actor: Annotated[str | None, Query(min_length=1, max_length=200, description="who asked")] = None,
+        actor: Annotated[
+            str | None, Query(min_length=1, max_length=100, description="who asked (the key is named too)")
+        ] = None,
     ) -> dict[str, Any]:
         """Erase a memory for good: text, embedding and metadata are deleted; the answer is its
         tombstone (the audit entry, action ``erase``). Reading the id afterwards is a 404 saying
         it was erased; adding it again is a 409 (an erased id is never reused)."""
         mid = path_id(memory_id)
-        return decided(call(lambda: store.delete(mid, reason=reason, actor=actor, namespace=namespace)))
+        who = _actor(request, actor)
+        return decided(call(lambda: store.delete(mid, reason=reason, actor=who, namespace=namespace)))
 
     @app.patch("/v1/memories/{memory_id:path}")
-    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Tenant) -> dict[str, Any]:
+    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Tenant, request: Request) -> dict[str, Any]:
         """Change one thing of a memory, audited: ``text`` (a new version, re-embedded, with fresh
         counters, replaces it; the old one is archived with its counters, or erased with
         ``keep_old: false``), ``status`` or ``standing`` (a person's decision: it pins the memory).
         The answer is the audit entry; for a text, ``memory`` is the new version."""
         mid = path_id(memory_id)
+        who = _actor(request, body.actor)
         if body.text is not None:
             text = body.text
 
             def edit() -> dict[str, Any]:
                 entry = store.edit(
-                    mid, text, reason=body.reason, actor=body.actor, new_id=body.new_id, keep_old=body.keep_old,
+                    mid, text, reason=body.reason, actor=who, new_id=body.new_id, keep_old=body.keep_old,
                     namespace=namespace,
                 )  # fmt: skip
                 return {
@@ -451,11 +466,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         if body.status is not None:
             status = body.status
             return decided(
-                call(lambda: store.set_status(mid, status, reason=body.reason, actor=body.actor, namespace=namespace))
+                call(lambda: store.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace))
             )
         standing = str(body.standing)
         return decided(
-            call(lambda: store.set_standing(mid, standing, reason=body.reason, actor=body.actor, namespace=namespace))
+            call(lambda: store.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace))
         )
 
     @app.get("/v1/ttl")

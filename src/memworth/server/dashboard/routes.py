@@ -22,15 +22,12 @@ from memworth.server.dashboard.forms import Form, from_another_site, safe_next, 
 from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
-from memworth.server.keys import lookup_key
+from memworth.server.keys import key_record, lookup_key
 from memworth.store import MemoryStore
 
 __all__ = ["dashboard_router"]
 
 Call = Callable[[Callable[[], Any]], Any]
-
-DASHBOARD = "dashboard"
-"""The actor the audit log names for a change made in the dashboard (whose key signed in is not kept)."""
 
 
 def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
@@ -50,13 +47,13 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
             session = sessions.find(request.cookies.get(COOKIE, ""))
             if session is not None:
                 key, csrf = session.key, session.csrf
-        namespace = None if key is None else call(lambda: lookup_key(store, key))
-        if namespace is None:
+        record = None if key is None else call(lambda: key_record(store, key))
+        if record is None:
             target = quote(request.url.path, safe="/") + (f"?{request.url.query}" if request.url.query else "")
             if request.method != "GET":
                 target = ROOT
             raise Refused(401, "Sign in", "sign in with a valid API key", login_next=safe_next(target))
-        return Viewer(str(namespace), csrf)
+        return Viewer(str(record["namespace"]), csrf, str(record["name"]))
 
     def changer(request: Request, form: dict[str, str] | None) -> tuple[Viewer, dict[str, str]]:
         """The viewer of a POST that may change something, after the origin and CSRF checks."""
@@ -188,7 +185,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason", "")
         if fields.get("confirm") != memory_id:
             raise Refused(422, "Not erased", "type the memory's id to confirm that it is to be erased for good")
-        entry = call(lambda: store.delete(memory_id, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+        entry = call(lambda: store.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace))
         return RedirectResponse(with_notice(ROOT, entry.seq), 303)
 
     @router.post("/edit")
@@ -198,7 +195,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, reason, text = fields.get("memory_id", ""), fields.get("reason", ""), fields.get("text", "")
         try:
-            entry = call(lambda: store.edit(memory_id, text, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+            entry = call(lambda: store.edit(memory_id, text, reason=reason, actor=who.actor, namespace=who.namespace))
         except ConflictError as exc:  # archived meanwhile (replaced already)
             raise Refused(409, "Not edited", str(exc)) from None
         return RedirectResponse(with_notice(memory_url(entry.settings["replaced_by"]), entry.seq), 303)
@@ -213,7 +210,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
             raise Refused(422, "Invalid request", f"field must be status or standing, got {field!r}")
         act = store.set_status if field == "status" else store.set_standing
         try:
-            entry = call(lambda: act(memory_id, value, reason=reason, actor=DASHBOARD, namespace=who.namespace))
+            entry = call(lambda: act(memory_id, value, reason=reason, actor=who.actor, namespace=who.namespace))
         except StoreError as exc:  # changed meanwhile
             raise Refused(exc.status, "Not changed", str(exc)) from None
         return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)

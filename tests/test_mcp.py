@@ -34,6 +34,9 @@ TOOLS = {
     "resolve_memory",
     "pin_memory",
     "unpin_memory",
+    "forget_memory",
+    "edit_memory",
+    "set_memory_status",
 }
 GUARD = 180  # seconds: a hung server fails the test instead of hanging CI (not a timing check)
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr_
     from memworth.errors import (
         ConflictError,
         DuplicateError,
+        ErasedMemoryError,
         MemworthError,
         NotFoundError,
         StoreError,
@@ -55,6 +56,7 @@ _HOME = {  # each name and the module that defines it, imported at first use
     "DecisionRule": "memworth.policy",
     "DeprecationRule": "memworth.policy",
     "DuplicateError": "memworth.errors",
+    "ErasedMemoryError": "memworth.errors",
     "Encoder": "memworth.encoders",
     "Episode": "memworth.store",
     "EpisodeStats": "memworth.adjusted",
@@ -111,6 +113,7 @@ __all__ = [
     "DuplicateError",
     "Encoder",
     "Episode",
+    "ErasedMemoryError",
     "GovernancePolicy",
     "HashingEncoder",
     "LowerBoundBlend",

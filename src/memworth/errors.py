@@ -7,6 +7,7 @@
     │   └── OutcomeError                 an outcome that is not success / failure
     ├── NotFoundError(KeyError)          an id nobody handed out (404)
     │   ├── UnknownMemoryError           a memory id the tracker or store has never seen
+    │   │   └── ErasedMemoryError        a memory that was erased (only its tombstone is left)
     │   ├── UnknownEpisodeError          an episode id the store never handed out
     │   └── UnknownEntryError            an audit entry that does not exist
     ├── ConflictError                    the request is at odds with the store's state (409)
@@ -36,6 +37,7 @@ __all__ = [
     "ChangedError",
     "ConflictError",
     "DuplicateError",
+    "ErasedMemoryError",
     "MemworthError",
     "NotFoundError",
     "OutcomeError",
@@ -114,15 +116,44 @@ class UnknownMemoryError(NotFoundError):
         return f"unknown memory id: {self.memory_id!r}"
 
 
-class UnknownEpisodeError(NotFoundError):
-    """An episode id the store has never handed out (or one from another namespace)."""
+class ErasedMemoryError(UnknownMemoryError):
+    """A memory that was erased: its text, embedding and metadata are gone; the audit
+    entry ``seq`` (its tombstone) says who erased it, when and why.
 
-    def __init__(self, episode_id: object) -> None:
-        super().__init__(episode_id)
-        self.episode_id = episode_id
+    Examples
+    --------
+    >>> str(ErasedMemoryError("m42", 7))
+    "memory 'm42' was erased (audit entry 7): its text, embedding and metadata are gone"
+    """
+
+    def __init__(self, memory_id: object, seq: int) -> None:
+        super().__init__(memory_id)
+        self.seq = seq
 
     def __str__(self) -> str:
-        return f"unknown episode id: {self.episode_id!r}"
+        return (
+            f"memory {self.memory_id!r} was erased (audit entry {self.seq}): its text, embedding and metadata are gone"
+        )
+
+
+class UnknownEpisodeError(NotFoundError):
+    """An episode id the store has never handed out (or one from another namespace);
+    ``field`` names the item of a batch it came in (``outcomes[3].episode``), when it did.
+
+    Examples
+    --------
+    >>> str(UnknownEpisodeError("e9", "outcomes[3].episode"))
+    "unknown episode id: 'e9' (outcomes[3].episode)"
+    """
+
+    def __init__(self, episode_id: object, field: str | None = None) -> None:
+        super().__init__(episode_id)
+        self.episode_id = episode_id
+        self.field = field
+
+    def __str__(self) -> str:
+        where = "" if self.field is None else f" ({self.field})"
+        return f"unknown episode id: {self.episode_id!r}{where}"
 
 
 class UnknownEntryError(NotFoundError):

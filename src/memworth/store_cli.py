@@ -1,4 +1,4 @@
-"""``memworth add / recall / record / show / list / govern / restore / replay / stats / export``.
+"""``memworth add / recall / record / show / list / delete / edit / status / standing / govern / ...``.
 
 Each command opens the store, calls the method a Python user would call, and prints the
 result as text or, with ``--json``, as JSON. Errors are converted once, in ``memworth.cli``.
@@ -77,6 +77,12 @@ def register(commands: Any) -> None:
         ("restore", "undo one audited change", _restore_args, _restore),
         ("queue", "memories quarantined for re-verification, awaiting a verdict", lambda p: None, _queue),
         ("resolve", "resolve a quarantined memory: confirmed, stale or edited", _resolve_args, _resolve),
+        ("delete", "erase a memory for good (text, embedding, metadata); a tombstone stays", _delete_args, _delete),
+        ("edit", "replace a memory's text: a new version, re-embedded; the old one archived", _edit_args, _edit),
+        ("status", "set a memory's status by hand (audited)", _status_args, _status),
+        ("standing", "set a memory's governance standing by hand (audited)", _standing_args, _standing),
+        ("ttl", "show or set the namespace's time to live for new memories", _ttl_args, _ttl),
+        ("expire", "erase the namespace's expired memories (or --list them)", _expire_args, _expire),
         ("pin", "keep governance away from a memory until it is unpinned", _pin_args, _pin),
         ("unpin", "end a memory's pin", _pin_args, _unpin),
         (
@@ -152,6 +158,8 @@ def _memory_dict(store: MemoryStore, m: Memory) -> dict[str, Any]:
         "retrievals": c.n,
         "worth": klass.worth,
         "class": klass.value_class.value,
+        "expires": m.expires,
+        "expired": m.expired(store.clock()),
     }
 
 
@@ -173,6 +181,7 @@ def _add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", action="append", help="a context label (repeatable)")
     p.add_argument("--derived-from", action="append", help="id of a memory it was derived from (repeatable)")
     p.add_argument("--part-of", action="append", help="id of a memory it is part of (repeatable)")
+    p.add_argument("--ttl", type=float, help="seconds to live (default: the namespace's, see ttl; else forever)")
 
 
 def _add(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -190,6 +199,7 @@ def _add(store: MemoryStore, args: argparse.Namespace) -> int:
         contexts=args.context,
         derived_from=args.derived_from,
         part_of=args.part_of,
+        ttl=args.ttl,
     )
     _emit(args, _memory_dict(store, m), m.id)
     return 0
@@ -202,10 +212,21 @@ def _recall_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", help="what the agent is looking for")
     p.add_argument("-k", type=int, default=4, help="how many memories (default 4)")
     p.add_argument("--context", help="context label of this episode")
+    p.add_argument(
+        "--where",
+        help='only matching memories, as JSON: {"metadata": {"team": "a", "priority": {"gte": 2}}, "contexts": ["api"],'
+        ' "status": [...], "standing": [...]}',
+    )
 
 
 def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
-    recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace)
+    where = None
+    if args.where is not None:
+        try:
+            where = json.loads(args.where)
+        except json.JSONDecodeError as exc:
+            raise ValidationError("--where", f"is not JSON: {exc.msg} at character {exc.pos}") from None
+    recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace, where=where)
     rows = [
         {
             "id": r.memory.id,
@@ -330,13 +351,27 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
 def _list_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--status", help="only this status")
     p.add_argument("--context", help="only this context label")
+    p.add_argument("--limit", type=int, help="one page of at most this many (prints the next page's cursor)")
+    p.add_argument("--cursor", help="the page after this cursor (printed by the previous page)")
 
 
 def _list(store: MemoryStore, args: argparse.Namespace) -> int:
-    rows = [
-        _memory_dict(store, m) for m in store.list(namespace=args.namespace, status=args.status, context=args.context)
-    ]
-    _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no memories)")
+    if args.limit is None and args.cursor is None:
+        found = store.list(namespace=args.namespace, status=args.status, context=args.context)
+        rows = [_memory_dict(store, m) for m in found]
+        _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no memories)")
+        return 0
+    page = store.list_page(
+        limit=100 if args.limit is None else args.limit,
+        cursor=args.cursor,
+        namespace=args.namespace,
+        status=args.status,
+        context=args.context,
+    )
+    rows = [_memory_dict(store, m) for m in page.items]
+    more = "(last page)" if page.next_cursor is None else f"next page: --cursor {page.next_cursor}"
+    text = "\n".join([*(_memory_line(d) for d in rows), more])
+    _emit(args, {"memories": rows, "next_cursor": page.next_cursor}, text)
     return 0
 
 
@@ -489,6 +524,122 @@ def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
         namespace=args.namespace,
     )
     _emit(args, e, _decision_line(e))
+    return 0
+
+
+# -- forgetting and changes by hand -----------------------------------------------------------
+
+
+def _actor_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--actor", default=_login(), help="who makes the change, for the audit log (default: your login)")
+
+
+def _login() -> str | None:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no login name (a container without a user entry)
+        return None
+
+
+def _delete_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+    p.add_argument("--reason", required=True, help="why (kept in the tombstone)")
+    _actor_arg(p)
+
+
+def _delete(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.delete(args.id, reason=args.reason, actor=args.actor, namespace=args.namespace)
+    _emit(args, e, f"#{e.seq} {e.memory_id}: erased (its text, embedding and metadata are gone)")
+    return 0
+
+
+def _edit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+    p.add_argument("text", help="the new text (a new memory replaces this one; counters start afresh)")
+    p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    p.add_argument("--new-id", help="the new version's id (default <id>~<8 hex>)")
+    p.add_argument("--erase-old", action="store_true", help="erase the old version instead of archiving it")
+    _actor_arg(p)
+
+
+def _edit(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.edit(
+        args.id,
+        args.text,
+        reason=args.reason,
+        actor=args.actor,
+        new_id=args.new_id,
+        keep_old=not args.erase_old,
+        namespace=args.namespace,
+    )
+    _emit(args, e, f"{_decision_line(e)}; replaced by {e.settings['replaced_by']}")
+    return 0
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:  # the values are checked by the library (one list)
+    p.add_argument("id", help="memory id")
+    p.add_argument("status", help="active, suppressed, deprecated or archived")
+    p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    _actor_arg(p)
+
+
+def _status(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.set_status(args.id, args.status, reason=args.reason, actor=args.actor, namespace=args.namespace)
+    _emit(args, e, _decision_line(e))
+    return 0
+
+
+def _standing_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", help="memory id")
+    p.add_argument("standing", help="normal, promoted, demoted or re-verify")
+    p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    _actor_arg(p)
+
+
+def _standing(store: MemoryStore, args: argparse.Namespace) -> int:
+    e = store.set_standing(args.id, args.standing, reason=args.reason, actor=args.actor, namespace=args.namespace)
+    _emit(args, e, _decision_line(e))
+    return 0
+
+
+def _ttl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("seconds", nargs="?", help="set: seconds new memories live, or 'none' (forever); omit to show")
+
+
+def _ttl(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.seconds is not None:
+        if args.seconds.lower() == "none":
+            store.set_ttl(None, namespace=args.namespace)
+        else:
+            try:
+                seconds = float(args.seconds)
+            except ValueError:
+                raise ValidationError(
+                    "seconds", f"must be a number of seconds or 'none', got {args.seconds!r}"
+                ) from None
+            store.set_ttl(seconds, namespace=args.namespace)
+    ttl = store.ttl(namespace=args.namespace)
+    _emit(
+        args,
+        {"namespace": args.namespace, "ttl": ttl},
+        f"{args.namespace}: " + ("no time to live" if ttl is None else f"new memories live {ttl:g} s"),
+    )
+    return 0
+
+
+def _expire_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--list", action="store_true", help="only list the expired memories, erase nothing")
+
+
+def _expire(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.list:
+        rows = [_memory_dict(store, m) for m in store.expired(namespace=args.namespace)]
+        _emit(args, rows, "\n".join(_memory_line(d) for d in rows) or "(no expired memories)")
+        return 0
+    tombs = store.purge_expired(namespace=args.namespace)
+    _emit(args, tombs, "\n".join(f"#{e.seq} {e.memory_id}: expired, erased" for e in tombs) or "(nothing expired)")
     return 0
 
 

@@ -44,14 +44,19 @@ import numpy as np
 from memworth.errors import ValidationError
 
 __all__ = [
+    "MAX_ACTOR",
     "MAX_K",
     "MAX_METADATA",
     "MAX_METADATA_DEPTH",
+    "MAX_PAGE",
     "MAX_TEXT",
+    "MAX_TTL",
+    "check_actor",
     "check_confidence",
     "check_context",
     "check_k",
     "check_labels",
+    "check_limit",
     "check_memory_id",
     "check_metadata",
     "check_metadata_shape",
@@ -59,6 +64,7 @@ __all__ = [
     "check_storable",
     "check_store_settings",
     "check_text",
+    "check_ttl",
 ]
 
 MAX_TEXT = 32_768
@@ -219,6 +225,77 @@ def check_metadata(value: object) -> dict[str, Any]:
         elif isinstance(item, list):
             pending += item
     return data
+
+
+MAX_TTL = 100 * 365.25 * 86400
+"""Longest time to live a memory or a namespace may be given: 100 years, in seconds."""
+
+
+def check_ttl(value: object, field_name: str = "ttl") -> float | None:
+    """``value`` as a time to live: None (never expires) or a number of seconds in (0, :data:`MAX_TTL`].
+
+    Examples
+    --------
+    >>> check_ttl(3600)
+    3600.0
+    >>> check_ttl("3600")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: ttl: must be a number of seconds in (0, 3155760000], or None, got '3600'
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_TTL
+    ):
+        raise ValidationError(field_name, f"must be a number of seconds in (0, {MAX_TTL:.0f}], or None, got {value!r}")
+    return float(value)
+
+
+MAX_PAGE = 1000
+"""Most items one page of a list (memories, audit entries, outcomes) holds."""
+
+
+def check_limit(value: object) -> int:
+    """``value`` as a page size: an integer from 1 to :data:`MAX_PAGE`.
+
+    Examples
+    --------
+    >>> check_limit(50)
+    50
+    >>> check_limit("2")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: limit: must be an integer from 1 to 1000, got '2'
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE:
+        raise ValidationError("limit", f"must be an integer from 1 to {MAX_PAGE}, got {value!r}")
+    return value
+
+
+MAX_ACTOR = 400
+"""Longest actor label: a person's or service's name, and the API key it came through."""
+
+
+def check_actor(value: object) -> str | None:
+    """``value`` as who made a change (a person, a service): None, or a storable string of
+    1-:data:`MAX_ACTOR` characters without edge spaces.
+
+    Examples
+    --------
+    >>> check_actor("alice@example.com (api key agent-7)")
+    'alice@example.com (api key agent-7)'
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_ACTOR or value != value.strip():
+        raise ValidationError(
+            "actor", f"must be a non-empty string of at most {MAX_ACTOR} characters without edge spaces, got {value!r}"
+        )
+    return check_storable(value, "actor")
 
 
 def check_confidence(value: object) -> float:

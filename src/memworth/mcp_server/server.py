@@ -155,6 +155,9 @@ def _tool_error(exc: MemworthError, field: str) -> ToolError:
 
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+Id = Annotated[str, Field(min_length=1, max_length=200, description="memory id")]
+Reason = Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")]
+Actor = Annotated[str, Field(min_length=1, max_length=200, description="who asked (kept in the audit log)")]
 Labels = list[str] | None
 
 
@@ -175,7 +178,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
     >>> server = create_server(store)
     >>> print(" ".join(sorted(t.name for t in asyncio.run(server.list_tools()))))
-    governance_proposals pin_memory recall remember report_outcome resolve_memory unpin_memory verification_queue worth
+    edit_memory forget_memory governance_proposals pin_memory recall remember report_outcome resolve_memory set_memory_status unpin_memory verification_queue worth
     >>> r = asyncio.run(server.call_tool("remember", {"text": "Reverse a list with [::-1].", "id": "rev"}))
     >>> r.structured_content["worth"], r.structured_content["class"]
     (0.5, 'uncertain')
@@ -219,6 +222,10 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         contexts: Annotated[Labels, Field(description="context labels, e.g. the task type")] = None,
         derived_from: Annotated[Labels, Field(description="ids of memories it was derived from")] = None,
         part_of: Annotated[Labels, Field(description="ids of memories it is part of")] = None,
+        ttl: Annotated[
+            float | None,
+            Field(gt=0, strict=True, description="seconds it lives (default: the namespace's; else forever)"),
+        ] = None,
     ) -> MemoryView:
         """Store one memory. It starts at worth 0.5 (no evidence) and earns worth from the outcomes
         of the episodes that recall it; outcomes also credit the memories it was derived from."""
@@ -233,6 +240,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
                     contexts=contexts,
                     derived_from=derived_from,
                     part_of=part_of,
+                    ttl=ttl,
                 )
             except UnknownMemoryError as exc:
                 field = next((k for k, ids in linked.items() if exc.memory_id in ids), "id")
@@ -247,10 +255,17 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         k: Annotated[int, Field(ge=1, le=MAX_K, strict=True, description="how many memories")] = 4,
         context: Annotated[str | None, Field(min_length=1, max_length=200, description="context label")] = None,
         tier: Annotated[Literal["all", "hot"], Field(description="'hot': only the proven memories")] = "all",
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='only memories that match: {"metadata": {key: value or {"gte": x, "lt": y} or'
+                ' {"in": [...]}}, "contexts": [labels, any of], "status": [...], "standing": [...]}'
+            ),
+        ] = None,
     ) -> RecallView:
         """The k best active memories for a query, ranked by similarity and worth, and the id of
         the episode that logs this recall: report its outcome with report_outcome."""
-        r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier), "query")
+        r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier, where=where), "query")
         results = [
             RecalledView(
                 id=x.memory.id,
@@ -344,6 +359,65 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""
         entry = call(lambda: store.unpin(id, reason=reason, namespace=namespace), "id")
+        return DecisionView.of(entry)
+
+    destroys = ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    )
+
+    @tool(destroys)
+    def forget_memory(id: Id, reason: Reason, actor: Actor = "mcp") -> DecisionView:
+        """Erase a memory for good: its text, embedding and metadata are deleted and cannot be
+        recovered. Only a tombstone stays (the id, who, when, why). Use it when a user asks for
+        their data to be forgotten or a memory must not exist any more; to take a memory out of
+        recall reversibly, use set_memory_status instead."""
+        entry = call(lambda: store.delete(id, reason=reason, actor=actor, namespace=namespace), "id")
+        return DecisionView.of(entry)
+
+    @tool(writes)
+    def edit_memory(
+        id: Id,
+        text: Annotated[Text, Field(description="the corrected text")],
+        reason: Reason,
+        new_id: Annotated[str | None, Field(min_length=1, max_length=200, description="the new version's id")] = None,
+        keep_old: Annotated[bool, Field(strict=True, description="false: erase the old version")] = True,
+        actor: Actor = "mcp",
+    ) -> DecisionView:
+        """Replace a memory's text. The new text becomes a new memory (re-embedded, worth starting
+        afresh) derived from the old one, which is archived with its counters (or erased with
+        keep_old false). The answer's new field is 'archived'; replaced_by names the new id."""
+        entry = call(
+            lambda: store.edit(
+                id, text, reason=reason, actor=actor, new_id=new_id, keep_old=keep_old, namespace=namespace
+            ),
+            "id",
+        )
+        return DecisionView.of(entry)
+
+    @tool(writes)
+    def set_memory_status(
+        id: Id,
+        reason: Reason,
+        status: Annotated[
+            Literal["active", "suppressed", "deprecated", "archived"] | None,
+            Field(description="recall returns only active memories"),
+        ] = None,
+        standing: Annotated[
+            Literal["normal", "promoted", "demoted", "re-verify"] | None,
+            Field(description="re-verify quarantines it until a verdict"),
+        ] = None,
+        actor: Actor = "mcp",
+    ) -> DecisionView:
+        """Set a memory's status or its standing by hand (give exactly one). Audited, reversible
+        with a restore, and it sticks: governance proposes nothing for it until new evidence."""
+        if (status is None) == (standing is None):
+            raise ToolError("ValidationError: status: give exactly one of status and standing")
+        if status is not None:
+            chosen = status
+            entry = call(lambda: store.set_status(id, chosen, reason=reason, actor=actor, namespace=namespace), "id")
+        else:
+            level = str(standing)
+            entry = call(lambda: store.set_standing(id, level, reason=reason, actor=actor, namespace=namespace), "id")
         return DecisionView.of(entry)
 
     @tool(reads)

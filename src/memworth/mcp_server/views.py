@@ -53,6 +53,8 @@ class MemoryView(_View):
         serialization_alias="class",
         description="high, mixed, low or uncertain (too little evidence)",
     )
+    expires: float | None = Field(default=None, description="when it expires (seconds since the epoch); null: never")
+    expired: bool = Field(default=False, description="its time to live ran out; the next recall erases it")
 
 
 class RecalledView(_View):
@@ -150,11 +152,15 @@ class DecisionView(_View):
     old: str
     new: str
     reason: str
+    actor: str | None = Field(default=None, description="who made the change, when known")
+    replaced_by: str | None = Field(default=None, description="an edit: the id of the new version")
 
     @classmethod
     def of(cls, entry: AuditEntry) -> DecisionView:
         """The view of an audit entry a tool's decision made."""
-        return cls(**{name: getattr(entry, name) for name in cls.model_fields})
+        extra = {"actor": entry.settings.get("actor"), "replaced_by": entry.settings.get("replaced_by")}
+        fields: dict[str, Any] = {name: getattr(entry, name) for name in cls.model_fields if name not in extra}
+        return cls.model_validate(fields | extra)
 
 
 class GovernanceView(_View):
@@ -190,4 +196,6 @@ def memory_view(store: MemoryStore, m: Memory) -> MemoryView:
         counts=counts_view(m),
         worth=klass.worth,
         value_class=klass.value_class.value,
+        expires=m.expires,
+        expired=m.expired(store.clock()),
     )

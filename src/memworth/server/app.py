@@ -24,10 +24,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Self
 
-from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
@@ -36,12 +36,12 @@ from memworth.errors import (
 )
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import lookup_key
+from memworth.server.keys import key_record
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
-from memworth.validation import MAX_K, MAX_TEXT
+from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT
 
 __all__ = ["create_app"]
 
@@ -66,6 +66,50 @@ class NewMemory(_Strict):
     contexts: list[str] | None = None
     derived_from: list[str] | None = None
     part_of: list[str] | None = None
+    ttl: StrictFloat | None = Field(default=None, description="seconds to live (default: the namespace's)")
+
+
+DEFAULT_PAGE = 100
+"""Page size of a list route given a ``cursor`` but no ``limit``."""
+
+MAX_BATCH = 10_000
+"""Most items in one batch request (the body limit, 1 MB by default, usually binds first)."""
+
+
+class NewMemories(_Strict):
+    items: list[NewMemory] = Field(min_length=1, max_length=MAX_BATCH, description="the memories, all or none")
+
+
+class MemoryChange(_Strict):
+    """One change to a memory, audited: its ``text`` (a new version replaces it, see
+    ``MemoryStore.edit``), its ``status`` or its ``standing``; exactly one of the three."""
+
+    reason: str = Field(min_length=1, max_length=2000)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who asked (the key is named too)"
+    )
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
+    new_id: str | None = Field(default=None, min_length=1, max_length=200)
+    keep_old: StrictBool = True
+    status: Literal["active", "suppressed", "deprecated", "archived"] | None = None
+    standing: Literal["normal", "promoted", "demoted", "re-verify"] | None = None
+
+    @model_validator(mode="after")
+    def _one_change(self) -> Self:
+        given = [name for name in ("text", "status", "standing") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of text, status, standing (got {', '.join(given) or 'none'})")
+        if self.text is None and (self.new_id is not None or not self.keep_old):
+            raise ValueError("new_id and keep_old go with text only")
+        return self
+
+
+class ExpireRequest(_Strict):
+    list_only: StrictBool = Field(default=False, description="list the expired memories, erase nothing")
+
+
+class TTLRequest(_Strict):
+    ttl: StrictFloat | None = Field(description="seconds new memories of the namespace live; null: forever")
 
 
 class RecallRequest(_Strict):
@@ -73,6 +117,11 @@ class RecallRequest(_Strict):
     k: int = Field(default=4, ge=1, le=MAX_K)
     context: str | None = Field(default=None, min_length=1, max_length=200)
     tier: Literal["all", "hot"] = "all"
+    where: dict[str, Any] | None = Field(
+        default=None,
+        description='consider only matching memories: {"metadata": {key: value | {"gte": x, "lt": y} | {"in": [...]}},'
+        ' "contexts": [...], "status": [...], "standing": [...]}',
+    )
 
 
 class _Outcome(_Strict):
@@ -95,6 +144,16 @@ class _Outcome(_Strict):
 
 
 class OutcomeRequest(_Outcome):
+    source: str = Field(default="explicit", min_length=1, max_length=64)
+    confidence: float | None = Field(default=None, gt=0, le=1)
+
+
+class OutcomeItem(_Outcome):
+    episode: str = Field(min_length=1, max_length=200, description="the episode id recall returned")
+
+
+class OutcomeBatch(_Strict):
+    outcomes: list[OutcomeItem] = Field(min_length=1, max_length=MAX_BATCH, description="one per episode, all or none")
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
 
@@ -146,6 +205,8 @@ def _memory(store: MemoryStore, m: Memory) -> dict[str, Any]:
         "counts": {"success": c.success, "failure": c.failure, "retrievals": c.n},
         "worth": klass.worth,
         "class": klass.value_class.value,
+        "expires": m.expires,
+        "expired": m.expired(store.clock()),
     }
 
 
@@ -238,15 +299,23 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             return fn()
 
     def tenant(
-        authorization: Annotated[str | None, Header()] = None, x_api_key: Annotated[str | None, Header()] = None
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        x_api_key: Annotated[str | None, Header()] = None,
     ) -> str:
         key = x_api_key
         if key is None and authorization is not None and authorization.startswith("Bearer "):
             key = authorization[7:].strip()
-        namespace = None if key is None else call(lambda: lookup_key(store, key))
-        if namespace is None:
+        record = None if key is None else call(lambda: key_record(store, key))
+        if record is None:
             raise StarletteHTTPException(401, "a valid API key is required (Authorization: Bearer <key>)")
-        return str(namespace)
+        request.state.key_name = str(record["name"])  # the audit log names the key a change came through
+        return str(record["namespace"])
+
+    def _actor(request: Request, given: str | None) -> str:
+        """Who makes a change: the ``actor`` the request names, and the API key it came with."""
+        key = f"api key {request.state.key_name}"
+        return key if given is None else f"{given} ({key})"
 
     Tenant = Annotated[str, Depends(tenant)]
 
@@ -296,11 +365,54 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         m = call(lambda: store.add_many([body.model_dump(exclude_none=True)], namespace=namespace)[0])
         return _memory(store, m)
 
+    @app.post("/v1/batch/memories", status_code=201)
+    def add_memories(body: NewMemories, namespace: Tenant) -> dict[str, Any]:
+        """Store many memories in one transaction: all or none. A refused item is named by its
+        position: ``items.3.text`` for a field this route checks, or the field with ``(items[3])``
+        ending the reason for one the store checks (nothing is written either way)."""
+        items = [item.model_dump(exclude_none=True) for item in body.items]
+        memories = call(lambda: store.add_many(items, namespace=namespace))
+        return {"memories": [_memory(store, m) for m in memories]}
+
+    @app.post("/v1/batch/outcomes")
+    def record_outcomes(body: OutcomeBatch, namespace: Tenant) -> dict[str, Any]:
+        """Record the outcomes of many episodes in one transaction: all or none. A refused item is
+        named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
+        an outcome already is a 409 whose reason names it and its position."""
+        pairs = [(o.episode, o.ok) for o in body.outcomes]
+        call(lambda: store.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace))
+        for o in body.outcomes:
+            metrics.outcomes.labels(body.source, "success" if o.ok else "failure").inc()
+        return {
+            "ok": True,
+            "recorded": len(pairs),
+            "outcomes": [{"episode": e, "outcome": "success" if ok else "failure"} for e, ok in pairs],
+        }
+
     @app.get("/v1/memories")
-    def list_memories(namespace: Tenant, status: str | None = None, context: str | None = None) -> list[dict[str, Any]]:
-        return [
-            _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
-        ]
+    def list_memories(
+        namespace: Tenant,
+        status: str | None = None,
+        context: str | None = None,
+        limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The namespace's memories in insertion order: all of them as a list, or with ``limit``
+        (or ``cursor``) one page, ``{"memories": [...], "next_cursor": ...}`` (null on the last)."""
+        if limit is None and cursor is None:
+            return [
+                _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
+            ]
+        page = call(
+            lambda: store.list_page(
+                limit=DEFAULT_PAGE if limit is None else limit,
+                cursor=cursor,
+                namespace=namespace,
+                status=status,
+                context=context,
+            )
+        )
+        return {"memories": [_memory(store, m) for m in page.items], "next_cursor": page.next_cursor}
 
     # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a
     # sub-resource route comes before the bare id's, so a trailing literal /worth is the worth.
@@ -312,9 +424,82 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def get_memory(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
         return _memory(store, call(lambda: store.get(path_id(memory_id), namespace=namespace)))
 
+    @app.delete("/v1/memories/{memory_id:path}")
+    def delete_memory(
+        memory_id: PathId,
+        namespace: Tenant,
+        request: Request,
+        reason: Annotated[str, Query(min_length=1, max_length=2000, description="why (kept in the tombstone)")],
+        actor: Annotated[
+            str | None, Query(min_length=1, max_length=100, description="who asked (the key is named too)")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Erase a memory for good: text, embedding and metadata are deleted; the answer is its
+        tombstone (the audit entry, action ``erase``). Reading the id afterwards is a 404 saying
+        it was erased; adding it again is a 409 (an erased id is never reused)."""
+        mid = path_id(memory_id)
+        who = _actor(request, actor)
+        return decided(call(lambda: store.delete(mid, reason=reason, actor=who, namespace=namespace)))
+
+    @app.patch("/v1/memories/{memory_id:path}")
+    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Tenant, request: Request) -> dict[str, Any]:
+        """Change one thing of a memory, audited: ``text`` (a new version, re-embedded, with fresh
+        counters, replaces it; the old one is archived with its counters, or erased with
+        ``keep_old: false``), ``status`` or ``standing`` (a person's decision: it pins the memory).
+        The answer is the audit entry; for a text, ``memory`` is the new version."""
+        mid = path_id(memory_id)
+        who = _actor(request, body.actor)
+        if body.text is not None:
+            text = body.text
+
+            def edit() -> dict[str, Any]:
+                entry = store.edit(
+                    mid, text, reason=body.reason, actor=who, new_id=body.new_id, keep_old=body.keep_old,
+                    namespace=namespace,
+                )  # fmt: skip
+                return {
+                    **decided(entry),
+                    "memory": _memory(store, store.get(entry.settings["replaced_by"], namespace=namespace)),
+                }
+
+            return dict(call(edit))
+        if body.status is not None:
+            status = body.status
+            return decided(
+                call(lambda: store.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace))
+            )
+        standing = str(body.standing)
+        return decided(
+            call(lambda: store.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace))
+        )
+
+    @app.get("/v1/ttl")
+    def get_ttl(namespace: Tenant) -> dict[str, Any]:
+        """The namespace's time to live for new memories, in seconds (null: they never expire)."""
+        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+
+    @app.put("/v1/ttl")
+    def put_ttl(body: TTLRequest, namespace: Tenant) -> dict[str, Any]:
+        """Give memories added to the namespace from now on ``ttl`` seconds to live (null: forever)."""
+        ttl = body.ttl
+        call(lambda: store.set_ttl(ttl, namespace=namespace))
+        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+
+    @app.post("/v1/expire")
+    def expire(body: ExpireRequest, namespace: Tenant) -> dict[str, Any]:
+        """Erase the namespace's expired memories now (recall also does it first): their tombstones;
+        with ``list_only``, the expired memories, erasing nothing."""
+        if body.list_only:
+            return {"expired": [_memory(store, m) for m in call(lambda: store.expired(namespace=namespace))]}
+        return {"erased": [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]}
+
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:
-        r = call(lambda: store.recall(body.query, body.k, context=body.context, namespace=namespace, tier=body.tier))
+        r = call(
+            lambda: store.recall(
+                body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
+            )
+        )
         return {
             "episode": r.episode.id,
             "results": [
@@ -419,8 +604,44 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         return decided(entry)
 
     @app.get("/v1/audit")
-    def audit(namespace: Tenant, memory_id: str | None = None) -> list[dict[str, Any]]:
-        return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+    def audit(
+        namespace: Tenant,
+        memory_id: str | None = None,
+        limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The audit log, oldest first: all of it, or with ``limit`` (or ``cursor``) one page,
+        ``{"entries": [...], "next_cursor": ...}``."""
+        if limit is None and cursor is None:
+            return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+        page = call(
+            lambda: store.audit_page(
+                memory_id, limit=DEFAULT_PAGE if limit is None else limit, cursor=cursor, namespace=namespace
+            )
+        )
+        return {"entries": [e.__dict__ for e in page.items], "next_cursor": page.next_cursor}
+
+    @app.get("/v1/outcomes")
+    def outcomes(
+        namespace: Tenant,
+        limit: Annotated[int, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = DEFAULT_PAGE,
+        cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
+    ) -> dict[str, Any]:
+        """The namespace's outcome log in commit order, a page at a time:
+        ``{"outcomes": [...], "next_cursor": ...}`` (null on the last page)."""
+        page = call(lambda: store.outcome_page(limit=limit, cursor=cursor, namespace=namespace))
+        rows = [
+            {
+                "seq": o.seq,
+                "episode": o.episode_id,
+                "outcome": "success" if o.success else "failure",
+                "source": o.source,
+                "confidence": o.confidence,
+                "recorded": o.recorded,
+            }
+            for o in page.items
+        ]
+        return {"outcomes": rows, "next_cursor": page.next_cursor}
 
     @app.get("/v1/replay")
     def replay(namespace: Tenant) -> dict[str, Any]:

@@ -11,12 +11,13 @@ import hashlib
 import json
 import secrets
 import time
+from typing import Any
 
 from memworth.errors import ValidationError
 from memworth.store import MemoryStore
 from memworth.validation import check_name
 
-__all__ = ["create_key", "lookup_key", "revoke_key"]
+__all__ = ["create_key", "key_record", "lookup_key", "revoke_key"]
 
 PREFIX = "apikey:"
 
@@ -38,13 +39,20 @@ def create_key(store: MemoryStore, namespace: str, name: str) -> str:
 
 def lookup_key(store: MemoryStore, key: str) -> str | None:
     """The namespace a valid, unrevoked key is bound to, or None."""
+    record = key_record(store, key)
+    return None if record is None else str(record["namespace"])
+
+
+def key_record(store: MemoryStore, key: str) -> dict[str, Any] | None:
+    """What the store keeps of a valid, unrevoked key (``namespace``, ``name``, ``created``), or None;
+    the faces name the key in the audit log of the changes it makes."""
     if not key.startswith("mw_") or len(key) > 100:
         return None
     raw = store.backend.get_meta(PREFIX + _digest(key))
     if raw is None:
         return None
-    record = json.loads(raw)
-    return None if record.get("revoked") else str(record["namespace"])
+    record = dict(json.loads(raw))
+    return None if record.get("revoked") else record
 
 
 def revoke_key(store: MemoryStore, key: str) -> bool:

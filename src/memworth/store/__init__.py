@@ -2,7 +2,7 @@
 
 from memworth.store.backend import Backend, Increment, NewMemory
 from memworth.store.records import STATUSES, AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Recalled
-from memworth.store.store import DEFAULT_SOURCES, MAX_TEXT, MemoryStore, Recall, ReplayReport, credit_increments
+from memworth.store.store import DEFAULT_SOURCES, MAX_TEXT, MemoryStore, Page, Recall, ReplayReport, credit_increments
 
 __all__ = [
     "DEFAULT_SOURCES",
@@ -17,6 +17,7 @@ __all__ = [
     "MemoryStore",
     "NewMemory",
     "OutcomeRow",
+    "Page",
     "Recall",
     "Recalled",
     "ReplayReport",

@@ -18,12 +18,15 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from memworth.counts import Counts
+from memworth.errors import DuplicateError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
-__all__ = ["NOTE_FIELDS", "Backend", "Increment", "NewMemory", "joined", "redact"]
+__all__ = ["ERASE", "NOTE_FIELDS", "Backend", "Increment", "NewMemory", "erased_key", "joined", "redact", "reused"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 NOTE_FIELDS = ("pin", "verification")
+ERASE = "erase"
+"""The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
 """Audit entries that record a decision without changing a column (pins, verifier failures)."""
 
 
@@ -66,12 +69,24 @@ class Backend(Protocol):
         """Store a setting."""
         ...
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
-        """Insert all or nothing; an existing (namespace, id) raises DuplicateError."""
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
+        """Insert all or nothing; an existing (namespace, id) raises DuplicateError, and so does
+        an erased one (an id is never reused: the log still names the erased memory).
+
+        ``then``: a change (as :meth:`change` makes it) in the same transaction, returned with
+        its seq; if it cannot be made, nothing is inserted either (an edit is all or nothing)."""
         ...
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         """Memories of ``namespace`` (all, or the given ids that exist), in insertion order."""
+        ...
+
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        """Up to ``limit`` memories of ``namespace`` inserted after number ``after`` (one
+        ``status``, one ``context`` label, when given), with their insertion numbers, in
+        insertion order: one indexed read, whatever the namespace holds before them."""
         ...
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -119,8 +134,11 @@ class Backend(Protocol):
         """
         ...
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
-        """Every outcome (of one namespace, or of all), in the order it was committed."""
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
+        """Every outcome (of one namespace, or of all) with a sequence number above ``after``
+        (at most ``limit`` of them), in the order it was committed."""
         ...
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
@@ -160,13 +178,53 @@ class Backend(Protocol):
         entry is appended if the memory exists (else UnknownMemoryError)."""
         ...
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
-        """Audit entries, oldest first."""
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries with a sequence number above ``after`` (at most ``limit``), oldest first."""
+        ...
+
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        """For each entry, delete the memory ``entry.memory_id`` for good (its row: text,
+        embedding, metadata, counters) and append ``entry``, its tombstone; all or nothing
+        (UnknownMemoryError if one does not exist). Returns the entries with their seqs.
+
+        Kept, so that the log replays exactly: the id in the tombstone, in the episodes that
+        retrieved it and in the provenance edges (ids only). Bumps :meth:`generation` and each
+        namespace's erasure counter (meta :func:`erased_key`: a vector index built before the
+        erasure must be rebuilt).
+        """
+        ...
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        """Which of ``ids`` were erased: id to the seq of its tombstone (audit action ``erase``)."""
+        ...
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        """Ids of the namespace's memories whose ``expires`` is at or before ``now`` (index order)."""
+        ...
+
+    def next_expiry(self, namespace: str) -> float | None:
+        """The earliest ``expires`` of the namespace's memories (None: none expires)."""
         ...
 
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def erased_key(namespace: str) -> str:
+    """The meta key that counts erasures in ``namespace`` (a vector index built before its last
+    change still holds an erased vector and must be rebuilt)."""
+    return f"erased:{namespace}"
+
+
+def reused(memory_id: str, namespace: str, seq: int) -> DuplicateError:
+    """The error for adding a memory under an erased id (every backend refuses it the same way)."""
+    return DuplicateError(
+        f"memory {memory_id!r} was erased from namespace {namespace!r} (audit entry {seq}); an erased id is never"
+        " reused, since the log still names it: choose another id"
+    )
 
 
 def redact(url: str) -> str:
@@ -186,7 +244,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n"
+MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n, expires"
 
 
 def memories_from_rows(
@@ -213,6 +271,7 @@ def memories_from_rows(
             created=r[6],
             updated=r[7],
             counts=Counts(r[8], r[9], r[10]),
+            expires=r[11],
         )
         for r in rows
     ]

@@ -33,11 +33,12 @@ from memworth.guard import GuardReading
 from memworth.policy import Taxonomy
 from memworth.sources import BurstAlert
 from memworth.store import decisions
+from memworth.store.backend import ERASE, NewMemory
 from memworth.store.log_queries import _recent
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
-from memworth.validation import MAX_TEXT, check_memory_id, check_name, check_text
+from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
 
@@ -137,24 +138,32 @@ class GovernanceMixin(StoreState):
         """The value classes every face shows: the governance policy's (its thresholds and ``min_evidence``)."""
         return self.policy.taxonomy()
 
-    def set_status(self, memory_id: str, status: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Change a memory's status by hand, with an audit entry saying why; reversible with :meth:`restore`.
+    def set_status(
+        self, memory_id: str, status: str, *, reason: str, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Change a memory's status by hand, with an audit entry saying why (and who: ``actor``);
+        reversible with :meth:`restore`.
 
         A person's decision: it pins the memory (governance proposes nothing for it until
         ``policy.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
-            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True
-        )
+            memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True,
+            settings=who,
+        )  # fmt: skip
 
-    def set_standing(self, memory_id: str, standing: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+    def set_standing(
+        self, memory_id: str, standing: str, *, reason: str, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
         """Change a memory's governance standing by hand (normal, promoted, demoted, re-verify).
 
         A person's decision pins the memory, except a flag for ``re-verify``: that asks for
         verification, which a person, the verifier or the probe test then resolves."""
         if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id,
             "standing",
@@ -163,6 +172,7 @@ class GovernanceMixin(StoreState):
             namespace=namespace,
             action="set-standing",
             pin=standing != "re-verify",
+            settings=who,
         )
 
     def _change(
@@ -177,9 +187,11 @@ class GovernanceMixin(StoreState):
         settings: dict[str, Any] | None = None,
         expected: str | None = None,
         pin: bool = False,
+        with_new: builtins.list[NewMemory] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
-        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`)."""
+        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
+        ``with_new``, those memories are inserted in the same transaction (an edit)."""
         reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
@@ -196,7 +208,13 @@ class GovernanceMixin(StoreState):
         if old == new:
             raise ValidationError(field_name, f"memory {memory_id!r} is already {new!r}")
         entry = AuditEntry(0, memory_id, namespace, action, field_name, old, new, reason, settings, self.clock())
-        saved = self.backend.change(entry)
+        if with_new is None:
+            saved = self.backend.change(entry)
+        else:
+            made = self.backend.insert_memories(with_new, then=entry)
+            if made is None:  # a backend that ignored the change it was asked to make
+                raise StoreError(f"{self.backend.url}: the change to {memory_id!r} was not made")
+            saved = made
         leaves = (field_name == "status" and new != "active") or (field_name == "standing" and new == "re-verify")
         if self.hot is not None and leaves:
             try:  # a memory that stops being active must not be served from the mirror
@@ -481,6 +499,10 @@ class GovernanceMixin(StoreState):
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
+        if entry.action == ERASE:
+            raise ValidationError(
+                "audit_seq", f"entry {audit_seq} erased {entry.memory_id!r}: an erasure cannot be undone"
+            )
         if entry.field not in ("status", "standing"):
             raise ValidationError(
                 "audit_seq", f"entry {audit_seq} ({entry.action}) changed nothing to undo; use pin/unpin"

@@ -14,7 +14,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
-from memworth.store.backend import NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory
+from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -30,6 +30,7 @@ class MemoryBackend:
         self._memories: dict[tuple[str, str], Memory] = {}
         self._vectors: dict[tuple[str, str], np.ndarray] = {}
         self._seq: dict[tuple[str, str], int] = {}
+        self._top = 0
         self._episodes: dict[str, Episode] = {}
         self._outcomes: list[OutcomeRow] = []
         self._has_outcome: set[str] = set()
@@ -37,6 +38,7 @@ class MemoryBackend:
         self._verifications: list[Verification] = []
         self._verified: set[str] = set()
         self._audit: list[AuditEntry] = []
+        self._kept_edges: list[tuple[str, str, str, str]] = []  # (namespace, src, dst, kind) of erased memories
         self._generation = 0
 
     def get_meta(self, key: str) -> str | None:
@@ -49,11 +51,16 @@ class MemoryBackend:
     def generation(self) -> int:
         return self._generation
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         with self._lock:
+            if then is not None:  # checked before anything is written: all or nothing
+                self._check_change(then)
             seen: set[tuple[str, str]] = set()
+            gone = {(e.namespace, e.memory_id): e.seq for e in self._audit if e.action == ERASE}
             for row in rows:
                 key = (row.memory.namespace, row.memory.id)
+                if key in gone:
+                    raise reused(key[1], key[0], gone[key])
                 if key in self._memories or key in seen:
                     raise DuplicateError(f"memory {key[1]!r} already exists in namespace {key[0]!r}")
                 seen.add(key)
@@ -61,8 +68,10 @@ class MemoryBackend:
                 key = (row.memory.namespace, row.memory.id)
                 self._memories[key] = row.memory
                 self._vectors[key] = np.array(row.embedding, dtype=np.float32)
-                self._seq[key] = len(self._seq) + 1
+                self._top += 1  # never reused, even after an erasure
+                self._seq[key] = self._top
             self._generation += 1
+            return None if then is None else self.change(then)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         with self._lock:
@@ -70,6 +79,20 @@ class MemoryBackend:
                 return [m for (ns, _), m in self._memories.items() if ns == namespace]
             wanted = set(ids)
             return [m for (ns, mid), m in self._memories.items() if ns == namespace and mid in wanted]
+
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        with self._lock:
+            found = sorted(
+                (self._seq[k], m)
+                for k, m in self._memories.items()
+                if k[0] == namespace
+                and self._seq[k] > after
+                and (status is None or m.status == status)
+                and (context is None or context in m.contexts)
+            )
+        return found[:limit]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float, str]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
@@ -91,7 +114,7 @@ class MemoryBackend:
                 if ns == namespace:
                     out += [(mid, d, "derived_from") for d in m.derived_from]
                     out += [(mid, d, "part_of") for d in m.part_of]
-            return out
+            return out + [(src, dst, kind) for ns, src, dst, kind in self._kept_edges if ns == namespace]
 
     def namespaces(self) -> list[str]:
         with self._lock:
@@ -160,10 +183,12 @@ class MemoryBackend:
                 counts = Counts(c.success + inc.success, c.failure + inc.failure, c.n + inc.n)
                 self._memories[key] = dataclasses.replace(m, counts=counts, updated=recorded)
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         with self._lock:
-            rows = [o for o in self._outcomes if namespace is None or o.namespace == namespace]
-        yield from rows
+            rows = [o for o in self._outcomes if (namespace is None or o.namespace == namespace) and o.seq > after]
+        yield from rows[:limit]
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         with self._lock:
@@ -194,20 +219,23 @@ class MemoryBackend:
                 key = (namespace, mid)
                 self._memories[key] = dataclasses.replace(self._memories[key], counts=c)
 
+    def _check_change(self, entry: AuditEntry) -> Memory:
+        """The memory ``entry`` changes, if the change can be made (else the error :meth:`change` raises)."""
+        m = self._memories.get((entry.namespace, entry.memory_id))
+        if m is None:
+            raise UnknownMemoryError(entry.memory_id)
+        if entry.field not in NOTE_FIELDS and getattr(m, entry.field) != entry.old:
+            raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+        return m
+
     def change(self, entry: AuditEntry) -> AuditEntry:
         with self._lock:
             key = (entry.namespace, entry.memory_id)
-            m = self._memories.get(key)
-            if m is None:
-                raise UnknownMemoryError(entry.memory_id)
+            m = self._check_change(entry)
             if entry.field in NOTE_FIELDS:
                 saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
                 self._audit.append(saved)
                 return saved
-            if getattr(m, entry.field) != entry.old:
-                raise ChangedError(
-                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
-                )
             if entry.field == "status":
                 self._memories[key] = dataclasses.replace(m, status=entry.new, updated=entry.at)
             else:
@@ -217,11 +245,54 @@ class MemoryBackend:
             self._generation += 1
             return saved
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
         with self._lock:
-            return [
-                e for e in self._audit if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id)
+            keys = [(e.namespace, e.memory_id) for e in entries]
+            missing = [k for i, k in enumerate(keys) if k not in self._memories or k in keys[:i]]
+            if missing:
+                raise UnknownMemoryError(missing[0][1])
+            saved = []
+            for key, entry in zip(keys, entries, strict=True):
+                m = self._memories.pop(key)
+                del self._vectors[key], self._seq[key]
+                self._kept_edges += [(m.namespace, m.id, d, "derived_from") for d in m.derived_from]
+                self._kept_edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
+                saved.append(dataclasses.replace(entry, seq=len(self._audit) + 1))
+                self._audit.append(saved[-1])
+            for ns in {e.namespace for e in entries}:
+                self._meta[erased_key(ns)] = str(int(self._meta.get(erased_key(ns), "0")) + 1)
+            self._generation += 1
+            return saved
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        with self._lock:
+            found = [(self._seq[k], m.id) for k, m in self._memories.items() if k[0] == namespace and m.expired(now)]
+        return [mid for _, mid in sorted(found)]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        with self._lock:
+            times = [m.expires for (ns, _), m in self._memories.items() if ns == namespace and m.expires is not None]
+        return min(times) if times else None
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        wanted = set(ids)
+        with self._lock:
+            return {
+                e.memory_id: e.seq
+                for e in self._audit
+                if e.namespace == namespace and e.action == ERASE and e.memory_id in wanted
+            }
+
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        with self._lock:
+            found = [
+                e
+                for e in self._audit
+                if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id) and e.seq > after
             ]
+        return found[:limit]
 
     def close(self) -> None:
         pass

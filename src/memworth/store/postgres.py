@@ -65,14 +65,17 @@ from memworth.errors import (
     ValidationError,
 )
 from memworth.store.backend import (
+    ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    erased_key,
     joined,
     memories_from_rows,
     redact,
+    reused,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
@@ -156,6 +159,15 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE episode_items ADD COLUMN IF NOT EXISTS probe BOOLEAN NOT NULL DEFAULT FALSE",
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS propagation DOUBLE PRECISION",
         "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS max_hops INTEGER",
+    ],
+    # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
+    # indexed for the expiry check every recall makes; tombstones are found by action;
+    # audit entries are read a page at a time (memories_by_seq serves memory pages).
+    4: [
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS expires DOUBLE PRECISION",
+        "CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL",
+        "CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id)",
+        "CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq)",
     ],
 }
 
@@ -385,8 +397,9 @@ class PostgresBackend:
         conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
         conn.execute(_CREATE_HNSW)
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
-        """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges.
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
+        """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges (and
+        ``then``, a change made in the same transaction, as :meth:`change` makes it).
 
         A batch of at least :data:`REBUILD_AT` vectors that also at least doubles the
         vectors in the table drops the HNSW index and builds it again after the ``COPY``,
@@ -394,13 +407,14 @@ class PostgresBackend:
         growing it row by row); readers wait for the commit.
         """
         if not rows:
-            return
+            return None if then is None else self.change(then)
         _no_repeated_ids(rows)
         sizes = [int(np.asarray(r.embedding).size) for r in rows]
+        column = None if then is None else _column(then)
         with_vectors = self.pgvector and any(sizes)  # external memories (size 0) have no vector
         fresh_column = with_vectors and not self._vec_column
 
-        def work(conn: Any) -> None:
+        def work(conn: Any) -> AuditEntry | None:
             _bump(conn)  # first: serialises inserts, so seq order is commit order and the check below holds
             self._refuse_existing(conn, rows)
             rebuild = False
@@ -413,8 +427,8 @@ class PostgresBackend:
                 if rebuild:
                     _raise_build_memory(conn, int(have) + batch, max(sizes))
                     conn.execute("DROP INDEX IF EXISTS memories_vec_hnsw")
-            columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding"
-            types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea"]
+            columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding, expires"
+            types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea", "float8"]
             with conn.cursor() as cur:
                 cur.adapters.register_dumper(None, _binary_dumper(_JSONB))
                 if with_vectors:
@@ -437,6 +451,7 @@ class PostgresBackend:
                             float(m.created),
                             float(m.updated),
                             emb.tobytes(),
+                            None if m.expires is None else float(m.expires),
                         )
                         if with_vectors:
                             record += (_vector_binary(emb) if size else None,)
@@ -449,10 +464,11 @@ class PostgresBackend:
                     cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
             if rebuild:
                 conn.execute(_CREATE_HNSW)
+            return None if then is None else _change_in(conn, then, column)
 
         try:
             with self._pool.connection() as conn, conn.transaction():
-                work(conn)
+                saved = work(conn)
         except self._psycopg.errors.UniqueViolation as exc:  # a concurrent writer outside this store's rules
             detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
             raise DuplicateError(f"a memory of the batch already exists ({detail})") from None
@@ -460,6 +476,7 @@ class PostgresBackend:
             raise self._failure(exc) from exc
         if fresh_column:
             self._vec_column = True
+        return saved
 
     def _refuse_existing(self, conn: Any, rows: Sequence[NewMemory]) -> None:
         """DuplicateError naming the first row whose (namespace, id) is stored already: one query per namespace."""
@@ -472,6 +489,15 @@ class PostgresBackend:
                 "SELECT id FROM memories WHERE namespace = %s AND id = ANY(%s)", (namespace, ids)
             ).fetchall()
             stored |= {(namespace, f[0]) for f in found}
+            gone = conn.execute(
+                "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND action = %s AND memory_id = ANY(%s)"
+                " GROUP BY memory_id",
+                (namespace, ERASE, ids),
+            ).fetchall()
+            if gone:
+                seqs = {g[0]: int(g[1]) for g in gone}
+                mid = next(i for i in ids if i in seqs)
+                raise reused(mid, namespace, seqs[mid])
         for r in rows:
             if (r.memory.namespace, r.memory.id) in stored:
                 raise DuplicateError(f"memory {r.memory.id!r} already exists in namespace {r.memory.namespace!r}")
@@ -498,6 +524,30 @@ class PostgresBackend:
             else []
         )
         return memories_from_rows(namespace, rows, edges, json_text=False)
+
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        cols = MEMORY_COLUMNS
+        sql = f"SELECT {cols}, seq FROM memories WHERE namespace = %s AND seq > %s"
+        args: list[Any] = [namespace, after]
+        if status is not None:
+            sql += " AND status = %s"
+            args.append(status)
+        if context is not None:
+            sql += " AND contexts ? %s"
+            args.append(context)
+        rows = self._read(sql + " ORDER BY seq LIMIT %s", (*args, limit))
+        edges = (
+            self._read(
+                "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
+                (namespace, [r[0] for r in rows]),
+            )
+            if rows
+            else []
+        )
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=False)
+        return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
@@ -550,7 +600,7 @@ class PostgresBackend:
             q = _vector_text(query)
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                (str(max(40, int(n))),),
+                (str(min(1000, max(40, int(n)))),),  # pgvector's limit; the iterative scan goes on past it
             )
             return conn.execute(
                 "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"
@@ -677,16 +727,20 @@ class PostgresBackend:
         detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
         return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        if namespace is None:
-            rows = self._run(lambda c: c.execute(f"SELECT {cols} FROM outcomes ORDER BY seq").fetchall())
-        else:
-            rows = self._run(
-                lambda c: c.execute(
-                    f"SELECT {cols} FROM outcomes WHERE namespace = %s ORDER BY seq", (namespace,)
-                ).fetchall()
-            )
+        sql = f"SELECT {cols} FROM outcomes WHERE seq > %s"
+        args: list[Any] = [after]
+        if namespace is not None:
+            sql += " AND namespace = %s"
+            args.append(namespace)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)
 
@@ -764,53 +818,67 @@ class PostgresBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
-        if column is None and entry.field not in NOTE_FIELDS:
-            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+        column = _column(entry)
+        return self._run(lambda conn: _change_in(conn, entry, column))
 
-        def work(conn: Any) -> AuditEntry:
-            if column is None:  # a note: the memory must exist, no column changes
-                found = conn.execute(
-                    "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
-                ).fetchone()
-                if found is None:
-                    raise UnknownMemoryError(entry.memory_id)
-            else:
-                _bump(conn)
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        """Delete the rows (their vector column and HNSW entries with them) and log the tombstones
+        in one transaction. Dead row versions stay in the table's pages until VACUUM reclaims them."""
+
+        def work(conn: Any) -> list[AuditEntry]:
+            saved = []
+            for entry in entries:
                 cur = conn.execute(
-                    f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
-                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+                    "DELETE FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
                 )
-            if column is not None and cur.rowcount != 1:
-                raise ChangedError(
-                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
+                if cur.rowcount != 1:
+                    raise UnknownMemoryError(entry.memory_id)
+                saved.append(_audit(conn, entry))
+            for ns in sorted({e.namespace for e in entries}):
+                conn.execute(
+                    "INSERT INTO meta VALUES (%s, '1') ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text",
+                    (erased_key(ns),),
                 )
-            seq = conn.execute(
-                "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
-                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
-                (
-                    entry.namespace,
-                    entry.memory_id,
-                    entry.action,
-                    entry.field,
-                    entry.old,
-                    entry.new,
-                    entry.reason,
-                    json.dumps(entry.settings, sort_keys=True),
-                    entry.at,
-                ),
-            ).fetchone()[0]
-            return AuditEntry(**{**entry.__dict__, "seq": int(seq)})
+            _bump(conn)
+            return saved
 
         return self._run(work)
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def expired(self, namespace: str, now: float) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM memories WHERE namespace = %s AND expires IS NOT NULL AND expires <= %s ORDER BY seq",
+            (namespace, now),
+        )
+        return [r[0] for r in rows]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        rows = self._read(
+            "SELECT MIN(expires) FROM memories WHERE namespace = %s AND expires IS NOT NULL", (namespace,)
+        )
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        rows = self._read(
+            "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND memory_id = ANY(%s) AND action = %s"
+            " GROUP BY memory_id",
+            (namespace, list(dict.fromkeys(ids)), ERASE),
+        )
+        return {mid: int(seq) for mid, seq in rows}
+
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit WHERE namespace = %s"
         args: tuple[Any, ...] = (namespace,)
         if memory_id is not None:
             sql += " AND memory_id = %s"
             args = (namespace, memory_id)
-        rows = self._run(lambda c: c.execute(sql + " ORDER BY seq", args).fetchall())
+        sql += " AND seq > %s ORDER BY seq"
+        args = (*args, after)
+        if limit is not None:
+            sql += " LIMIT %s"
+            args = (*args, limit)
+        rows = self._run(lambda c: c.execute(sql, args).fetchall())
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in rows]
 
     def drop(self) -> None:
@@ -962,6 +1030,53 @@ def _no_repeats(ids: Sequence[str], what: str) -> None:
         if eid in seen:
             raise DuplicateError(f"episode {eid!r} {what}")
         seen.add(eid)
+
+
+def _column(entry: AuditEntry) -> str | None:
+    """The column a change sets (None for a note); ValidationError for any other field."""
+    column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+    if column is None and entry.field not in NOTE_FIELDS:
+        raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+    return column
+
+
+def _change_in(conn: Any, entry: AuditEntry, column: str | None) -> AuditEntry:
+    """Make one audited change inside the caller's transaction (see :meth:`PostgresBackend.change`)."""
+    if column is None:  # a note: the memory must exist, no column changes
+        found = conn.execute(
+            "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
+        ).fetchone()
+        if found is None:
+            raise UnknownMemoryError(entry.memory_id)
+        return _audit(conn, entry)
+    _bump(conn)
+    cur = conn.execute(
+        f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
+        (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+    )
+    if cur.rowcount != 1:
+        raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+    return _audit(conn, entry)
+
+
+def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:
+    """Append ``entry`` inside the caller's transaction; returns it with its seq."""
+    seq = conn.execute(
+        "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
+        " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
+        (
+            entry.namespace,
+            entry.memory_id,
+            entry.action,
+            entry.field,
+            entry.old,
+            entry.new,
+            entry.reason,
+            json.dumps(entry.settings, sort_keys=True),
+            entry.at,
+        ),
+    ).fetchone()[0]
+    return AuditEntry(**{**entry.__dict__, "seq": int(seq)})
 
 
 def _bump(conn: Any) -> None:

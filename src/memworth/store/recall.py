@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from memworth.credit import normalise
 from memworth.errors import StoreError, ValidationError
 from memworth.holdout import in_holdout
 from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
-from memworth.store.backend import Backend
+from memworth.store.backend import Backend, erased_key
+from memworth.store.filters import RecallFilter
 from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
 from memworth.store.report import worth_of
 from memworth.store.state import StoreState
@@ -33,7 +35,10 @@ from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_avai
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory
 
-__all__ = ["UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+__all__ = ["FILTERS_KEPT", "UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+
+FILTERS_KEPT = 32
+"""Recall filters whose per-memory answers a store keeps (the least recently used go first)."""
 
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
@@ -116,6 +121,12 @@ class _Candidates:
         return out
 
 
+def _wider(n: int, want: int, matched: int) -> int:
+    """How many candidates a filtered search asks for next: enough for ``want`` matches at the
+    share that matched among ``n`` (half again as many), at least 4 and at most 64 times ``n``."""
+    return n * min(64, max(4, math.ceil(1.5 * want / max(matched, 1))))
+
+
 class _Space:
     """One namespace's search state: ids by index position, the index, inactive ids."""
 
@@ -125,6 +136,7 @@ class _Space:
         self.ids: list[str] = []
         self.index: VectorIndex | None = None
         self.inactive: set[str] = set()
+        self.erased: str | None = None  # the namespace's erasure counter the index was built after
 
     def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
         dim = matrix.shape[1]
@@ -150,6 +162,10 @@ class RecallMixin(StoreState):
         if space is None:
             space = self._spaces[namespace] = _Space()
         if space.generation != generation:
+            erased = self.backend.get_meta(erased_key(namespace))
+            if erased != space.erased:  # a memory was erased: its vector leaves the index (rebuilt)
+                space = self._spaces[namespace] = _Space()
+                space.erased = erased
             ids, seqs, matrix = self.backend.vectors(namespace, after=space.last_seq)
             if ids:
                 space.add(ids, matrix, self.index, self.index_threshold)
@@ -167,6 +183,7 @@ class RecallMixin(StoreState):
         namespace: str = "default",
         tier: str = "all",
         episode_id: str | None = None,
+        where: dict[str, Any] | RecallFilter | None = None,
     ) -> Recall:
         """The ``k`` best active memories for ``query``, and the episode that logs them.
 
@@ -183,6 +200,11 @@ class RecallMixin(StoreState):
         store with a ``holdout`` share, the id's hash decides whether the episode is a
         holdout one: ranked by similarity alone, suppressed and deprecated memories
         included, marked ``episode.holdout``.
+
+        ``where``: consider only the memories that match a filter on metadata (equality,
+        ranges), context labels, status and standing (:mod:`memworth.store.filters`),
+        applied before ranking; ``context`` only labels the episode. A filtered recall
+        searches the database, not the hot tier (which keeps no metadata).
         """
         query = check_text(query, "query")
         check_name(namespace, "namespace")
@@ -191,14 +213,22 @@ class RecallMixin(StoreState):
         if not isinstance(tier, str) or tier not in ("all", "hot"):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
         eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
+        flt = None if where is None else RecallFilter.of(where)
+        self._expire_due(namespace)  # expired memories are erased before any search can return them
         diagnostics: dict[str, Any] = {"tier": "all"}
+        if flt is not None:
+            diagnostics["where"] = flt.spec
         q = self._embed([query])[0]
         if self.holdout_episode(eid):
-            return self._recall_ungoverned(eid, q, query, k, context, namespace)
+            return self._recall_ungoverned(eid, q, query, k, context, namespace, flt)
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
         hot: builtins.list[HotMemory] | None = None
-        if tier == "hot":
+        if tier == "hot" and flt is not None:
+            diagnostics["hot_tier"] = (
+                "a filtered recall needs metadata the hot tier does not keep; searched every memory"
+            )
+        elif tier == "hot":
             if self.hot is None:
                 diagnostics["hot_tier"] = "not configured; searched every memory"
             else:
@@ -211,14 +241,22 @@ class RecallMixin(StoreState):
                 except StoreError as exc:
                     diagnostics["hot_tier"] = f"{exc}; searched every memory in the database"
         cand: _Candidates | None = None
+        want = max(50, 10 * k)  # candidates ranked per recall
         in_database = None
         if hot is None and self.index in ("auto", "database"):
             search = getattr(self.backend, "search", None)
-            in_database = None if search is None else search(namespace, q, max(50, 10 * k))
+            n = self._first_n(namespace, flt, want)
+            while search is not None:  # with a filter: widen the search until enough candidates match
+                in_database = search(namespace, q, n)
+                if in_database is None:
+                    break
+                found_ids, found_sims = in_database
+                cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float), flt)
+                if flt is None or len(cand.ids) >= want or len(found_ids) < n:
+                    break
+                n = _wider(n, want, len(cand.ids))
         if in_database is not None:
             diagnostics["search"] = "database"
-            found_ids, found_sims = in_database
-            cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float))
         space = self._space(namespace) if hot is None and in_database is None else None
         if hot is not None and hot:
             sims_all = np.stack([h.vector for h in hot]) @ q
@@ -236,10 +274,17 @@ class RecallMixin(StoreState):
             ]
             cand = _Candidates.of(mems, sims_all[order].astype(float))
         elif space is not None and space.index is not None and len(space.ids) > len(space.inactive):
-            # Over-fetch by the number of inactive memories, which are dropped here.
-            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
-            keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
-            cand = self._candidates(namespace, [space.ids[positions[j]] for j in keep], found[keep].astype(float))
+            # Over-fetch by the number of inactive memories, which are dropped here; with a
+            # filter, widen the search until enough candidates match or every memory was seen.
+            n = self._first_n(namespace, flt, want) + len(space.inactive)
+            while True:
+                positions, found = space.index.search(q, n)
+                keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
+                ids = [space.ids[positions[j]] for j in keep]
+                cand = self._candidates(namespace, ids, found[keep].astype(float), flt)
+                if flt is None or len(cand.ids) >= want or n >= len(space.ids):
+                    break
+                n = _wider(n, want, len(cand.ids))
         if cand is not None and cand.ids:
             table = cand.table
             cand_sims = cand.sims
@@ -346,17 +391,34 @@ class RecallMixin(StoreState):
         """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
         return self.holdout > 0 and in_holdout(episode_id, self.holdout, self._holdout_seed)
 
-    def _candidates(self, namespace: str, ids: builtins.list[str], sims: np.ndarray) -> _Candidates:
+    def _candidates(
+        self, namespace: str, ids: builtins.list[str], sims: np.ndarray, where: RecallFilter | None = None
+    ) -> _Candidates:
         """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
 
         Only the counts, status and age of the candidates are read here; the ``k`` picked
-        memories are read whole afterwards (:meth:`_Candidates.memories`).
+        memories are read whole afterwards (:meth:`_Candidates.memories`). With a filter,
+        only the candidates that match it are kept: its metadata and context part is read
+        once per memory and filter and remembered (a memory's metadata and contexts never
+        change, and an id is never reused), its status and standing part on the narrow read.
         """
         fetch = getattr(self.backend, "candidates", None)
         if fetch is None:  # a backend without the narrow read: whole memories
-            return _Candidates.of([m for m in self.backend.memories(namespace, ids) if m.status == "active"], sims, ids)
+            found = self.backend.memories(namespace, ids)
+            alive = [m for m in found if m.status == "active" and (where is None or where.matches(m))]
+            return _Candidates.of(alive, sims, ids)
+        if where is not None:
+            content = self._filter_matches(namespace, where, ids)
+            keep = [i for i, mid in enumerate(ids) if content.get(mid)]
+            ids, sims = [ids[i] for i in keep], sims[keep]
         rows = {r[0]: r for r in fetch(namespace, ids)}
-        keep = [i for i, mid in enumerate(ids) if mid in rows and rows[mid][1] == "active"]
+        keep = [
+            i
+            for i, mid in enumerate(ids)
+            if mid in rows
+            and rows[mid][1] == "active"
+            and (where is None or where.matches_state("active", rows[mid][6]))
+        ]
         got = [rows[ids[i]] for i in keep]
         columns = np.array([r[2:6] for r in got], dtype=float).reshape(len(got), 4)
         return _Candidates(
@@ -367,17 +429,56 @@ class RecallMixin(StoreState):
             [str(r[6]) for r in got],
         )
 
+    def _first_n(self, namespace: str, where: RecallFilter | None, want: int) -> int:
+        """How many candidates to search for first: ``want``, or with a filter whose answers are
+        known for at least 100 memories, enough for ``want`` matches at the share that matched."""
+        known = None if where is None else self._filters.get((namespace, where.key))
+        if not known or len(known) < 100:
+            return want
+        share = sum(known.values()) / len(known)
+        return want if share <= 0 else min(64 * want, math.ceil(1.5 * want / share))
+
+    def _filter_matches(self, namespace: str, where: RecallFilter, ids: builtins.list[str]) -> dict[str, bool]:
+        """Whether each of ``ids`` matches the metadata and context part of ``where``, read once per
+        memory and remembered for the :data:`FILTERS_KEPT` filters used last."""
+        key = (namespace, where.key)
+        known = self._filters.pop(key, None) or {}
+        self._filters[key] = known  # the most recently used last
+        while len(self._filters) > FILTERS_KEPT:
+            del self._filters[next(iter(self._filters))]
+        unknown = [mid for mid in ids if mid not in known]
+        if unknown:
+            for m in self.backend.memories(namespace, unknown):
+                known[m.id] = where.matches_content(m)
+        return known
+
     def _recall_ungoverned(
-        self, eid: str, q: np.ndarray, query: str, k: int, context: str | None, namespace: str
+        self,
+        eid: str,
+        q: np.ndarray,
+        query: str,
+        k: int,
+        context: str | None,
+        namespace: str,
+        where: RecallFilter | None = None,
     ) -> Recall:
-        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not."""
+        """A holdout recall: the ``k`` most similar memories that governance could have hidden or not
+        (of those that match ``where``, when given)."""
         space = self._space(namespace)
         pairs: builtins.list[tuple[Memory, float]] = []
-        if space.index is not None and space.ids:
-            positions, found = space.index.search(q, max(50, 10 * k) + len(space.inactive))
+        n = max(50, 10 * k) + len(space.inactive)
+        while space.index is not None and space.ids:
+            positions, found = space.index.search(q, n)
             hits = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
             by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in hits])}
-            pairs = [(by_id[mid], v) for mid, v in hits if mid in by_id and by_id[mid].status in UNGOVERNED][:k]
+            pairs = [
+                (by_id[mid], v)
+                for mid, v in hits
+                if mid in by_id and by_id[mid].status in UNGOVERNED and (where is None or where.matches(by_id[mid]))
+            ][:k]
+            if where is None or len(pairs) >= k or n >= len(space.ids):
+                break
+            n = _wider(n, k, len(pairs))
         results: builtins.list[Recalled] = []
         items: builtins.list[EpisodeItem] = []
         if pairs:

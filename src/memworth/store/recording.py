@@ -13,7 +13,7 @@ import builtins
 from collections.abc import Iterable
 
 from memworth.coretrieval import AlarmSplitter
-from memworth.errors import RateLimitError, UnknownEpisodeError, ValidationError
+from memworth.errors import DuplicateError, RateLimitError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.outcome import as_outcome
 from memworth.sources import Agreement, Reliability
 from memworth.store.backend import Increment
@@ -104,7 +104,7 @@ class RecordingMixin(StoreState):
 
         ``episode``: the :class:`Recall` that :meth:`recall` returned, its ``episode``, or the episode's id.
         """
-        self.record_many([(episode, success)], source=source, confidence=confidence, namespace=namespace)
+        self._record([(episode, success)], source, confidence, namespace)
 
     def record_many(
         self,
@@ -124,8 +124,11 @@ class RecordingMixin(StoreState):
         With ``reliability`` set, an outcome is credited with the source's learned
         confidence (a ``confidence`` given here can lower it, never raise it).
         ``source="verified"`` is :meth:`verify`.
+
+        A refused item is named by its position: the error's field (or, for an episode
+        recorded already, its reason) says ``outcomes[i]``.
         """
-        self._record(outcomes, source, confidence, namespace)
+        self._record(outcomes, source, confidence, namespace, many=True)
 
     def verify(self, episode: Recall | Episode | str, success: object, *, namespace: str | None = None) -> Verification:
         """Record the verified outcome of an episode: the reference source reliability is learned from.
@@ -155,7 +158,14 @@ class RecordingMixin(StoreState):
         source: str,
         confidence: float | None,
         namespace: str | None,
+        *,
+        many: bool = False,
     ) -> builtins.list[Verification]:
+        """Check, credit and log outcomes in one backend write; with ``many``, errors name the item."""
+
+        def where(i: int, name: str) -> str:
+            return f"outcomes[{i}].{name}" if many else name
+
         if not isinstance(source, str) or source not in self.sources:
             raise ValidationError("source", f"unknown source {source!r}; known: {', '.join(sorted(self.sources))}")
         given = None if confidence is None else check_confidence(confidence)
@@ -180,19 +190,30 @@ class RecordingMixin(StoreState):
                 else pair[0]
             )
             if not isinstance(ref, str):
-                raise ValidationError("episode", f"must be a Recall, an Episode or its id, got {type(ref).__name__}")
-            ids.append(check_storable(ref, "episode"))
-        if len(set(ids)) != len(ids):
-            raise ValidationError("episode", "the same episode appears twice in one call")
-        results = [as_outcome(p[1]) for p in pairs]
+                kind = type(ref).__name__
+                raise ValidationError(where(i, "episode"), f"must be a Recall, an Episode or its id, got {kind}")
+            ids.append(check_storable(ref, where(i, "episode")))
+        first: dict[str, int] = {}
+        for i, eid in enumerate(ids):
+            j = first.setdefault(eid, i)
+            if j != i:
+                raise ValidationError(
+                    where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
+                )
+        results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
         known = self.backend.episodes(ids)
         now = self.clock()
         episodes = []
-        for eid in ids:
+        for i, eid in enumerate(ids):
             ep = known.get(eid)
             if ep is None or (namespace is not None and ep.namespace != namespace):
-                raise UnknownEpisodeError(eid)
+                raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
             episodes.append(ep)
+        if many and source != VERIFIED and len(ids) > 1:  # name the item an earlier call recorded already
+            done = self.backend.outcomes_of(ids)
+            for i, eid in enumerate(ids):
+                if eid in done:
+                    raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])")
         self._check_limits(source, episodes, now)
         if self.reliability is not None and source != VERIFIED:
             self._refresh_agreement()
@@ -213,10 +234,17 @@ class RecordingMixin(StoreState):
             rows.append(row)
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
-        if source == VERIFIED:
-            self.backend.append_verifications(checks, rows, increments)
-        else:
-            self.backend.append_outcomes(rows, increments)
+        try:
+            self._append(source, checks, rows, increments)
+        except UnknownMemoryError:  # an episode retrieved a memory erased since: credit the others only
+            erased = {
+                (ns, mid)
+                for ns in {i.namespace for i in increments}
+                for mid in self.backend.erased(ns, [i.memory_id for i in increments if i.namespace == ns])
+            }
+            if not erased:
+                raise
+            self._append(source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased])
         self._advance_live(credited)
         if self.govern_every is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
@@ -227,6 +255,18 @@ class RecordingMixin(StoreState):
                 else:
                     self._outcomes_since_govern[ns] = seen
         return checks
+
+    def _append(
+        self,
+        source: str,
+        checks: builtins.list[Verification],
+        rows: builtins.list[OutcomeRow],
+        increments: builtins.list[Increment],
+    ) -> None:
+        if source == VERIFIED:
+            self.backend.append_verifications(checks, rows, increments)
+        else:
+            self.backend.append_outcomes(rows, increments)
 
     def _start_live(self, namespaces: set[str]) -> None:
         """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""

@@ -44,6 +44,13 @@ class Memory:
     created: float = 0.0
     updated: float = 0.0
     counts: Counts = field(default_factory=Counts)
+    expires: float | None = None
+    """When the memory expires (seconds since the epoch; None: never): from then on recall
+    skips it, and the next recall or :meth:`MemoryStore.purge_expired` erases it."""
+
+    def expired(self, now: float) -> bool:
+        """Whether the memory's time to live has run out at ``now``."""
+        return self.expires is not None and self.expires <= now
 
 
 @dataclass(frozen=True)

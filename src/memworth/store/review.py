@@ -16,7 +16,7 @@ from typing import Any
 
 from memworth.errors import ConflictError, ValidationError
 from memworth.store import decisions
-from memworth.store.records import AuditEntry
+from memworth.store.records import AuditEntry, Memory
 from memworth.store.report import MemoryReport
 from memworth.store.state import StoreState
 from memworth.validation import check_memory_id, check_text
@@ -119,21 +119,42 @@ class ReviewMixin(StoreState):
             )  # fmt: skip
         if text is None:
             raise ValidationError("text", "an edited memory needs its new text")
+        return self._replace(memory, text, new_id, reason=reason, action="resolve", namespace=namespace)
+
+    def _replace(
+        self,
+        memory: Memory,
+        text: str,
+        new_id: str | None,
+        *,
+        reason: str,
+        action: str,
+        namespace: str,
+        settings: dict[str, Any] | None = None,
+    ) -> AuditEntry:
+        """The one edit: ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``)
+        derived from ``memory``, with its metadata, contexts and time to live and fresh
+        counters (the old ones measured the old text); ``memory`` is archived, keeping its
+        counters, its audit entry naming the replacement; both in one transaction, so an edit
+        that cannot be made writes nothing. :meth:`resolve` ("edited") and
+        :meth:`memworth.MemoryStore.edit` both call it."""
         new_text = check_text(text, "text")
         replacement = (
             check_memory_id(new_id, "new_id") if new_id is not None else f"{memory.id[:190]}~{uuid.uuid4().hex[:8]}"
         )
-        new = self.add(
+        new = self._prepare_one(
             new_text,
             id=replacement,
             namespace=namespace,
             metadata=memory.metadata,
             contexts=memory.contexts,
             derived_from=[memory.id],
+            expires=memory.expires,
         )
-        return self._change(
-            memory.id, "status", "archived", reason=f"edited: replaced by {new.id}: {reason}", namespace=namespace,
-            action="resolve", settings={"replaced_by": new.id}, expected="active", pin=True,
+        return self._change(  # the new version and the old one's archiving: one transaction
+            memory.id, "status", "archived", reason=f"edited: replaced by {replacement}: {reason}",
+            namespace=namespace, action=action, settings={**(settings or {}), "replaced_by": replacement},
+            expected=memory.status, pin=True, with_new=[new],
         )  # fmt: skip
 
     def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:

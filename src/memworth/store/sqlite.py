@@ -29,13 +29,16 @@ import numpy as np
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError, ValidationError
 from memworth.store.backend import (
+    ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    erased_key,
     joined,
     memories_from_rows,
+    reused,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
@@ -118,6 +121,16 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE outcomes ADD COLUMN propagation REAL;
     ALTER TABLE outcomes ADD COLUMN max_hops INTEGER;
     """,
+    # 4: a memory's time to live (``expires``, seconds since the epoch; NULL: never),
+    # indexed for the expiry check every recall makes; tombstones are found by action;
+    # memories and audit entries are read a page at a time in insertion order.
+    4: """
+    ALTER TABLE memories ADD COLUMN expires REAL;
+    CREATE INDEX IF NOT EXISTS memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id);
+    CREATE INDEX IF NOT EXISTS memories_by_seq ON memories (namespace, seq);
+    CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq);
+    """,
 }
 
 
@@ -154,6 +167,7 @@ class SQLiteBackend:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={sync.upper()}")
             self._db.execute("PRAGMA busy_timeout=60000")
+            self._db.execute("PRAGMA secure_delete=ON")  # an erased memory's bytes are overwritten, not left free
             self._migrate()
         except sqlite3.Error as exc:
             self._db.close()
@@ -198,8 +212,10 @@ class SQLiteBackend:
 
     # -- memories ---------------------------------------------------------------------
 
-    def insert_memories(self, rows: Sequence[NewMemory]) -> None:
-        """One transaction, two ``executemany`` (memory rows, then provenance edges)."""
+    def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
+        """One transaction, two ``executemany`` (memory rows, then provenance edges), and ``then``,
+        a change made in the same transaction (as :meth:`change` makes it)."""
+        column = None if then is None else _column(then)
         records = [
             (
                 r.memory.namespace,
@@ -215,18 +231,27 @@ class SQLiteBackend:
                 r.memory.counts.failure,
                 r.memory.counts.n,
                 np.ascontiguousarray(r.embedding, dtype=np.float32).tobytes(),
+                r.memory.expires,
             )
             for i, r in enumerate(rows)
         ]
         edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
         edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
         with self._write() as db:
+            by_namespace: dict[str, list[str]] = {}
+            for r in rows:
+                by_namespace.setdefault(r.memory.namespace, []).append(r.memory.id)
+            for namespace, ids in by_namespace.items():
+                gone = self._erased(db, namespace, ids)
+                if gone:
+                    mid = next(i for i in ids if i in gone)
+                    raise reused(mid, namespace, gone[mid])
             top = db.execute("SELECT COALESCE(MAX(seq), 0) FROM memories").fetchone()[0]
             start = db.total_changes
             try:
                 db.executemany(
                     "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
-                    " success, failure, n, embedding) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?)",
+                    " success, failure, n, embedding, expires) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?,?)",
                     ((rec[0], rec[1], top, *rec[2:]) for rec in records),
                 )
             except sqlite3.IntegrityError:
@@ -235,6 +260,7 @@ class SQLiteBackend:
                 raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
             db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
             _bump(db)
+            return None if then is None else self._change_in(db, then, column)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
         cols = MEMORY_COLUMNS
@@ -245,6 +271,23 @@ class SQLiteBackend:
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
         edges = self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []
         return memories_from_rows(namespace, rows, edges, json_text=True)
+
+    def memory_page(
+        self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
+    ) -> list[tuple[int, Memory]]:
+        cols = MEMORY_COLUMNS
+        sql = f"SELECT {cols}, seq FROM memories WHERE namespace = ? AND seq > ?"
+        args: list[Any] = [namespace, after]
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        if context is not None:
+            sql += " AND EXISTS (SELECT 1 FROM json_each(memories.contexts) WHERE json_each.value = ?)"
+            args.append(context)
+        rows = self._read(sql + " ORDER BY seq LIMIT ?", (*args, limit))
+        edges = self._edges_of(namespace, [r[0] for r in rows]) if rows else []
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=True)
+        return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
@@ -424,12 +467,20 @@ class SQLiteBackend:
             )
             raise UnknownMemoryError(missing)
 
-    def outcome_log(self, namespace: str | None = None) -> Iterator[OutcomeRow]:
+    def outcome_log(
+        self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> Iterator[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        if namespace is None:
-            rows = self._read(f"SELECT {cols} FROM outcomes ORDER BY seq")
-        else:
-            rows = self._read(f"SELECT {cols} FROM outcomes WHERE namespace = ? ORDER BY seq", (namespace,))
+        sql = f"SELECT {cols} FROM outcomes WHERE seq > ?"
+        args: list[Any] = [after]
+        if namespace is not None:
+            sql += " AND namespace = ?"
+            args.append(namespace)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self._read(sql, args)
         for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns, prop, hops)
 
@@ -506,49 +557,124 @@ class SQLiteBackend:
     # -- status and audit ---------------------------------------------------------------
 
     def change(self, entry: AuditEntry) -> AuditEntry:
-        column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
-        if column is None and entry.field not in NOTE_FIELDS:
-            raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+        column = _column(entry)
         with self._write() as db:
-            if column is None:  # a note: the memory must exist, no column changes
-                found = db.execute(
-                    "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
-                ).fetchone()
-                if found is None:
-                    raise UnknownMemoryError(entry.memory_id)
-            else:
-                cur = db.execute(
-                    f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
-                    (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
-                )
-            if column is not None and cur.rowcount != 1:
+            return self._change_in(db, entry, column)
+
+    def _change_in(self, db: sqlite3.Connection, entry: AuditEntry, column: str | None) -> AuditEntry:
+        """Make one audited change inside the caller's write transaction (see :meth:`change`)."""
+        if column is None:  # a note: the memory must exist, no column changes
+            found = db.execute(
+                "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
+            ).fetchone()
+            if found is None:
+                raise UnknownMemoryError(entry.memory_id)
+        else:
+            cur = db.execute(
+                f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
+                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+            )
+            if cur.rowcount != 1:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
-            cur = db.execute(
-                "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    entry.namespace,
-                    entry.memory_id,
-                    entry.action,
-                    entry.field,
-                    entry.old,
-                    entry.new,
-                    entry.reason,
-                    json.dumps(entry.settings, sort_keys=True),
-                    entry.at,
-                ),
+        saved = self._audit(db, entry)
+        _bump(db)
+        return saved
+
+    def erase(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
+        """Delete the rows (``secure_delete`` overwrites their bytes) and log the tombstones in
+        one transaction, then checkpoint the WAL and truncate it, so the erased texts and
+        vectors are in neither file. A reader holding an old snapshot can keep the WAL from
+        being truncated; the next checkpoint then overwrites those pages."""
+        saved: list[AuditEntry] = []
+        with self._write() as db:
+            for entry in entries:
+                cur = db.execute(
+                    "DELETE FROM memories WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id)
+                )
+                if cur.rowcount != 1:
+                    raise UnknownMemoryError(entry.memory_id)
+                saved.append(self._audit(db, entry))
+            db.executemany(
+                "INSERT INTO meta VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                [(erased_key(ns),) for ns in sorted({e.namespace for e in entries})],
             )
             _bump(db)
-            return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # the erasure is committed; only the WAL's old copy lingers
+                raise StoreError(f"{self.url}: erased, but the WAL checkpoint failed: {exc}") from exc
+        return saved
 
-    def audit_log(self, namespace: str, memory_id: str | None = None) -> list[AuditEntry]:
+    def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        with self._lock:
+            try:
+                return self._erased(self._db, namespace, ids)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+
+    @staticmethod
+    def _erased(db: sqlite3.Connection, namespace: str, ids: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for mid, seq in db.execute(
+                f"SELECT memory_id, MAX(seq) FROM audit WHERE namespace = ? AND action = ? AND memory_id IN ({marks})"
+                " GROUP BY memory_id",
+                (namespace, ERASE, *chunk),
+            ):
+                out[mid] = int(seq)
+        return out
+
+    def expired(self, namespace: str, now: float) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM memories WHERE namespace = ? AND expires IS NOT NULL AND expires <= ? ORDER BY seq",
+            (namespace, now),
+        )
+        return [r[0] for r in rows]
+
+    def next_expiry(self, namespace: str) -> float | None:
+        rows = self._read("SELECT MIN(expires) FROM memories WHERE namespace = ? AND expires IS NOT NULL", (namespace,))
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+    @staticmethod
+    def _audit(db: sqlite3.Connection, entry: AuditEntry) -> AuditEntry:
+        """Append ``entry`` inside the caller's write transaction; returns it with its seq."""
+        cur = db.execute(
+            "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                entry.namespace,
+                entry.memory_id,
+                entry.action,
+                entry.field,
+                entry.old,
+                entry.new,
+                entry.reason,
+                json.dumps(entry.settings, sort_keys=True),
+                entry.at,
+            ),
+        )
+        return AuditEntry(**{**entry.__dict__, "seq": int(cur.lastrowid or 0)})
+
+    def audit_log(
+        self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
         sql = "SELECT seq, memory_id, namespace, action, field, old, new, reason, settings, at FROM audit"
-        if memory_id is None:
-            rows = self._read(sql + " WHERE namespace = ? ORDER BY seq", (namespace,))
-        else:
-            rows = self._read(sql + " WHERE namespace = ? AND memory_id = ? ORDER BY seq", (namespace, memory_id))
+        sql += " WHERE namespace = ? AND seq > ?"
+        args: list[Any] = [namespace, after]
+        if memory_id is not None:
+            sql += " AND memory_id = ?"
+            args.append(memory_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self._read(sql, args)
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9]) for r in rows]
 
     def integrity_check(self) -> str:
@@ -612,6 +738,14 @@ def _read_only_hint(path: str) -> str:
     if path != ":memory:" and not os.access(folder, os.W_OK):
         return f" (folder {folder} is read-only; a WAL database needs to write its -wal and -shm files there)"
     return ""
+
+
+def _column(entry: AuditEntry) -> str | None:
+    """The column a change sets (None for a note); ValidationError for any other field."""
+    column = {"status": "status", "standing": "standing"}.get(entry.field)  # never interpolate input
+    if column is None and entry.field not in NOTE_FIELDS:
+        raise ValidationError("field", f"must be status, standing or one of {', '.join(NOTE_FIELDS)}")
+    return column
 
 
 def _bump(db: sqlite3.Connection) -> None:

@@ -32,7 +32,7 @@ from memworth.store.report import MemoryReport
 if TYPE_CHECKING:
     from memworth.change import OutcomeStream
     from memworth.sources import BurstAlert
-    from memworth.store.backend import Increment
+    from memworth.store.backend import Increment, NewMemory
     from memworth.store.governing import GovernanceReport
     from memworth.store.hot import HotTier
     from memworth.store.recall import _Space
@@ -79,6 +79,8 @@ class StoreState:
     _holdout_seed: int
     _agreement: dict[tuple[str, str], Agreement]
     _verified_seq: int
+    _next_expiry: dict[str, tuple[int, float | None]]
+    _filters: dict[tuple[str, str], dict[str, bool]]
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 
@@ -95,6 +97,22 @@ class StoreState:
             derived_from: Sequence[str] | None = None,
             part_of: Sequence[str] | None = None,
         ) -> Memory: ...
+
+        def _prepare_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> NewMemory: ...
+
+        def _replace(
+            self,
+            memory: Memory,
+            text: str,
+            new_id: str | None,
+            *,
+            reason: str,
+            action: str,
+            namespace: str,
+            settings: dict[str, Any] | None = None,
+        ) -> AuditEntry: ...
+
+        def _expire_due(self, namespace: str) -> None: ...
 
         def _embed(self, texts: builtins.list[str]) -> np.ndarray: ...
 
@@ -130,6 +148,7 @@ class StoreState:
             settings: dict[str, Any] | None = None,
             expected: str | None = None,
             pin: bool = False,
+            with_new: builtins.list[NewMemory] | None = None,
         ) -> AuditEntry: ...
 
         def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]: ...

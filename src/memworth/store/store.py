@@ -11,6 +11,8 @@ is one module, joined here as a base class of :class:`MemoryStore`:
 * :mod:`memworth.store.governing`: proposals, govern, approve, restore, audited
   changes, the kept policy;
 * :mod:`memworth.store.review`: the queue of quarantined memories, verdicts, pins;
+* :mod:`memworth.store.forgetting`: delete (erase for good), edit, expiry;
+* :mod:`memworth.store.paging`: lists a page at a time, with a cursor;
 * :mod:`memworth.store.hot`: the Redis hot tier.
 
 :mod:`memworth.store.state` declares what they share; input checks are in
@@ -20,6 +22,7 @@ is one module, joined here as a base class of :class:`MemoryStore`:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import math
 import threading
@@ -34,16 +37,18 @@ from memworth.coretrieval import AlarmSplitter, RecallPlanner
 from memworth.counts import Counts
 from memworth.credit import check_w_min
 from memworth.encoders import Encoder, HashingEncoder
-from memworth.errors import SettingsError, StoreError, UnknownMemoryError, ValidationError
+from memworth.errors import ErasedMemoryError, SettingsError, StoreError, UnknownMemoryError, ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.holdout import check_share
 from memworth.ranking import Blend, ScoreRule
 from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, NewMemory
+from memworth.store.forgetting import ForgettingMixin
 from memworth.store.governing import AUTOMATIC, POLICY_KEY, RATE_LIMITED, GovernanceMixin, GovernanceReport
 from memworth.store.hot import HotTierMixin
 from memworth.store.log_queries import LogMixin, ReplayReport
+from memworth.store.paging import Page, PagingMixin
 from memworth.store.recall import UNGOVERNED, Choice, Recall, RecallMixin
 from memworth.store.recording import DEFAULT_SOURCES, VERIFIED, RecordingMixin, credit_increments
 from memworth.store.records import STATUSES, Memory
@@ -60,6 +65,7 @@ from memworth.validation import (
     check_name,
     check_store_settings,
     check_text,
+    check_ttl,
 )
 from memworth.vector_index import faiss_available
 
@@ -81,6 +87,7 @@ __all__ = [
     "Choice",
     "GovernanceReport",
     "MemoryStore",
+    "Page",
     "Recall",
     "ReplayReport",
     "credit_increments",
@@ -91,7 +98,9 @@ HOLDOUT_KEY = "holdout"
 """The store's ``meta`` key of its holdout share and hash seed."""
 
 
-class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, HotTierMixin):
+class MemoryStore(
+    RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, ForgettingMixin, PagingMixin, HotTierMixin
+):
     """A governed memory store over a backend (SQLite by default).
 
     Parameters
@@ -322,6 +331,8 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         self._live_lock = threading.Lock()
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
+        self._next_expiry: dict[str, tuple[int, float | None]] = {}
+        self._filters: dict[tuple[str, str], dict[str, bool]] = {}  # recall filters' answers per memory
 
     def _bind_holdout(self, share: float | None, seed: int | None) -> tuple[float, int]:
         """The holdout share and hash seed: those given (kept with the store when they differ
@@ -420,19 +431,28 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         contexts: Sequence[str] | None = None,
         derived_from: Sequence[str] | None = None,
         part_of: Sequence[str] | None = None,
+        ttl: float | None = None,
     ) -> Memory:
         """Store one memory; see :meth:`add_many`."""
-        item = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
-        item |= {"derived_from": derived_from, "part_of": part_of}
+        item: dict[str, Any] = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
+        item |= {"derived_from": derived_from, "part_of": part_of, "ttl": ttl}
         check_name(namespace, "namespace")
-        return self._add(_new_memories([item], namespace, self.clock(), positions=False), namespace)[0]
+        return self._add(_new_memories([item], namespace, self.clock(), self.ttl(namespace=namespace)), namespace)[0]
+
+    def _prepare_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> NewMemory:
+        """The row of one new memory, checked and embedded, with an expiry time instead of a time
+        to live (an edit keeps the old version's); nothing is written."""
+        new = _new_memories([{"text": text, **item}], namespace, self.clock(), None)[0]
+        return self._prepare([dataclasses.replace(new, expires=expires)], namespace)[0]
 
     def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
         """Store many memories in one transaction (all or none), embedding them in one batch.
 
         Each item is a dict with ``text`` and optionally ``id`` (default: a random one),
         ``metadata`` (JSON object), ``contexts`` (labels), ``derived_from`` and ``part_of``
-        (ids of memories in the same namespace, or elsewhere in ``items``).
+        (ids of memories in the same namespace, or elsewhere in ``items``) and ``ttl``
+        (seconds to live; default the namespace's, :meth:`set_ttl`, else forever). An id
+        in use or erased before (:meth:`delete`) is refused (DuplicateError).
 
         Every item is checked before anything is written: a bad one is refused with the
         field at fault and its position (``items[i]``) in the reason. The memory rows go
@@ -443,10 +463,17 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         check_name(namespace, "namespace")
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
-        return self._add(_new_memories(items, namespace, self.clock(), positions=True), namespace)
+        return self._add(
+            _new_memories(items, namespace, self.clock(), self.ttl(namespace=namespace), positions=True), namespace
+        )
 
     def _add(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[Memory]:
         """Check provenance, embed in one batch and insert in one backend call (one transaction)."""
+        self.backend.insert_memories(self._prepare(memories, namespace))
+        return memories
+
+    def _prepare(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[NewMemory]:
+        """The rows to insert for ``memories``: provenance checked, embedded in one batch; nothing written."""
         known = {m.id for m in memories}
         linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - known
         if linked:
@@ -455,14 +482,16 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
             if missing:
                 raise UnknownMemoryError(missing[0])
         vectors = self._embed([m.text for m in memories])
-        self.backend.insert_memories([NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)])
-        return memories
+        return [NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)]
 
     def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
-        """One memory, with its current counts."""
+        """One memory, with its current counts; ErasedMemoryError (a 404) for one erased by :meth:`delete`."""
         check_name(namespace, "namespace")
         found = self.backend.memories(namespace, [check_memory_id(memory_id)])
         if not found:
+            gone = self.backend.erased(namespace, [memory_id])
+            if memory_id in gone:
+                raise ErasedMemoryError(memory_id, gone[memory_id])
             raise UnknownMemoryError(memory_id)
         return found[0]
 
@@ -481,12 +510,15 @@ class MemoryStore(RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, Review
         return out
 
 
-_FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of"})
+_FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of", "ttl"})
 _NO_COUNTS = Counts()  # frozen: every new memory can share it
 
 
-def _new_memories(items: Sequence[Any], namespace: str, now: float, *, positions: bool) -> list[Memory]:
-    """Validate every item (nothing is written yet) and build its :class:`Memory`.
+def _new_memories(
+    items: Sequence[Any], namespace: str, now: float, ttl: float | None, *, positions: bool = False
+) -> list[Memory]:
+    """Validate every item (nothing is written yet) and build its :class:`Memory`; an item
+    without its own ``ttl`` gets ``ttl`` (the namespace's).
 
     With ``positions``, a refused item's reason ends with its position, ``(items[i])``.
     """
@@ -499,6 +531,8 @@ def _new_memories(items: Sequence[Any], namespace: str, now: float, *, positions
             raise ValidationError(f"items[{i}]", f"unknown field(s): {', '.join(sorted(unknown))}")
         try:
             mid = item.get("id")
+            own = check_ttl(item.get("ttl"))
+            life = own if own is not None else ttl
             memories.append(
                 Memory(
                     id=uuid.uuid4().hex if mid is None else check_memory_id(mid),
@@ -511,6 +545,7 @@ def _new_memories(items: Sequence[Any], namespace: str, now: float, *, positions
                     created=now,
                     updated=now,
                     counts=_NO_COUNTS,
+                    expires=None if life is None else now + life,
                 )
             )
         except ValidationError as exc:

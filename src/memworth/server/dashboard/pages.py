@@ -44,7 +44,7 @@ __all__ = [
 
 PAGE_SIZE = 100  # memories per page of the table
 RECENT_CHANGES = 50  # audit entries on the governance page
-LATEST_OUTCOMES = 10  # outcomes listed under a memory's plot
+LATEST_OUTCOMES = 10  # outcomes per page under a memory's plot
 COLUMNS = {  # sort key -> header
     "id": "id",
     "text": "text",

@@ -23,7 +23,7 @@ from memworth.server.dashboard.pages import (
 )
 from memworth.server.dashboard.plot import worth_plot
 from memworth.server.dashboard.sessions import Viewer
-from memworth.store.records import STATUSES, AuditEntry
+from memworth.store.records import STANDINGS, STATUSES, AuditEntry
 
 __all__ = ["governance", "layout", "login", "memories", "memory", "notice", "refusal"]
 
@@ -155,8 +155,9 @@ def _queue(page: GovernancePage, viewer: Viewer) -> str:
     return body + "</tbody></table>"
 
 
-def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
-    """A memory's page: its facts, proposal, worth over time, latest outcomes and audit trail."""
+def memory(page: MemoryPage, viewer: Viewer, note: str, outcomes_page: int = 1) -> str:
+    """A memory's page: its facts, proposal, worth over time, its outcomes (newest first, page
+    ``outcomes_page`` of :data:`LATEST_OUTCOMES` each) and audit trail."""
     m, proposal = page.memory, page.proposal
     here = memory_url(m.id)
     body = note + _details(page)
@@ -167,6 +168,7 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
             f"{_approve_form(viewer, m.id, proposal.action, here)}</div>"
         )
     body += _pin_form(page, viewer)
+    body += _change_forms(page, viewer)
     body += "<h2>Worth over episodes</h2>" + worth_plot(page.points, page.theta_low, page.theta_high)
     if not page.consistent:
         rebuilt = page.rebuilt
@@ -174,7 +176,7 @@ def memory(page: MemoryPage, viewer: Viewer, note: str) -> str:
             '<p class="error">The outcome log rebuilds other counts than the live ones '
             f"({rebuilt.success:g}/{rebuilt.failure:g}/{rebuilt.n:g}); <code>memworth replay</code> tells why.</p>"
         )
-    body += _episodes_table(page.points[-LATEST_OUTCOMES:], len(page.points))
+    body += _episodes_table(page.points, outcomes_page, here)
     body += f"<h2>Audit trail</h2>{_audit_table(viewer, page.changes, page.undoable, False, here)}"
     return layout(f"Memory {m.id}", body, viewer)
 
@@ -198,6 +200,39 @@ def _pin_form(page: MemoryPage, viewer: Viewer) -> str:
         '<input type="text" name="reason" placeholder="why" required aria-label="why">'
         f'<button type="submit" class="{verb}" data-id="{esc(m.id)}">{label}</button></form></div>'
     )
+
+
+def _change_forms(page: MemoryPage, viewer: Viewer) -> str:
+    """Change the memory by hand: its status, its standing, its text (a new version), or erase it."""
+    m = page.memory
+    hidden = f'{_csrf(viewer)}<input type="hidden" name="memory_id" value="{esc(m.id)}">'
+    why = '<input type="text" name="reason" placeholder="why" required aria-label="why">'
+    sets = ""
+    for field, options, now in (("status", STATUSES, m.status), ("standing", STANDINGS, m.standing)):
+        choices = "".join(
+            f'<option value="{esc(o)}"{" selected" if o == now else ""}>{esc(o)}</option>' for o in options
+        )
+        sets += (
+            f'<form method="post" action="{ROOT}/set" class="inline" id="set-{field}">{hidden}'
+            f'<input type="hidden" name="field" value="{field}">'
+            f'<label>{field} <select name="value">{choices}</select></label> {why} '
+            f'<button type="submit" class="set" data-field="{field}">Set {field}</button></form>'
+        )
+    edit = ""
+    if m.status != "archived":
+        edit = (
+            f'<form method="post" action="{ROOT}/edit" class="edit" id="edit">{hidden}'
+            f'<label>new text<br><textarea name="text" rows="3" required>{esc(m.text)}</textarea></label><br>{why} '
+            '<button type="submit" class="edit">Save as a new version</button> '
+            "<small>(the new version starts with fresh counters; this one is archived with its own)</small></form>"
+        )
+    erase = (
+        f'<form method="post" action="{ROOT}/delete" class="erase" id="erase">{hidden}{why} '
+        f'<input type="text" name="confirm" placeholder="type the id to confirm" required aria-label="confirm id"> '
+        '<button type="submit" class="danger">Erase for good</button> '
+        "<small>(text, embedding and metadata are deleted; only a tombstone stays)</small></form>"
+    )
+    return f'<details class="changes" id="changes"><summary>Change this memory</summary>{sets}{edit}{erase}</details>'
 
 
 def _csrf(viewer: Viewer) -> str:
@@ -328,15 +363,29 @@ def _details(page: MemoryPage) -> str:
         ("contexts", esc(", ".join(m.contexts)) or "none"),
         ("provenance", "; ".join(links) or "none"),
         ("created / updated (UTC)", f"{when(m.created)} / {when(m.updated)}"),
+        ("expires (UTC)", "never" if m.expires is None else when(m.expires)),
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts)
     metadata = f"<details><summary>metadata</summary><pre>{esc(json.dumps(m.metadata, indent=2))}</pre></details>"
     return f'<blockquote id="text">{esc(m.text)}</blockquote><table class="facts">{rows}</table>{metadata}'
 
 
-def _episodes_table(points: list[Point], total: int) -> str:
-    if not points:
+def _episodes_table(every: list[Point], number: int, here: str) -> str:
+    """Page ``number`` of the outcomes (newest first), with links to the newer and older pages."""
+    total = len(every)
+    if not total:
         return ""
+    pages = -(-total // LATEST_OUTCOMES)
+    number = min(number, pages)
+    end = total - (number - 1) * LATEST_OUTCOMES
+    points = every[max(0, end - LATEST_OUTCOMES) : end]
+    links = []
+    if number > 1:
+        links.append(f'<a href="{here}?outcomes={number - 1}#outcomes" rel="prev">newer</a>')
+    if number < pages:
+        links.append(f'<a href="{here}?outcomes={number + 1}#outcomes" rel="next">older</a>')
+    pager = f'<p class="pager">page {number} of {pages} {" ".join(links)}</p>'
+    first, last = total - end + 1, total - end + len(points)
     rows = "".join(
         f"<tr><td>{when(p.recorded)}</td><td>{esc(p.query[:120])}</td>"
         f'<td class="{"ok" if p.success else "fail"}">{"success" if p.success else "failure"}</td>'
@@ -345,7 +394,7 @@ def _episodes_table(points: list[Point], total: int) -> str:
         for p in reversed(points)
     )
     return (
-        f'<h2>Latest outcomes ({len(points)} of {total})</h2><table class="episodes"><thead><tr><th>recorded (UTC)'
-        "</th><th>query</th><th>outcome</th><th>how</th><th>credit</th><th>worth after</th><th>interval</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table>"
+        f'<h2 id="outcomes">Outcomes {first}-{last} of {total}, newest first</h2><table class="episodes"><thead><tr>'
+        "<th>recorded (UTC)</th><th>query</th><th>outcome</th><th>how</th><th>credit</th><th>worth after</th>"
+        f"<th>interval</th></tr></thead><tbody>{rows}</tbody></table>{pager}"
     )

@@ -1,4 +1,5 @@
-"""The dashboard's routes: sign in and out, the three pages, and the two changes (approve, undo).
+"""The dashboard's routes: sign in and out, the three pages, and the changes (approve, undo,
+resolve, pin, and on a memory's page: edit, status, standing, erase).
 
 Each page route finds the viewer, reads its page data under the app's store lock
 (:mod:`memworth.server.dashboard.pages`) and writes it out
@@ -21,7 +22,7 @@ from memworth.server.dashboard.forms import Form, from_another_site, safe_next, 
 from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
-from memworth.server.keys import lookup_key
+from memworth.server.keys import key_record, lookup_key
 from memworth.store import MemoryStore
 
 __all__ = ["dashboard_router"]
@@ -46,13 +47,13 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
             session = sessions.find(request.cookies.get(COOKIE, ""))
             if session is not None:
                 key, csrf = session.key, session.csrf
-        namespace = None if key is None else call(lambda: lookup_key(store, key))
-        if namespace is None:
+        record = None if key is None else call(lambda: key_record(store, key))
+        if record is None:
             target = quote(request.url.path, safe="/") + (f"?{request.url.query}" if request.url.query else "")
             if request.method != "GET":
                 target = ROOT
             raise Refused(401, "Sign in", "sign in with a valid API key", login_next=safe_next(target))
-        return Viewer(str(namespace), csrf)
+        return Viewer(str(record["namespace"]), csrf, str(record["name"]))
 
     def changer(request: Request, form: dict[str, str] | None) -> tuple[Viewer, dict[str, str]]:
         """The viewer of a POST that may change something, after the origin and CSRF checks."""
@@ -176,6 +177,44 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         entry = call(lambda: act(memory_id, reason=reason, namespace=who.namespace))
         return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
+    @router.post("/delete")
+    @error_pages
+    def delete(request: Request, form: Form) -> Response:
+        """Erase a memory for good (its tombstone is the notice); back to the memories."""
+        who, fields = changer(request, form)
+        memory_id, reason = fields.get("memory_id", ""), fields.get("reason", "")
+        if fields.get("confirm") != memory_id:
+            raise Refused(422, "Not erased", "type the memory's id to confirm that it is to be erased for good")
+        entry = call(lambda: store.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace))
+        return RedirectResponse(with_notice(ROOT, entry.seq), 303)
+
+    @router.post("/edit")
+    @error_pages
+    def edit(request: Request, form: Form) -> Response:
+        """Replace a memory's text (a new version); on to the new version's page."""
+        who, fields = changer(request, form)
+        memory_id, reason, text = fields.get("memory_id", ""), fields.get("reason", ""), fields.get("text", "")
+        try:
+            entry = call(lambda: store.edit(memory_id, text, reason=reason, actor=who.actor, namespace=who.namespace))
+        except ConflictError as exc:  # archived meanwhile (replaced already)
+            raise Refused(409, "Not edited", str(exc)) from None
+        return RedirectResponse(with_notice(memory_url(entry.settings["replaced_by"]), entry.seq), 303)
+
+    @router.post("/set")
+    @error_pages
+    def set_field(request: Request, form: Form) -> Response:
+        """Set a memory's status or standing by hand (the form's ``field``)."""
+        who, fields = changer(request, form)
+        memory_id, reason, field, value = (fields.get(k, "") for k in ("memory_id", "reason", "field", "value"))
+        if field not in ("status", "standing"):
+            raise Refused(422, "Invalid request", f"field must be status or standing, got {field!r}")
+        act = store.set_status if field == "status" else store.set_standing
+        try:
+            entry = call(lambda: act(memory_id, value, reason=reason, actor=who.actor, namespace=who.namespace))
+        except StoreError as exc:  # changed meanwhile
+            raise Refused(exc.status, "Not changed", str(exc)) from None
+        return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
+
     @router.post("/audit/{seq}/undo")
     @error_pages
     def undo(seq: str, request: Request, form: Form) -> Response:
@@ -192,8 +231,11 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
     @error_pages
     def memory(memory_id: str, request: Request) -> Response:
         who = viewer(request)
+        number = request.query_params.get("outcomes") or "1"
+        if not number.isdigit() or int(number) < 1 or len(number) > 9:
+            raise Refused(422, "Invalid request", f"outcomes must be a page number from 1, got {number!r}")
         data = call(lambda: pages.memory_page(store, memory_id, who.namespace))
-        return html_page(render.memory(data, who, notice(request, who.namespace)))
+        return html_page(render.memory(data, who, notice(request, who.namespace), int(number)))
 
     @router.get("/{rest:path}")
     @error_pages

@@ -42,6 +42,12 @@ class Viewer:
 
     namespace: str
     csrf: str | None  # None: signed in by header, which no other site can make a browser send
+    key_name: str | None = None  # the name of the key: the audit log names it for the changes made here
+
+    @property
+    def actor(self) -> str:
+        """Who the audit log says made a change in the dashboard."""
+        return "dashboard" if self.key_name is None else f"dashboard (api key {self.key_name})"
 
 
 class Sessions:

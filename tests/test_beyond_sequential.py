@@ -315,3 +315,23 @@ def test_sequential_deprecation_through_the_store(store: MemoryStore) -> None:
     with pytest.raises(ValidationError) as err:
         GovernancePolicy(deprecation="bayes")  # refused when made, not at the first govern
     assert err.value.field == "deprecation"
+
+
+def test_the_namespace_scan_reads_each_stream_as_a_scan_of_it_alone(store: MemoryStore) -> None:
+    """govern() takes each memory's CUSUM reading from the one namespace scan; it must equal
+    scanning that memory's stream alone (what a stream without a reading gets)."""
+    rng = np.random.default_rng(4)
+    for t in range(160):
+        query = ["capital of czechoslovakia", "reverse a python list"][t % 2]
+        recall = store.recall(query, k=2)
+        store.record(recall.episode, bool(rng.random() < (0.9 if t < 80 else 0.3)))
+    streams = store.outcome_streams()
+    assert streams
+    detector = store.policy.detector()
+    for s in streams.values():
+        assert s.reading is not None
+        alone = detector.scan(s.success, s.weight, s.reference, s.episode)
+        assert s.reading.statistic == pytest.approx(alone.statistic, abs=1e-12)
+        assert (s.reading.change_point, s.reading.first_alarm) == (alone.change_point, alone.first_alarm)
+        assert s.reading.baseline == pytest.approx(alone.baseline, abs=1e-12)
+        assert s.reading.observations == pytest.approx(alone.observations)

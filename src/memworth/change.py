@@ -186,6 +186,9 @@ class OutcomeStream:
     suspect: bool = False
     change_alarm: bool | None = None
     change_level: float | None = None
+    reading: CusumReading | None = None
+    """The CUSUM after the whole stream when a namespace scan computed it already (what
+    :meth:`BernoulliCusum.scan` of this stream gives; ``None``: scan it)."""
 
     def __len__(self) -> int:
         return int(np.asarray(self.success).size)

@@ -79,7 +79,8 @@ class WorthFlag:
     ``action`` is ``"deprecate"``, ``"suppress"`` or ``None``; ``suppress_evalue`` and
     ``deprecate_evalue`` are the e-values against "its rate is at least ``theta_low``"
     (resp. ``deprecate_below``); ``level`` the e-value e-BH asked of each, and ``tests``
-    how many hypotheses it weighed together.
+    how many hypotheses it weighed together; ``lower`` and ``upper`` its
+    ``1 - deprecation_alpha`` confidence sequence (shown beside the decision).
     """
 
     action: str | None
@@ -87,6 +88,8 @@ class WorthFlag:
     deprecate_evalue: float
     level: float
     tests: int
+    lower: float = 0.0
+    upper: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -322,6 +325,7 @@ class GovernancePolicy:
             np.array([c.n for c in counts], dtype=float),
         )
         cs = self.sequential(self.theta_low).sequence()
+        lower, upper = (np.atleast_1d(np.asarray(x, dtype=float)) for x in cs.interval(table))  # all at once
         s, f = cs._sf(table)
         v = s + f
         ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
@@ -346,6 +350,8 @@ class GovernancePolicy:
                 float(evalues[1][i]),
                 level,
                 int(pooled.size),
+                float(lower[i]),
+                float(upper[i]),
             )
             for i in range(len(counts))
         ]
@@ -439,7 +445,9 @@ class GovernancePolicy:
                     f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
                 )
         if stream is not None and self.change_detection and len(stream):
-            reading = self.detector().scan(stream.success, stream.weight, stream.reference, stream.episode)
+            reading = stream.reading or self.detector().scan(  # a namespace scan read it already
+                stream.success, stream.weight, stream.reference, stream.episode
+            )
             evalue = float(self.change_evalues([reading.statistic], [reading.observations])[0])
             if stream.change_alarm is None or stream.change_level is None:  # tested alone
                 flags, level = self.change_flags([reading.statistic], [reading.observations])
@@ -490,8 +498,7 @@ class GovernancePolicy:
     ) -> Proposal | None:
         """Deprecate / suppress when the namespace's e-BH test of low worth rejects, else standing."""
         flag = self.worth_flags([counts])[0] if flag is None else flag
-        lower, upper = self.sequential(self.theta_low).sequence().interval(counts)
-        numbers["cs_lower"], numbers["cs_upper"] = round(float(lower), 6), round(float(upper), 6)
+        numbers["cs_lower"], numbers["cs_upper"] = round(flag.lower, 6), round(flag.upper, 6)
         numbers["suppress_evalue"], numbers["deprecate_evalue"] = flag.suppress_evalue, flag.deprecate_evalue
         numbers["worth_level"], numbers["worth_tests"] = flag.level, flag.tests
         if flag.action is not None:

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memworth.change import CusumState, ExplainingAway, OutcomeStream, reference_rates, scan_episodes
+from memworth.change import (
+    BernoulliCusum,
+    CusumReading,
+    CusumState,
+    ExplainingAway,
+    OutcomeStream,
+    reference_rates,
+    scan_episodes,
+)
 from memworth.governance import GovernancePolicy
 from memworth.window import failing_with
 from memworth.window import hold as window_hold
@@ -139,5 +147,21 @@ def namespace_streams(
             mid in suspects,
             change_alarm=mid in held,
             change_level=level,
+            reading=_reading(detector, state, m, float(reference[pos[-1] - 1])),
         )
     return NamespaceStreams(list(ids), streams, state, held, level)
+
+
+def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_reference: float) -> CusumReading:
+    """Row ``row`` of a namespace scan as :meth:`BernoulliCusum.scan` of that memory's stream reads it."""
+    stat = float(state.statistic[row])
+    rows = np.array([row], dtype=np.int64)
+    return CusumReading(
+        statistic=stat,
+        threshold=detector.threshold,
+        alarm=stat >= detector.threshold,
+        first_alarm=int(state.first_alarm[row]) if state.first_alarm[row] >= 0 else None,
+        change_point=int(state.since[row]) if state.since[row] >= 0 else None,
+        baseline=float(detector.baseline(state, rows, np.array([last_reference]))[0]),
+        observations=float(state.observations[row]),
+    )

@@ -213,6 +213,19 @@ def test_namespaces_never_see_each_other(store: MemoryStore) -> None:
         store.get("secret", namespace="b")
 
 
+def test_recent_outcomes_are_read_one_namespace_at_a_time(store: MemoryStore) -> None:
+    store.add("alpha note", id="x", namespace="a")
+    store.add("beta note", id="x", namespace="b")
+    for ns, ok in (("a", True), ("b", False), ("a", False)):
+        store.record(store.recall("note", k=1, namespace=ns).episode, ok, namespace=ns)
+    everything = store.backend.outcomes_since(0.0)
+    only_a = store.backend.outcomes_since(0.0, namespace="a")
+    assert [o.namespace for o in everything] == ["a", "b", "a"]
+    assert [(o.namespace, o.success) for o in only_a] == [("a", True), ("a", False)]
+    assert store.backend.outcomes_since(0.0, source="explicit", namespace="b")[0].success is False
+    assert store.backend.outcomes_since(0.0, source="heuristic", namespace="b") == []
+
+
 def test_exploration_gives_low_evidence_memories_slots_and_logs_propensities(store: MemoryStore) -> None:
     store.add_many([{"id": f"m{i}", "text": f"fact number {i} about topic {i % 3}"} for i in range(30)])
     store.exploration = 0.5

@@ -198,9 +198,17 @@ class MemoryBackend:
                 if o.namespace == namespace and o.seq > after and o.episode_id in self._episodes
             ]
 
-    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+    def outcomes_since(
+        self, since: float, source: str | None = None, namespace: str | None = None
+    ) -> list[OutcomeRow]:
         with self._lock:
-            return [o for o in self._outcomes if o.recorded >= since and (source is None or o.source == source)]
+            return [
+                o
+                for o in self._outcomes
+                if o.recorded >= since
+                and (source is None or o.source == source)
+                and (namespace is None or o.namespace == namespace)
+            ]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         with self._lock:

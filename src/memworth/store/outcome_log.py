@@ -113,7 +113,7 @@ def burst_alerts(
     """Alerts for the memories whose worth the last ``detector.window`` seconds moved too far."""
     window: dict[str, list[float]] = {}
     by_source: dict[str, dict[str, float]] = {}
-    for o, ep in logged(backend, namespace, backend.outcomes_since(now - detector.window)):
+    for o, ep in logged(backend, namespace, backend.outcomes_since(now - detector.window, namespace=namespace)):
         for inc in increments(o, ep):
             acc = window.setdefault(inc.memory_id, [0.0, 0.0, 0.0])
             acc[0] += inc.success

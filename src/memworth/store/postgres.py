@@ -766,14 +766,17 @@ class PostgresBackend:
 
         return list(self._run(work))
 
-    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+    def outcomes_since(
+        self, since: float, source: str | None = None, namespace: str | None = None
+    ) -> list[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        sql = f"SELECT {cols} FROM outcomes WHERE recorded >= %s ORDER BY seq"
-        args: tuple[Any, ...] = (since,)
+        sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= %s", list[object]([since])
         if source is not None:
-            sql = f"SELECT {cols} FROM outcomes WHERE source = %s AND recorded >= %s ORDER BY seq"
-            args = (source, since)
-        rows = self._run(lambda c: c.execute(sql, args).fetchall())
+            sql, args = sql + " AND source = %s", [*args, source]
+        if namespace is not None:
+            sql, args = sql + " AND namespace = %s", [*args, namespace]
+        sql += " ORDER BY seq"
+        rows = self._run(lambda c: c.execute(sql, tuple(args)).fetchall())
         return [
             OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h)
             for seq, eid, ok, src, conf, rec, ns, pr, h in rows

@@ -509,14 +509,16 @@ class SQLiteBackend:
                 raise StoreError(f"{self.url}: {exc}") from exc
         return joined(namespace, heads, rows)
 
-    def outcomes_since(self, since: float, source: str | None = None) -> list[OutcomeRow]:
+    def outcomes_since(
+        self, since: float, source: str | None = None, namespace: str | None = None
+    ) -> list[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-        if source is None:
-            rows = self._read(f"SELECT {cols} FROM outcomes WHERE recorded >= ? ORDER BY seq", (since,))
-        else:
-            rows = self._read(
-                f"SELECT {cols} FROM outcomes WHERE source = ? AND recorded >= ? ORDER BY seq", (source, since)
-            )
+        sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= ?", list[object]([since])
+        if source is not None:
+            sql, args = sql + " AND source = ?", [*args, source]
+        if namespace is not None:
+            sql, args = sql + " AND namespace = ?", [*args, namespace]
+        rows = self._read(sql + " ORDER BY seq", tuple(args))
         return [
             OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, pr, h)
             for seq, eid, ok, src, conf, rec, ns, pr, h in rows

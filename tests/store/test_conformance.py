@@ -213,6 +213,16 @@ def test_namespaces_never_see_each_other(store: MemoryStore) -> None:
         store.get("secret", namespace="b")
 
 
+def test_the_quarantine_is_counted_across_namespaces(store: MemoryStore) -> None:
+    store.add_many([{"id": "x", "text": "one"}, {"id": "y", "text": "two"}], namespace="a")
+    store.add("three", id="x", namespace="b")
+    assert store.backend.quarantined() == 0
+    store.set_standing("x", "re-verify", reason="check", namespace="a")
+    store.set_standing("x", "re-verify", reason="check", namespace="b")
+    store.set_status("x", "suppressed", reason="out", namespace="b")  # not active: not in the queue
+    assert store.backend.quarantined() == 1 == len(store.queue(namespace="a"))
+
+
 def test_recent_outcomes_are_read_one_namespace_at_a_time(store: MemoryStore) -> None:
     store.add("alpha note", id="x", namespace="a")
     store.add("beta note", id="x", namespace="b")

@@ -109,6 +109,11 @@ class Backend(Protocol):
         number ``after`` (every status, external memories excepted), in insertion order."""
         ...
 
+    def quarantined(self) -> int:
+        """How many active memories, over every namespace, stand at ``re-verify`` (the
+        verification queue's length, for metrics): one count, no memory read."""
+        ...
+
     def inactive(self, namespace: str) -> list[str]:
         """Ids of the namespace's memories whose status is not ``active`` (external memories excepted)."""
         ...

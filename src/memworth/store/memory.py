@@ -127,6 +127,10 @@ class MemoryBackend:
                 return [], [], np.zeros((0, 0), dtype=np.float32)
             return [k[1] for k in keys], [self._seq[k] for k in keys], np.stack([self._vectors[k] for k in keys])
 
+    def quarantined(self) -> int:
+        with self._lock:
+            return sum(1 for m in self._memories.values() if m.status == "active" and m.standing == "re-verify")
+
     def inactive(self, namespace: str) -> list[str]:
         with self._lock:
             return [

@@ -615,6 +615,10 @@ class PostgresBackend:
             raise self._failure(exc) from exc
         return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
 
+    def quarantined(self) -> int:
+        rows = self._read("SELECT count(*) FROM memories WHERE status = 'active' AND standing = 're-verify'", ())
+        return int(rows[0][0])
+
     def inactive(self, namespace: str) -> list[str]:
         rows = self._read(
             "SELECT id FROM memories WHERE namespace = %s AND status != 'active' AND octet_length(embedding) > 0",

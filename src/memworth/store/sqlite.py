@@ -338,6 +338,10 @@ class SQLiteBackend:
         dim = len(rows[0][2]) // 4
         return [r[0] for r in rows], [r[1] for r in rows], as_matrix([r[2] for r in rows], dim)
 
+    def quarantined(self) -> int:
+        rows = self._read("SELECT count(*) FROM memories WHERE status = 'active' AND standing = 're-verify'", ())
+        return int(rows[0][0])
+
     def inactive(self, namespace: str) -> list[str]:
         return [
             r[0]

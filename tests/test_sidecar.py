@@ -163,6 +163,13 @@ def test_retrieved_with_weights_and_auto_register(sidecar: Sidecar) -> None:
     assert sidecar.worth("a").counts.n == 1
 
 
+def test_candidates_take_the_http_shape_too(sidecar: Sidecar) -> None:
+    sidecar.register(["a", "b"])
+    pairs = sidecar.rerank([("a", 0.4), ("b", 0.9)], k=2)
+    objects = sidecar.rerank([{"id": "a", "score": 0.4}, {"id": "b", "score": 0.9}], k=2)
+    assert [(r.id, r.score) for r in pairs] == [(r.id, r.score) for r in objects]
+
+
 @pytest.mark.parametrize(
     ("call", "field"),
     [
@@ -177,6 +184,8 @@ def test_retrieved_with_weights_and_auto_register(sidecar: Sidecar) -> None:
         (lambda s: s.rerank([("a", 0.5, 1)]), "candidates[0]"),
         (lambda s: s.rerank(["a", ("b", 0.5)]), "candidates[0]"),
         (lambda s: s.rerank([("a", 0.5), ("a", 0.4)]), "candidates"),
+        (lambda s: s.rerank([{"id": "a", "similarity": 0.5}]), "candidates[0]"),
+        (lambda s: s.rerank([{"id": "a", "score": "high"}]), "candidates[0]"),
         (lambda s: s.rerank(["a"], k=0), "k"),
         (lambda s: s.retrieve(["a"], k=101), "k"),
         (lambda s: s.retrieve(["a"], query=5), "query"),

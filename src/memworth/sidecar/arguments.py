@@ -1,14 +1,17 @@
 """The sidecar's arguments, checked: candidate lists, id lists, ``k``, the query and its context.
 
-A candidate list is what the other store proposes: ``(id, score)`` pairs, or ids alone,
-best first, scored by their position (:func:`rank_scores`). Every check raises
-:class:`memworth.ValidationError` naming the argument, before anything is written.
+A candidate list is what the other store proposes: ``{"id": ..., "score": ...}`` objects
+(the shape HTTP takes), ``(id, score)`` pairs, or ids alone, best first, scored by their
+position (:func:`rank_scores`). Every check raises :class:`memworth.ValidationError`
+naming the argument, before anything is written.
 
 Examples
 --------
 >>> ids, scores = candidate_scores([("doc-1", 0.8), ("doc-2", 0.7)])
 >>> ids, scores.tolist()
 (['doc-1', 'doc-2'], [0.8, 0.7])
+>>> candidate_scores([{"id": "doc-1", "score": 0.8}, {"id": "doc-2", "score": 0.7}])[0]
+['doc-1', 'doc-2']
 >>> candidate_scores(["doc-1", "doc-1"])
 Traceback (most recent call last):
 ...
@@ -18,7 +21,7 @@ memworth.errors.ValidationError: candidates: the same id appears twice
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -76,8 +79,14 @@ def candidate_scores(value: object) -> tuple[list[str], np.ndarray]:
         return ids, rank_scores(len(ids))
     ids, scores = [], []
     for i, c in enumerate(value):
+        if isinstance(c, Mapping):  # the HTTP shape
+            if set(c) != {"id", "score"}:
+                raise ValidationError(f"candidates[{i}]", f"must have the keys id and score, got {sorted(map(str, c))}")
+            c = (c["id"], c["score"])
         if not isinstance(c, (tuple, list)) or len(c) != 2:
-            raise ValidationError(f"candidates[{i}]", "must be an (id, score) pair (or give only ids, in order)")
+            raise ValidationError(
+                f"candidates[{i}]", "must be an {id, score} object or an (id, score) pair (or give only ids, in order)"
+            )
         s = c[1]
         if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
             raise ValidationError(f"candidates[{i}]", f"score must be a finite number, got {s!r}")

@@ -47,7 +47,7 @@ def seed(store: MemoryStore) -> None:
     store.add("The billing API charges through POST /v1/charge.", id="billing", namespace="team", contexts=["api"])
     store.add("The office wifi password rotates every Monday.", id="wifi", namespace="team")
     store.add("Tenant B's deploy token lives in the vault.", id="secret", namespace="other")
-    drive(store, "capital of czechoslovakia", [False] * 12, "cz")
+    drive(store, "capital of czechoslovakia", [False] * 25, "cz")  # enough for the error-controlled test
     drive(store, "reverse a python list", [True] * 12, "rev")
     drive(store, "water boils degrees celsius", [True, False] * 6, "boil")
     drive(store, "billing api charge endpoint", [True] * 12 + [False] * 20, "billing")
@@ -122,7 +122,7 @@ def test_filters_and_sorting(client: TestClient, store: MemoryStore) -> None:
     assert ids("sort=retrievals&order=desc")[0] == "billing" and ids("sort=id&order=asc")[0] == "billing"
     page = client.get("/dashboard?class=low", headers=h).text
     assert (
-        '<option value="low" selected>' in page and "0.375" in page and "[0.000, 0.243]" in page
+        '<option value="low" selected>' in page and "0.375" in page and "[0.000, 0.133]" in page
     )  # Wilson, n = 12, no success: z^2 / (12 + z^2)
     for bad in ("class=best", "status=gone", "sort=colour", "order=up", "page=0", "page=x"):
         r = client.get(f"/dashboard?{bad}", headers=h)
@@ -187,7 +187,7 @@ def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> No
     done = client.post("/dashboard/governance/approve", data={**approve, "csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303 and store.get("cz", namespace="team").status == "deprecated"
     (entry,) = store.audit("cz", namespace="team")
-    assert entry.action == "deprecate" and entry.settings["numbers"]["retrievals"] == 12
+    assert entry.action == "deprecate" and entry.settings["numbers"]["retrievals"] == 25
     assert "Audit entry 1: deprecate" in client.get(done.headers["location"]).text
     undo = client.post(f"/dashboard/audit/{entry.seq}/undo", data={"csrf": csrf}, follow_redirects=False)
     assert undo.status_code == 303 and store.get("cz", namespace="team").status == "active"

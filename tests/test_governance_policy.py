@@ -183,3 +183,20 @@ def test_mcp_takes_no_policy_settings_and_says_which() -> None:
         assert "ValidationError: min_evidence: not an argument of governance_proposals" in str(err.value)
         ok = asyncio.run(server.call_tool("governance_proposals", {}))
         assert ok.structured_content == {"namespace": "default", "proposals": [], "applied": False, "guard": None}
+
+
+def test_failures_a_flagged_memory_explains_hold_suppress_and_deprecate() -> None:
+    """Issue 14 item 6: a worth-based protective action passes through explaining away too."""
+    import numpy as np
+
+    from memworth.change import OutcomeStream
+
+    y = np.zeros(40, dtype=bool)
+    alone = OutcomeStream(y, np.ones(40), None, np.arange(1, 41))
+    beside = OutcomeStream(y, np.ones(40), None, np.arange(1, 41), window_explained_by=("stale",))
+    counts = Counts(0.0, 40.0, 40.0)
+    assert GovernancePolicy().propose("m", counts, "active", "normal", stream=alone).action == "deprecate"
+    held = GovernancePolicy().propose("m", counts, "active", "normal", stream=beside)
+    assert held is not None and held.action == "demote" and held.numbers["worth_explained_by"] == ["stale"]
+    fixed = GovernancePolicy(deprecation="fixed").propose("m", counts, "active", "normal", stream=beside)
+    assert fixed is not None and fixed.action == "demote"

@@ -6,21 +6,24 @@ audits. Rules, first match wins, for an ``active`` memory:
 1. ``re-verify`` (standing): it used to work and has stopped (the paper's staleness
    signal, section 6), by either of two tests:
 
-   * window: its last ``staleness_window`` retrievals succeeded at a rate more than
-     ``staleness_drop`` below its lifetime worth and below ``theta_low``;
+   * window (``window_test=True``; off by default, not error-controlled): its last
+     ``staleness_window`` retrievals succeeded at a rate more than ``staleness_drop``
+     below its lifetime worth and below ``theta_low``;
    * change detection (``change_detection``, given the memory's outcome stream): a
      :class:`memworth.change.BernoulliCusum` on its retrievals, against the success
-     rate of all episodes, is at or above its threshold now: its success rate broke.
+     rate of all episodes, is at or above its threshold now and e-BH across the
+     namespace's memories rejects it (``change_alpha``): its success rate broke.
      The proposal carries the statistic, the threshold and the estimated change point.
 
-2. ``deprecate`` (status): with ``deprecation="fixed"`` (default), evidence >=
-   ``min_evidence`` retrievals and worth below ``deprecate_below`` (note 004's 0.3);
-   with ``"sequential"``, the ``1 - deprecation_alpha`` confidence sequence of
-   :class:`memworth.sequences.SequentialDeprecation` lies wholly below
-   ``deprecate_below``, so the chance of ever deprecating a memory whose rate is at
-   least that stays below ``deprecation_alpha`` (no V_min).
-3. ``suppress`` (status): likewise below ``theta_low`` (fixed: the paper's low-value
-   class; sequential: the confidence sequence below ``theta_low``).
+2. ``deprecate`` (status): with ``deprecation="sequential"`` (default), the namespace's
+   test of low worth rejects "its rate is at least ``deprecate_below``" (e-BH at
+   ``deprecation_alpha`` over every memory's beta-binomial mixture e-values,
+   :meth:`GovernancePolicy.worth_flags`: no V_min, the false discovery rate controlled
+   however often one looks); with ``"fixed"``, the paper's rule: evidence >=
+   ``min_evidence`` retrievals and worth below ``deprecate_below`` (note 004's 0.3).
+3. ``suppress`` (status): likewise at ``theta_low``. Neither is proposed while a memory
+   in alarm came with at least half of the memory's recent failures (explaining away:
+   those failures are that memory's).
 4. ``promote`` / ``demote`` (standing): note 003's decision rule, unless the memory is
    flagged for re-verification (a flag only a person clears).
 
@@ -475,14 +478,23 @@ class GovernancePolicy:
             found = make("re-verify", "; ".join(stale))
             if found:
                 return found
+        def protect(action: str, reason: str) -> Proposal | None:
+            """Suppress or deprecate, unless a memory in alarm came with at least half of its
+            recent failures (``OutcomeStream.window_explained_by``): those failures are that
+            memory's, so only the standing rule is left to apply."""
+            if stream is not None and stream.window_explained_by:
+                numbers["worth_explained_by"] = list(stream.window_explained_by)
+                return self._standing(counts, numbers, make, standing)
+            return make(action, reason)
+
         if self.deprecation == "sequential":
-            return self._sequential(counts, numbers, make, standing, worth_flag)
+            return self._sequential(counts, numbers, make, standing, worth_flag, protect)
         if counts.n >= self.min_evidence:
             deprecation = self.deprecation_rule().check(counts)
             if deprecation.action == "deprecate":
-                return make("deprecate", deprecation.reason)
+                return protect("deprecate", deprecation.reason)
             if self.taxonomy().classify(counts).value_class is ValueClass.LOW:
-                return make(
+                return protect(
                     "suppress",
                     f"low value: worth {worth:.3f} < theta_low {self.theta_low:g} with {counts.n:g} retrievals",
                 )
@@ -495,8 +507,10 @@ class GovernancePolicy:
         make: Callable[[str, str], Proposal | None],
         standing: str,
         flag: WorthFlag | None,
+        protect: Callable[[str, str], Proposal | None],
     ) -> Proposal | None:
-        """Deprecate / suppress when the namespace's e-BH test of low worth rejects, else standing."""
+        """Deprecate / suppress (through ``protect``) when the namespace's e-BH test of low
+        worth rejects, else standing."""
         flag = self.worth_flags([counts])[0] if flag is None else flag
         numbers["cs_lower"], numbers["cs_upper"] = round(flag.lower, 6), round(flag.upper, 6)
         numbers["suppress_evalue"], numbers["deprecate_evalue"] = flag.suppress_evalue, flag.deprecate_evalue
@@ -510,7 +524,7 @@ class GovernancePolicy:
                 f">= {theta:g} clears the e-BH bar {flag.level:.3g} (false discovery rate "
                 f"{self.deprecation_alpha:g} over {flag.tests} tests)"
             )
-            return make(flag.action, reason)
+            return protect(flag.action, reason)
         return self._standing(counts, numbers, make, standing)
 
     def _standing(

@@ -43,7 +43,7 @@ from memworth.logs.read import LogError, format_of
 if TYPE_CHECKING:
     from memworth.logs.score import ScoreSettings
 
-__all__ = ["ROW", "SOURCE", "read_files", "score", "session"]
+__all__ = ["ROW", "SOURCE", "number_rows", "read_files", "score", "score_files", "session"]
 
 SOURCE = "__file"
 """Column numbering the log a row came from (0: the first file; a bare DataFrame is log 0)."""
@@ -308,7 +308,7 @@ def _error(schema: Any, phase: int, exc: LogError, file: int | None = None) -> A
         "row": [exc.row],
         "err_phase": [phase],
         "err_column": [exc.column],
-        "err_reason": [exc.reason],
+        "err_reason": [exc.why],
         "err_label": [exc.file],
     }
     return pa.RecordBatch.from_pydict(values, schema=schema)
@@ -370,6 +370,11 @@ def _spark_type(kind: str) -> str:
 
 
 def score(df: Any, settings: ScoreSettings | None = None, *, labels: Sequence[str] | None = None) -> Any:
+    """Score every memory of a log held in a Spark DataFrame; see :func:`_score`."""
+    return _score(df, settings, labels).scored
+
+
+def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str] | None = None) -> _Run:
     """Score every memory of a log held in a Spark DataFrame; one row per memory, as a Spark DataFrame.
 
     Parameters
@@ -485,4 +490,30 @@ def score(df: Any, settings: ScoreSettings | None = None, *, labels: Sequence[st
         .applyInPandas(per_namespace, schema)
         .orderBy("namespace", "memory_id")
     )
-    return scored
+    return _Run(scored, items, clocks)
+
+
+@dataclass
+class _Run:
+    scored: Any
+    items: Any
+    clocks: Any
+
+
+def score_files(files: Sequence[str], settings: ScoreSettings, *, master: str | None = None) -> Any:
+    """``memworth score --engine spark``: read ``files`` with Spark, score them, collect the table.
+
+    Returns a :class:`memworth.logs.score.Scored` like the DuckDB engine's (its table a
+    pyarrow Table with the same columns). ``master``: the Spark master (``None``: the
+    session's own, e.g. from ``spark-submit``; ``local[*]`` when run as plain Python).
+    """
+    F = _spark()
+    from memworth.logs.score import Scored
+
+    spark = session(master)
+    df, labels = read_files(spark, files, settings.fmt)
+    run = _score(df, settings, labels)
+    table = run.scored.toArrow()
+    rows = int(run.items.count())
+    episodes = run.clocks.agg(F.sum("episodes")).collect()[0][0]
+    return Scored(table, list(files), [], rows, int(episodes or 0))

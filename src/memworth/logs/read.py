@@ -37,12 +37,15 @@ CREATE OR REPLACE TEMP TABLE incoming (
 
 
 class LogError(ValidationError):
-    """A log that cannot be read: names the file, the row (``None``: the whole file) and the column."""
+    """A log that cannot be read: names the file, the row (``None``: the whole file) and the column.
+
+    ``why`` is the reason alone (``reason`` also names the file and row).
+    """
 
     def __init__(self, file: str, row: int | None, column: str, reason: str) -> None:
         where = file if row is None else f"{file}, row {row}"
         super().__init__(column, f"{where}: {reason}")
-        self.file, self.row, self.column = file, row, column
+        self.file, self.row, self.column, self.why = file, row, column, reason
 
 
 def first_row(con: Any, sql: str, params: Sequence[Any] | None = None) -> Any:

@@ -225,7 +225,7 @@ def test_bad_input_is_refused_as_duckdb_refuses_it(spark, tmp_path, change, wher
     assert str(sp.value) == str(duck.value)
 
 
-def test_a_missing_column_is_refused_before_any_spark_job(spark, tmp_path) -> None:
+def test_a_missing_column_is_refused_before_scoring(spark, tmp_path) -> None:
     from memworth.spark import read_files, score
 
     path = tmp_path / "log.parquet"
@@ -251,13 +251,14 @@ def test_cli_engine_spark_writes_what_duckdb_writes(spark, tmp_path, capsys) -> 
 
 
 @pytest.mark.slow
-def test_spark_on_a_store_export_equals_the_store_and_its_replay(spark, tmp_path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_spark_on_a_store_export_equals_the_store_and_its_replay(spark, tmp_path, backend) -> None:
     from memworth.logs.store_io import export_log
     from memworth.spark import read_files, score
     from tests.store.conftest import drop, url_for
     from tests.test_logs_store import busy_store
 
-    store = busy_store(url_for("sqlite", tmp_path))
+    store = busy_store(url_for(backend, tmp_path))
     try:
         path = tmp_path / "log.parquet"
         export_log(store.backend, path, "parquet")

@@ -370,11 +370,6 @@ def _spark_type(kind: str) -> str:
 
 
 def score(df: Any, settings: ScoreSettings | None = None, *, labels: Sequence[str] | None = None) -> Any:
-    """Score every memory of a log held in a Spark DataFrame; see :func:`_score`."""
-    return _score(df, settings, labels).scored
-
-
-def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str] | None = None) -> _Run:
     """Score every memory of a log held in a Spark DataFrame; one row per memory, as a Spark DataFrame.
 
     Parameters
@@ -394,7 +389,8 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
     -------
     pyspark.sql.DataFrame
         The DuckDB engine's columns (:data:`memworth.logs.score.COLUMNS_OUT`), sorted by
-        namespace and memory id.
+        namespace and memory id. It is lazy; the checked rows it reads from stay cached
+        (``persist``) until ``spark.catalog.clearCache()``.
 
     Raises
     ------
@@ -403,6 +399,11 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
     ValidationError
         Settings out of range (credit scheme, ``w_min``, half-life, level).
     """
+    return _score(df, settings, labels).scored
+
+
+def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str] | None = None) -> _Run:
+    """The run behind :func:`score`: the scored DataFrame and the intermediate ones :func:`score_files` reads."""
     F = _spark()
     from pyspark.sql import Window
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -490,7 +491,7 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
         .applyInPandas(per_namespace, schema)
         .orderBy("namespace", "memory_id")
     )
-    return _Run(scored, items, clocks)
+    return _Run(scored, items, clocks, checked)
 
 
 @dataclass
@@ -498,6 +499,7 @@ class _Run:
     scored: Any
     items: Any
     clocks: Any
+    checked: Any  # the checked, credited rows, cached (persist) for the stages that read them
 
 
 def score_files(files: Sequence[str], settings: ScoreSettings, *, master: str | None = None) -> Any:
@@ -513,7 +515,10 @@ def score_files(files: Sequence[str], settings: ScoreSettings, *, master: str | 
     spark = session(master)
     df, labels = read_files(spark, files, settings.fmt)
     run = _score(df, settings, labels)
-    table = run.scored.toArrow()
-    rows = int(run.items.count())
-    episodes = run.clocks.agg(F.sum("episodes")).collect()[0][0]
+    try:
+        table = run.scored.toArrow()
+        rows = int(run.items.count())
+        episodes = run.clocks.agg(F.sum("episodes")).collect()[0][0]
+    finally:
+        run.checked.unpersist()
     return Scored(table, list(files), [], rows, int(episodes or 0))

@@ -16,6 +16,8 @@ row per memory with exactly the columns of the DuckDB engine
    namespace (a window by namespace over one row per episode), and the per-memory sums
    (hits+, hits-, retrievals and their decayed forms) are ``groupBy(namespace,
    memory_id)`` sums, as the DuckDB SQL computes them.
+   The window test's counts (each memory's last ``staleness_window`` retrievals) are
+   the DuckDB engine's SQL text (:data:`memworth.logs.streams.RECENT_SQL`) run by Spark SQL.
 3. **By namespace** (``groupBy("namespace").cogroup(...).applyInPandas``): the sequential
    parts (CUSUM with explaining away and e-BH, the e-BH test of low worth, the
    proposal) and every column read from the sums come from
@@ -342,7 +344,9 @@ class _Scorer:
     def __call__(self, counts: Any, items: Any) -> Any:
         import pandas as pd
 
+        from memworth.counts import Counts
         from memworth.logs.score import COLUMNS_OUT, COUNT_COLUMNS, score_namespace
+        from memworth.logs.streams import streams_of
 
         if counts.shape[0] == 0:
             return pd.DataFrame({name: [] for name, _ in COLUMNS_OUT})
@@ -351,7 +355,15 @@ class _Scorer:
         arrays = {"memory_id": counts["memory_id"].to_numpy(dtype=object)} | {
             c: counts[c].to_numpy(dtype=float) for c in COUNT_COLUMNS
         }
-        got = score_namespace(self.settings, namespace, arrays, _rows_of(items))
+        recent = {
+            str(m): Counts(float(a), float(b), float(c))
+            for m, a, b, c in zip(
+                counts["memory_id"], counts["recent_success"], counts["recent_failure"], counts["recent_n"], strict=True
+            )
+        }
+        policy = self.settings.policy
+        rows = _rows_of(items) if policy.change_detection else None
+        got = score_namespace(self.settings, namespace, arrays, streams_of(rows, policy, recent))
         frame = pd.DataFrame({name: list(got[name]) for name, _ in COLUMNS_OUT if name != "change_point"})
         point = np.asarray(got["change_point"], dtype=np.int64)
         frame.insert(
@@ -409,6 +421,7 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from memworth.logs.score import COLUMNS_OUT, ScoreSettings
+    from memworth.logs.streams import RECENT_SQL
 
     settings = settings if settings is not None else ScoreSettings()
     settings.counting.validate()
@@ -474,6 +487,12 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
         F.coalesce(F.sum(F.when(~ok, mass * decay)), F.lit(0.0)).alias("decayed_failure"),
         F.sum(decay).alias("decayed_n"),
     )
+    # The window test's counts: the DuckDB engine's SQL text, run by Spark SQL.
+    recent = spark.sql(
+        RECENT_SQL.format(log="{log}", window=int(settings.policy.staleness_window)),
+        log=joined.select("namespace", "pos", "memory_id", "credit", "confidence", "success"),
+    )
+    counts = counts.join(recent, ["namespace", "memory_id"], "left")
     # Fresh column ids: both sides of the cogroup come from ``joined``, which Spark would call ambiguous.
     log = joined.select(
         *(F.col(c).alias(c) for c in ("namespace", "pos", "memory_id", "credit", "success", "confidence", "context"))

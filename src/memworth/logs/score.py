@@ -29,7 +29,7 @@ from memworth.logs.format import ColumnMap
 from memworth.logs.progress import bar as progress_bar
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
-from memworth.logs.streams import NamespaceRows, namespace_rows, streams_of
+from memworth.logs.streams import Streams, namespace_streams
 
 __all__ = [
     "COLUMNS_OUT",
@@ -180,7 +180,7 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
         counts = {"memory_id": np.asarray(got["memory_id"], dtype=object)} | {
             c: np.asarray(got[c], dtype=float) for c in COUNT_COLUMNS
         }
-        parts.append(score_namespace(settings, ns, counts, namespace_rows(con, ns)))
+        parts.append(score_namespace(settings, ns, counts, namespace_streams(con, ns, settings.policy)))
         bar.update(counts["memory_id"].size)
     bar.close()
     return to_arrow(parts)
@@ -203,9 +203,9 @@ def to_arrow(parts: Sequence[dict[str, Any]]) -> Any:
 
 
 def score_namespace(
-    settings: ScoreSettings, namespace: str, counts: dict[str, np.ndarray], rows: NamespaceRows
+    settings: ScoreSettings, namespace: str, counts: dict[str, np.ndarray], found: Streams
 ) -> dict[str, Any]:
-    """Every result column of one namespace's memories, from their sums and the namespace's log.
+    """Every result column of one namespace's memories, from their sums and the namespace's streams.
 
     This is the one place a scored row is made, whichever engine did the sums: DuckDB
     (:func:`score_state`) and Spark (:func:`memworth.spark.score`, one call per namespace
@@ -219,8 +219,9 @@ def score_namespace(
         The namespace's name.
     counts
         ``memory_id`` and the sums :data:`COUNT_COLUMNS`, one entry per memory, sorted by id.
-    rows
-        The namespace's items and episodes in time order (:class:`NamespaceRows`).
+    found
+        The namespace's window counts, outcome streams and CUSUM state
+        (:func:`memworth.logs.streams.streams_of`).
 
     Returns
     -------
@@ -268,7 +269,6 @@ def score_namespace(
     rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
     seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
-    found = streams_of(rows, policy)
     where = {mid: i for i, mid in enumerate(found.ids)}
     counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
     worth_flags = policy.worth_flags(counted)  # e-BH over the namespace

@@ -6,8 +6,8 @@ confidence, against the success rate of all the namespace's episodes before it
 (:func:`memworth.change.reference_rates`), with every memory's CUSUM run at once, the
 alarms that stand after e-BH across the namespace and the co-retrieved memories that
 explain an alarm: the store's own function, :func:`memworth.streams.namespace_streams`,
-reads the episodes. The window test's counts are each memory's last
-``staleness_window`` retrievals.
+reads the episodes. The window test's counts (each memory's last
+``staleness_window`` retrievals) are SQL sums (:data:`RECENT_SQL`, run by both engines).
 
 :func:`streams_of` works on one namespace's rows as arrays, whichever engine gathered
 them (DuckDB here, Spark in :mod:`memworth.spark`); :func:`namespace_rows` fetches
@@ -26,7 +26,15 @@ from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
 from memworth.streams import namespace_streams as namespace_streams_of
 
-__all__ = ["NamespaceRows", "Streams", "namespace_rows", "namespace_streams", "recent_counts", "streams_of"]
+__all__ = [
+    "RECENT_SQL",
+    "NamespaceRows",
+    "Streams",
+    "namespace_rows",
+    "namespace_streams",
+    "recent_counts",
+    "streams_of",
+]
 
 
 @dataclass
@@ -57,33 +65,36 @@ class NamespaceRows:
     context: list[str | None]
 
 
-def recent_counts(rows: NamespaceRows, window: int) -> dict[str, Counts]:
-    """Each memory's counts over its last ``window`` retrievals (what the store's ``recent_counts`` gives)."""
-    if rows.pos.size == 0:
-        return {}
-    ids, code = np.unique(rows.memory_id.astype(str), return_inverse=True)
-    order = np.lexsort((-rows.pos, code))  # by memory, latest retrieval first
-    sorted_code = code[order]
-    starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
-    back = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
-    keep = order[back < window]
-    mass = rows.credit[keep] * rows.confidence[rows.pos[keep] - 1]
-    ok = rows.success[rows.pos[keep] - 1]
-    size = ids.size
-    success = np.bincount(code[keep], weights=np.where(ok, mass, 0.0), minlength=size)
-    failure = np.bincount(code[keep], weights=np.where(ok, 0.0, mass), minlength=size)
-    n = np.bincount(code[keep], minlength=size)
-    return {str(m): Counts(float(s), float(f), float(c)) for m, s, f, c in zip(ids, success, failure, n, strict=True)}
+RECENT_SQL = """
+SELECT namespace, memory_id,
+       coalesce(sum(mass) FILTER (WHERE success), 0) AS recent_success,
+       coalesce(sum(mass) FILTER (WHERE NOT success), 0) AS recent_failure,
+       count(*) AS recent_n
+FROM (SELECT namespace, memory_id, credit * confidence AS mass, success,
+             row_number() OVER (PARTITION BY namespace, memory_id ORDER BY pos DESC) AS back
+      FROM {log})
+WHERE back <= {window} GROUP BY namespace, memory_id
+"""
+"""Each memory's counts over its last ``window`` retrievals (what the store's ``recent_counts``
+gives), from ``log`` (namespace, pos, memory_id, credit, confidence, success per item). The
+same SQL runs in DuckDB (:func:`recent_counts`) and in Spark (:mod:`memworth.spark`)."""
 
 
-def streams_of(rows: NamespaceRows, policy: GovernancePolicy) -> Streams:
-    """Streams, window counts and CUSUM state of every memory of one namespace's rows.
+def recent_counts(con: Any, namespace: str, window: int) -> dict[str, Counts]:
+    """Each memory of ``namespace``'s counts over its last ``window`` retrievals (:data:`RECENT_SQL`)."""
+    log = """(SELECT i.namespace, i.pos, i.memory_id, i.credit, e.confidence, e.success
+              FROM items i JOIN episodes e ON e.namespace = i.namespace AND e.pos = i.pos WHERE i.namespace = $ns)"""
+    rows = con.execute(RECENT_SQL.format(log=log, window=int(window)), {"ns": namespace}).fetchall()
+    return {str(mid): Counts(float(s), float(f), float(n)) for _, mid, s, f, n in rows}
 
-    Without ``policy.change_detection`` only the window counts are computed (the store
-    reads no streams then either).
+
+def streams_of(rows: NamespaceRows | None, policy: GovernancePolicy, recent: dict[str, Counts]) -> Streams:
+    """Streams and CUSUM state of every memory of one namespace's rows, with its window counts ``recent``.
+
+    Without ``policy.change_detection`` no streams are built (the store reads none then
+    either) and ``rows`` may be ``None``.
     """
-    recent = recent_counts(rows, policy.staleness_window)
-    if not policy.change_detection:
+    if not policy.change_detection or rows is None:
         return Streams(sorted(recent), {}, recent, None, {})
     names = rows.memory_id.astype(str)
     uniq, inv = np.unique(names, return_inverse=True)
@@ -122,5 +133,10 @@ def namespace_rows(con: Any, namespace: str) -> NamespaceRows:
 
 
 def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Streams:
-    """Streams, window counts and CUSUM state of every memory of ``namespace`` in the state tables of ``con``."""
-    return streams_of(namespace_rows(con, namespace), policy)
+    """Streams, window counts and CUSUM state of every memory of ``namespace`` in the state tables of ``con``.
+
+    The item log is read into memory only with change detection on.
+    """
+    recent = recent_counts(con, namespace, policy.staleness_window)
+    rows = namespace_rows(con, namespace) if policy.change_detection else None
+    return streams_of(rows, policy, recent)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memworth.errors import MemworthError
+from memworth.errors import MemworthError, ValidationError
 
 __all__ = ["export_command", "register"]
 
@@ -46,11 +46,20 @@ def register(commands: Any) -> None:
     p = commands.add_parser(
         "score",
         help="worth, intervals, class, change alarm and proposal of every memory in retrieval logs",
-        description="Score every memory in retrieval logs with DuckDB: counts, worth, intervals, class, "
+        description="Score every memory in retrieval logs with DuckDB (or Spark): counts, worth, intervals, class, "
         "change alarm, sequential deprecation and the proposal with its reason.",
     )
     _reading_args(p)
-    p.add_argument("--engine", choices=["duckdb"], default="duckdb", help="where the sums run (default duckdb)")
+    p.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="where the sums run: duckdb (embedded, default) or spark (pip install 'memworth[spark]')",
+    )
+    p.add_argument(
+        "--spark-master",
+        help="Spark master for --engine spark, e.g. local[2] or spark://host:7077 (default: spark-submit's, else local[*])",
+    )
     p.add_argument("--out", type=Path, help="directory for worth.parquet, worth.csv and report.png")
     p.add_argument("--state", type=Path, help="state file: keeps counts and the episode log; reads only new files")
     p.add_argument(
@@ -106,7 +115,21 @@ def _score(args: argparse.Namespace) -> int:
     from memworth.logs.score import score_files
 
     progress = not args.quiet and sys.stderr.isatty()
-    scored = score_files(args.logs, settings, state=args.state, progress=progress, memory_limit=args.memory_limit)
+    if args.engine == "spark":
+        for flag, given in (("state", args.state), ("memory_limit", args.memory_limit)):
+            if given is not None:
+                raise ValidationError(
+                    flag,
+                    f"--{flag.replace('_', '-')} is for --engine duckdb only; --engine spark scores the given logs "
+                    "from scratch and Spark manages its own memory",
+                )
+        from memworth.spark import score_files as score_on_spark
+
+        scored = score_on_spark(args.logs, settings, master=args.spark_master)
+    else:
+        if args.spark_master is not None:
+            raise ValidationError("spark_master", "--spark-master is for --engine spark only")
+        scored = score_files(args.logs, settings, state=args.state, progress=progress, memory_limit=args.memory_limit)
     written: list[Path] = []
     if args.out is not None:
         written = write_tables(scored.table, args.out)

@@ -15,7 +15,7 @@ from memworth.errors import ValidationError
 from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
 from memworth.logs.progress import bar as progress_bar
 
-__all__ = ["FORMATS", "LogError", "first_row", "format_of", "read_logs"]
+__all__ = ["FORMATS", "INCOMING", "LogError", "check_episodes", "first_row", "format_of", "insert_checked", "read_logs"]
 
 FORMATS = ("parquet", "jsonl", "csv")
 
@@ -37,12 +37,15 @@ CREATE OR REPLACE TEMP TABLE incoming (
 
 
 class LogError(ValidationError):
-    """A log that cannot be read: names the file, the row (``None``: the whole file) and the column."""
+    """A log that cannot be read: names the file, the row (``None``: the whole file) and the column.
+
+    ``why`` is the reason alone (``reason`` also names the file and row).
+    """
 
     def __init__(self, file: str, row: int | None, column: str, reason: str) -> None:
         where = file if row is None else f"{file}, row {row}"
         super().__init__(column, f"{where}: {reason}")
-        self.file, self.row, self.column = file, row, column
+        self.file, self.row, self.column, self.why = file, row, column, reason
 
 
 def first_row(con: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
@@ -103,7 +106,7 @@ def read_logs(
         _read_one(con, path, format_of(path, fmt), columns, needs, first_file + offset)
         bar.update(1)
     bar.close()
-    _check_episodes(con, list(files), first_file)
+    check_episodes(con, list(files), first_file)
     return int(first_row(con, "SELECT count(*) FROM incoming")[0])
 
 
@@ -118,6 +121,33 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
     except duckdb.Error as exc:
         raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
     types = {row[0]: str(row[1]).upper() for row in described}
+    if fmt == "parquet":  # the row's own number in the file, whatever order the scan runs in
+        source = f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
+    else:  # text formats are read in order (DuckDB keeps insertion order)
+        source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
+    insert_checked(con, path, f"as {fmt}", source, types, columns, needs, number)
+
+
+def insert_checked(
+    con: Any,
+    path: str,
+    what: str,
+    source: str,
+    types: dict[str, str],
+    columns: ColumnMap,
+    needs: Sequence[str],
+    number: int,
+) -> None:
+    """Check every value of ``source`` and insert its rows, in the format's columns, into ``incoming``.
+
+    This is the one place a log's columns are mapped and its values checked; the DuckDB
+    reader calls it on a scanned file, the Spark engine (:mod:`memworth.spark`) on each
+    partition of a DataFrame. ``source`` is a DuckDB relation with the log's columns
+    (``types``: name -> DuckDB type) plus ``__row``, the row's number; ``path`` names
+    the log in errors and ``what`` says how it was read (``"as parquet"``).
+    """
+    import duckdb
+
     exprs: dict[str, str] = {}
     checks: list[tuple[str, str, str, str]] = []  # (format column, bad-row condition, raw expression, reason)
     for col in COLUMNS:
@@ -178,16 +208,12 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
                 )
             )
         exprs[col.name] = value
-    if fmt == "parquet":  # the row's own number in the file, whatever order the scan runs in
-        source = f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
-    else:  # text formats are read in order (DuckDB keeps insertion order)
-        source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
     if checks:
         firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
         try:
             found = first_row(con, f"SELECT {firsts} FROM {source}")
         except duckdb.Error as exc:
-            raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
+            raise LogError(path, None, "file", f"cannot read it {what}: {str(exc).splitlines()[0]}") from None
         bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
         if bad:
             row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
@@ -202,7 +228,7 @@ def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence
     con.execute(f"INSERT INTO incoming SELECT {select} FROM {source}")
 
 
-def _check_episodes(con: Any, files: list[str], first_file: int) -> None:
+def check_episodes(con: Any, files: list[str], first_file: int) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
 
     One aggregate pass says whether anything is wrong; only then do window queries find

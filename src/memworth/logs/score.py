@@ -29,9 +29,18 @@ from memworth.logs.format import ColumnMap
 from memworth.logs.progress import bar as progress_bar
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
-from memworth.logs.streams import namespace_streams
+from memworth.logs.streams import Streams, namespace_streams
 
-__all__ = ["ScoreSettings", "Scored", "score_files", "score_state"]
+__all__ = [
+    "COLUMNS_OUT",
+    "COUNT_COLUMNS",
+    "ScoreSettings",
+    "Scored",
+    "score_files",
+    "score_namespace",
+    "score_state",
+    "to_arrow",
+]
 
 
 @dataclass(frozen=True)
@@ -125,25 +134,114 @@ def score_files(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+COLUMNS_OUT: tuple[tuple[str, str], ...] = (
+    ("namespace", "string"),
+    ("memory_id", "string"),
+    ("success", "double"),
+    ("failure", "double"),
+    ("n", "double"),
+    ("evidence", "double"),
+    ("worth", "double"),
+    ("beta_lower", "double"),
+    ("beta_upper", "double"),
+    ("wilson_lower", "double"),
+    ("wilson_upper", "double"),
+    ("decayed_success", "double"),
+    ("decayed_failure", "double"),
+    ("decayed_n", "double"),
+    ("decayed_worth", "double"),
+    ("value_class", "string"),
+    ("change_statistic", "double"),
+    ("change_alarm", "bool"),
+    ("change_point", "int64"),
+    ("change_held_by", "string"),
+    ("sequential_lower", "double"),
+    ("sequential_upper", "double"),
+    ("sequential_deprecate", "bool"),
+    ("action", "string"),
+    ("proposed", "string"),
+    ("reason", "string"),
+)
+"""The columns of a scored table, in order, with their types (``change_point`` and the text
+columns after ``value_class`` may be null). Both engines give exactly these."""
+
+COUNT_COLUMNS = ("success", "failure", "n", "decayed_success", "decayed_failure", "decayed_n")
+"""The per-memory sums an engine hands to :func:`score_namespace`."""
+
+
 def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) -> Any:
     """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory)."""
+    namespaces = [str(r[0]) for r in con.execute("SELECT DISTINCT namespace FROM counts ORDER BY namespace").fetchall()]
+    total = int(con.execute("SELECT count(*) FROM counts").fetchall()[0][0])
+    bar = progress_bar(total, "proposals", progress)
+    parts: list[dict[str, Any]] = []
+    for ns in namespaces:
+        got = con.execute("SELECT * FROM counts WHERE namespace = ? ORDER BY memory_id", [ns]).fetchnumpy()
+        counts = {"memory_id": np.asarray(got["memory_id"], dtype=object)} | {
+            c: np.asarray(got[c], dtype=float) for c in COUNT_COLUMNS
+        }
+        parts.append(score_namespace(settings, ns, counts, namespace_streams(con, ns, settings.policy)))
+        bar.update(counts["memory_id"].size)
+    bar.close()
+    return to_arrow(parts)
+
+
+def to_arrow(parts: Sequence[dict[str, Any]]) -> Any:
+    """The scored table (pyarrow) from :func:`score_namespace`'s parts, in the order given."""
     import pyarrow as pa
 
+    kinds = {"string": pa.string(), "double": pa.float64(), "bool": pa.bool_(), "int64": pa.int64()}
+    columns: dict[str, Any] = {}
+    for name, kind in COLUMNS_OUT:
+        values = [v for part in parts for v in list(part[name])]
+        if name == "change_point":
+            arr = np.asarray(values, dtype=np.int64)
+            columns[name] = pa.array(arr, type=pa.int64(), mask=arr < 0)
+        else:
+            columns[name] = pa.array(values, type=kinds[kind])
+    return pa.table(columns)
+
+
+def score_namespace(
+    settings: ScoreSettings, namespace: str, counts: dict[str, np.ndarray], found: Streams
+) -> dict[str, Any]:
+    """Every result column of one namespace's memories, from their sums and the namespace's streams.
+
+    This is the one place a scored row is made, whichever engine did the sums: DuckDB
+    (:func:`score_state`) and Spark (:func:`memworth.spark.score`, one call per namespace
+    in ``applyInPandas``) both call it.
+
+    Parameters
+    ----------
+    settings
+        The run's settings (governance policy, interval level, half-life).
+    namespace
+        The namespace's name.
+    counts
+        ``memory_id`` and the sums :data:`COUNT_COLUMNS`, one entry per memory, sorted by id.
+    found
+        The namespace's window counts, outcome streams and CUSUM state
+        (:func:`memworth.logs.streams.streams_of`).
+
+    Returns
+    -------
+    dict
+        One array or list per column of :data:`COLUMNS_OUT`; ``change_point`` is -1 where
+        no change point was found (null in the table).
+    """
     policy = settings.policy
-    got = con.execute("SELECT * FROM counts ORDER BY namespace, memory_id").fetchnumpy()
-    namespace = np.asarray(got["namespace"], dtype=object)
-    memory = np.asarray(got["memory_id"], dtype=object)
-    table = CountsTable(*(np.asarray(got[c], dtype=float) for c in ("success", "failure", "n")))
+    memory = np.asarray(counts["memory_id"], dtype=object).astype(str)
+    table = CountsTable(*(np.asarray(counts[c], dtype=float) for c in ("success", "failure", "n")))
     decayed = CountsTable(
-        *(np.asarray(got[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n"))
+        *(np.asarray(counts[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n"))
     )
     beta_lo, beta_hi = BetaBound(level=settings.level).interval(table)
     z = float(_normal_quantile(settings.level))
     wilson_lo, wilson_hi = WilsonBound(z=z).interval(table)
     size = memory.size
     columns: dict[str, Any] = {
-        "namespace": namespace.astype(str),
-        "memory_id": memory.astype(str),
+        "namespace": [namespace] * size,
+        "memory_id": memory,
         "success": table.success,
         "failure": table.failure,
         "n": table.n,
@@ -171,40 +269,34 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
     rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
     seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
-    bar = progress_bar(size, "proposals", progress)
-    for ns in sorted(set(columns["namespace"].tolist())):
-        found = namespace_streams(con, ns, policy)
-        where = {mid: i for i, mid in enumerate(found.ids)}
-        in_ns = np.flatnonzero(columns["namespace"] == ns).tolist()
-        counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in in_ns]
-        worth_flags = dict(zip(in_ns, policy.worth_flags(counted), strict=True))  # e-BH over the namespace
-        for row, counts in zip(in_ns, counted, strict=True):
-            mid = columns["memory_id"][row]
-            seq_dep[row] = worth_flags[row].action == "deprecate"
-            if found.state is not None and mid in where:
-                m = where[mid]
-                stat[row] = float(found.state.statistic[m])
-                alarm[row] = mid in found.held
-                change_point[row] = int(found.state.since[m])
-                if found.held.get(mid):
-                    held_by[row] = " ".join(found.held[mid])
-            p = policy.propose(
-                mid,
-                counts,
-                "active",
-                "normal",
-                found.recent.get(mid),
-                stream=found.streams.get(mid),
-                worth_flag=worth_flags[row],
-            )
-            if p is not None:
-                action[row], proposed[row], reason[row] = p.action, p.new, p.reason
-            bar.update(1)
-    bar.close()
+    where = {mid: i for i, mid in enumerate(found.ids)}
+    counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
+    worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
+    for row, counts_row in enumerate(counted):
+        mid = str(memory[row])
+        seq_dep[row] = worth_flags[row].action == "deprecate"
+        if found.state is not None and mid in where:
+            m = where[mid]
+            stat[row] = float(found.state.statistic[m])
+            alarm[row] = mid in found.held
+            change_point[row] = int(found.state.since[m])
+            if found.held.get(mid):
+                held_by[row] = " ".join(found.held[mid])
+        p = policy.propose(
+            mid,
+            counts_row,
+            "active",
+            "normal",
+            found.recent.get(mid),
+            stream=found.streams.get(mid),
+            worth_flag=worth_flags[row],
+        )
+        if p is not None:
+            action[row], proposed[row], reason[row] = p.action, p.new, p.reason
     columns |= {
         "change_statistic": stat,
         "change_alarm": alarm,
-        "change_point": pa.array(change_point, mask=change_point < 0),
+        "change_point": change_point,
         "change_held_by": held_by,
         "sequential_lower": seq_lo,
         "sequential_upper": seq_hi,
@@ -213,7 +305,7 @@ def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) ->
         "proposed": proposed,
         "reason": reason,
     }
-    return pa.table(columns)
+    return columns
 
 
 def _normal_quantile(level: float) -> float:

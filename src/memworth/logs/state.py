@@ -24,7 +24,7 @@ from memworth.decay import decay_factor
 from memworth.errors import ValidationError
 from memworth.logs.read import LogError, first_row
 
-__all__ = ["CREDITS", "Counting", "create_tables", "ingest", "new_files"]
+__all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new_files", "split_credit"]
 
 CREDITS = ("uniform", "score", "given")
 
@@ -236,31 +236,18 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
         base.format(credit=f"i.{counting.column}") + " ORDER BY e.namespace, e.pos, i.file, i.row"
     ).to_arrow_table()
     values = rows.column("credit").to_numpy(zero_copy_only=False).astype(float)
-    missing = np.flatnonzero(np.isnan(values))
-    if missing.size:
-        first = int(missing[0])
-        raise LogError(
-            files[rows.column("file")[first].as_py()],
-            int(rows.column("row")[first].as_py()),
-            counting.column,
-            f"is empty; --credit {counting.credit} needs a {counting.column} on every row",
-        )
     ns = rows.column("namespace").to_numpy(zero_copy_only=False)
     pos = rows.column("pos").to_numpy()
     starts = np.flatnonzero(np.r_[True, (pos[1:] != pos[:-1]) | (ns[1:] != ns[:-1])])
-    sizes = np.diff(np.r_[starts, pos.size])
-    credit = np.empty(pos.size)
-    for k in np.unique(sizes):  # episodes of k items at once, as one matrix
-        first = starts[sizes == k]
-        idx = first[:, None] + np.arange(k)[None, :]
-        try:
-            credit[idx] = normalise_rows(values[idx], w_min=counting.w_min, field=counting.column)
-        except ValidationError as exc:
-            zero = first[values[idx].sum(axis=1) <= 0]
-            at = int(zero[0]) if zero.size else int(first[0])
-            raise LogError(
-                files[rows.column("file")[at].as_py()], int(rows.column("row")[at].as_py()), counting.column, exc.reason
-            ) from None
+    try:
+        credit = split_credit(values, starts, counting)
+    except CreditError as exc:
+        raise LogError(
+            files[rows.column("file")[exc.at].as_py()],
+            int(rows.column("row")[exc.at].as_py()),
+            counting.column,
+            exc.reason,
+        ) from None
     table = pa.table(
         {
             "namespace": rows.column("namespace"),
@@ -272,3 +259,45 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
     con.register("credited", table)
     con.execute("CREATE OR REPLACE TEMP TABLE new_items AS SELECT * FROM credited")
     con.unregister("credited")
+
+
+class CreditError(ValueError):
+    """An item whose episode's credit cannot be split: ``at`` is its index, ``reason`` says why."""
+
+    def __init__(self, at: int, reason: str) -> None:
+        super().__init__(reason)
+        self.at, self.reason = at, reason
+
+
+def split_credit(values: np.ndarray, starts: np.ndarray, counting: Counting) -> np.ndarray:
+    """Each item's credit: its episode's ``values`` (scores or weights) split by ``normalise_rows``.
+
+    Both engines call this (DuckDB in :func:`ingest`, Spark per partition). ``values``
+    has one entry per item, the items of an episode side by side; ``starts`` is the
+    index of each episode's first item. Under uniform credit it is ``1/k``.
+
+    Raises
+    ------
+    CreditError
+        An item has no value (NaN) or its episode's values cannot be split (sum to zero);
+        ``at`` is the item's index.
+    """
+    sizes = np.diff(np.r_[starts, values.size])
+    if counting.column is None:
+        return np.repeat(1.0 / sizes, sizes)
+    missing = np.flatnonzero(np.isnan(values))
+    if missing.size:
+        raise CreditError(
+            int(missing[0]), f"is empty; --credit {counting.credit} needs a {counting.column} on every row"
+        )
+    credit = np.empty(values.size)
+    for k in np.unique(sizes):  # episodes of k items at once, as one matrix
+        first = starts[sizes == k]
+        idx = first[:, None] + np.arange(k)[None, :]
+        try:
+            credit[idx] = normalise_rows(values[idx], w_min=counting.w_min, field=counting.column)
+        except ValidationError as exc:
+            zero = first[values[idx].sum(axis=1) <= 0]
+            at = int(zero[0]) if zero.size else int(first[0])
+            raise CreditError(at, exc.reason) from None
+    return credit

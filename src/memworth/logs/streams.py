@@ -6,8 +6,12 @@ confidence, against the success rate of all the namespace's episodes before it
 (:func:`memworth.change.reference_rates`), with every memory's CUSUM run at once, the
 alarms that stand after e-BH across the namespace and the co-retrieved memories that
 explain an alarm: the store's own function, :func:`memworth.streams.namespace_streams`,
-reads the episodes this module fetches. The window test's counts (each memory's last
-``staleness_window`` retrievals) are SQL sums.
+reads the episodes. The window test's counts (each memory's last
+``staleness_window`` retrievals) are SQL sums (:data:`RECENT_SQL`, run by both engines).
+
+:func:`streams_of` works on one namespace's rows as arrays, whichever engine gathered
+them (DuckDB here, Spark in :mod:`memworth.spark`); :func:`namespace_rows` fetches
+those arrays from the DuckDB state tables.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
 from memworth.streams import namespace_streams as namespace_streams_of
 
-__all__ = ["Streams", "namespace_streams", "recent_counts"]
+__all__ = [
+    "RECENT_SQL",
+    "NamespaceRows",
+    "Streams",
+    "namespace_rows",
+    "namespace_streams",
+    "recent_counts",
+    "streams_of",
+]
 
 
 @dataclass
@@ -36,52 +48,95 @@ class Streams:
     held: dict[str, tuple[str, ...]]
 
 
+@dataclass
+class NamespaceRows:
+    """One namespace's log as arrays: its items and its episodes in time order.
+
+    ``pos``, ``memory_id`` and ``credit`` have one entry per retrieved item; ``pos`` is
+    the item's episode, numbered 1, 2, ... in time order. ``success``, ``confidence`` and
+    ``context`` have one entry per episode (entry ``p - 1`` for episode ``p``).
+    """
+
+    pos: np.ndarray
+    memory_id: np.ndarray
+    credit: np.ndarray
+    success: np.ndarray
+    confidence: np.ndarray
+    context: list[str | None]
+
+
+RECENT_SQL = """
+SELECT namespace, memory_id,
+       coalesce(sum(mass) FILTER (WHERE success), 0) AS recent_success,
+       coalesce(sum(mass) FILTER (WHERE NOT success), 0) AS recent_failure,
+       count(*) AS recent_n
+FROM (SELECT namespace, memory_id, credit * confidence AS mass, success,
+             row_number() OVER (PARTITION BY namespace, memory_id ORDER BY pos DESC) AS back
+      FROM {log})
+WHERE back <= {window} GROUP BY namespace, memory_id
+"""
+"""Each memory's counts over its last ``window`` retrievals (what the store's ``recent_counts``
+gives), from ``log`` (namespace, pos, memory_id, credit, confidence, success per item). The
+same SQL runs in DuckDB (:func:`recent_counts`) and in Spark (:mod:`memworth.spark`)."""
+
+
 def recent_counts(con: Any, namespace: str, window: int) -> dict[str, Counts]:
-    """Each memory's counts over its last ``window`` retrievals (what the store's ``recent_counts`` gives)."""
-    rows = con.execute(
-        """
-        SELECT memory_id, coalesce(sum(mass) FILTER (WHERE success), 0), coalesce(sum(mass) FILTER (WHERE NOT success), 0),
-               count(*)
-        FROM (SELECT i.memory_id, i.credit * e.confidence AS mass, e.success,
-                     row_number() OVER (PARTITION BY i.memory_id ORDER BY i.pos DESC) AS back
-              FROM items i JOIN episodes e ON e.namespace = i.namespace AND e.pos = i.pos
-              WHERE i.namespace = ?)
-        WHERE back <= ? GROUP BY memory_id
-        """,
-        [namespace, window],
-    ).fetchall()
-    return {str(mid): Counts(float(s), float(f), float(n)) for mid, s, f, n in rows}
+    """Each memory of ``namespace``'s counts over its last ``window`` retrievals (:data:`RECENT_SQL`)."""
+    log = """(SELECT i.namespace, i.pos, i.memory_id, i.credit, e.confidence, e.success
+              FROM items i JOIN episodes e ON e.namespace = i.namespace AND e.pos = i.pos WHERE i.namespace = $ns)"""
+    rows = con.execute(RECENT_SQL.format(log=log, window=int(window)), {"ns": namespace}).fetchall()
+    return {str(mid): Counts(float(s), float(f), float(n)) for _, mid, s, f, n in rows}
+
+
+def streams_of(rows: NamespaceRows | None, policy: GovernancePolicy, recent: dict[str, Counts]) -> Streams:
+    """Streams and CUSUM state of every memory of one namespace's rows, with its window counts ``recent``.
+
+    Without ``policy.change_detection`` no streams are built (the store reads none then
+    either) and ``rows`` may be ``None``.
+    """
+    if not policy.change_detection or rows is None:
+        return Streams(sorted(recent), {}, recent, None, {})
+    names = rows.memory_id.astype(str)
+    uniq, inv = np.unique(names, return_inverse=True)
+    first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inv, rows.pos.astype(np.int64))
+    by_first = np.lexsort((uniq, first))  # memories numbered by first retrieval, ties by id
+    code_of = np.empty(uniq.size, dtype=np.int64)
+    code_of[by_first] = np.arange(uniq.size)
+    ids = [str(m) for m in uniq[by_first]]
+    code = code_of[inv]
+    sets: list[list[int]] = [[] for _ in range(rows.success.size)]  # each episode's memories, by position from 1
+    for i in np.lexsort((code, rows.pos)).tolist():
+        sets[int(rows.pos[i]) - 1].append(int(code[i]))
+    found = namespace_streams_of(
+        policy, ids, sets, np.asarray(rows.success, dtype=bool), np.asarray(rows.confidence, dtype=float), rows.context
+    )
+    return Streams(ids, found.streams, recent, found.state, found.held)
+
+
+def namespace_rows(con: Any, namespace: str) -> NamespaceRows:
+    """The items and episodes of ``namespace`` in the DuckDB state tables of ``con``."""
+    eps = con.execute(
+        "SELECT success, confidence, context FROM episodes WHERE namespace = ? ORDER BY pos", [namespace]
+    ).fetchnumpy()
+    items = con.execute(
+        "SELECT pos, memory_id, credit FROM items WHERE namespace = ? ORDER BY pos, memory_id", [namespace]
+    ).fetchnumpy()
+    return NamespaceRows(
+        pos=np.asarray(items["pos"], dtype=np.int64),
+        memory_id=np.asarray(items["memory_id"], dtype=object),
+        credit=np.asarray(items["credit"], dtype=float),
+        success=np.asarray(eps["success"], dtype=bool),
+        confidence=np.asarray(eps["confidence"], dtype=float),
+        context=[None if c is None or c != c else str(c) for c in np.asarray(eps["context"], dtype=object)],
+    )
 
 
 def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Streams:
     """Streams, window counts and CUSUM state of every memory of ``namespace`` in the state tables of ``con``.
 
-    Without ``policy.change_detection`` only the window counts are read (the store reads
-    no streams then either).
+    The item log is read into memory only with change detection on.
     """
     recent = recent_counts(con, namespace, policy.staleness_window)
-    if not policy.change_detection:
-        return Streams(sorted(recent), {}, recent, None, {})
-    eps = con.execute(
-        "SELECT success, confidence, context, episode_id FROM episodes WHERE namespace = ? ORDER BY pos", [namespace]
-    ).fetchnumpy()
-    codes = """
-        WITH firsts AS (SELECT memory_id, min(pos) AS first FROM items WHERE namespace = $ns GROUP BY memory_id)
-        SELECT memory_id, row_number() OVER (ORDER BY first, memory_id) - 1 AS code FROM firsts
-    """
-    ids = [str(m) for m, _ in con.execute(codes + " ORDER BY code", {"ns": namespace}).fetchall()]
-    items = con.execute(
-        f"SELECT i.pos, c.code FROM items i JOIN ({codes}) c USING (memory_id) WHERE i.namespace = $ns ORDER BY i.pos, c.code",
-        {"ns": namespace},
-    ).fetchnumpy()
-    success = np.asarray(eps["success"], dtype=bool)
-    confidence = np.asarray(eps["confidence"], dtype=float)
-    contexts = [None if c is None or c != c else str(c) for c in np.asarray(eps["context"], dtype=object)]
-    pos = np.asarray(items["pos"], dtype=np.int64)
-    code = np.asarray(items["code"], dtype=np.int64)
-    sets: list[list[int]] = [[] for _ in range(success.size)]  # each episode's memories, by position from 1
-    for p, c in zip(pos.tolist(), code.tolist(), strict=True):
-        sets[p - 1].append(c)
-    found = namespace_streams_of(policy, ids, sets, success, confidence, contexts)
-    state, streams, held = found.state, found.streams, found.held
-    return Streams(ids, streams, recent, state, held)
+    rows = namespace_rows(con, namespace) if policy.change_detection else None
+    return streams_of(rows, policy, recent)

@@ -151,9 +151,7 @@ class Backend(Protocol):
         its episode, in commit order: one indexed read, whatever other namespaces hold."""
         ...
 
-    def outcomes_since(
-        self, since: float, source: str | None = None, namespace: str | None = None
-    ) -> list[OutcomeRow]:
+    def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         """Outcomes recorded at or after ``since`` (of one ``source``, or all; of one
         ``namespace``, or all), in commit order."""
         ...

@@ -202,9 +202,7 @@ class MemoryBackend:
                 if o.namespace == namespace and o.seq > after and o.episode_id in self._episodes
             ]
 
-    def outcomes_since(
-        self, since: float, source: str | None = None, namespace: str | None = None
-    ) -> list[OutcomeRow]:
+    def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         with self._lock:
             return [
                 o

@@ -515,15 +515,7 @@ class PostgresBackend:
                 f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
                 (namespace, list(dict.fromkeys(ids))),
             )
-        edges = (
-            self._read(
-                "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
-                (namespace, [r[0] for r in rows]),
-            )
-            if rows
-            else []
-        )
-        return memories_from_rows(namespace, rows, edges, json_text=False)
+        return memories_from_rows(namespace, rows, self._edges_of(namespace, rows), json_text=False)
 
     def memory_page(
         self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
@@ -538,15 +530,7 @@ class PostgresBackend:
             sql += " AND contexts ? %s"
             args.append(context)
         rows = self._read(sql + " ORDER BY seq LIMIT %s", (*args, limit))
-        edges = (
-            self._read(
-                "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)",
-                (namespace, [r[0] for r in rows]),
-            )
-            if rows
-            else []
-        )
-        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=False)
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], self._edges_of(namespace, rows), json_text=False)
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -558,6 +542,14 @@ class PostgresBackend:
             "SELECT id, status, created, success, failure, n, standing FROM memories"
             " WHERE namespace = %s AND id = ANY(%s)",
             (namespace, list(dict.fromkeys(ids))),
+        )
+
+    def _edges_of(self, namespace: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The provenance edges of the memories ``rows`` hold (their id first), one query."""
+        if not rows:
+            return []
+        return self._read(
+            "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)", (namespace, [r[0] for r in rows])
         )
 
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
@@ -770,9 +762,7 @@ class PostgresBackend:
 
         return list(self._run(work))
 
-    def outcomes_since(
-        self, since: float, source: str | None = None, namespace: str | None = None
-    ) -> list[OutcomeRow]:
+    def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= %s", list[object]([since])
         if source is not None:

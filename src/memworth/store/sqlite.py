@@ -513,9 +513,7 @@ class SQLiteBackend:
                 raise StoreError(f"{self.url}: {exc}") from exc
         return joined(namespace, heads, rows)
 
-    def outcomes_since(
-        self, since: float, source: str | None = None, namespace: str | None = None
-    ) -> list[OutcomeRow]:
+    def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= ?", list[object]([since])
         if source is not None:

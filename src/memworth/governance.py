@@ -74,6 +74,14 @@ class Proposal:
     reason: str
     numbers: dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    def _repr_html_(self) -> str:
+        from memworth.reprs import table
+
+        return table(
+            ["memory", "action", "change", "reason"],
+            [[self.memory_id, self.action, f"{self.field}: {self.old} -> {self.new}", self.reason]],
+        )
+
 
 @dataclass(frozen=True)
 class WorthFlag:

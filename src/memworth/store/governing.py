@@ -78,6 +78,24 @@ class GovernanceReport:
     """The holdout guard (None: the store has no holdout share). When it fired, nothing was
     applied and the proposals include the rollbacks of governance's changes since it last led."""
 
+    def _repr_html_(self) -> str:
+        from memworth.reprs import cell, table
+
+        done = {(e.memory_id, e.action) for e in self.applied}
+        why = {(p.memory_id, p.action): w for p, w in self.skipped}
+        rows = [
+            [
+                p.memory_id,
+                p.action,
+                f"{p.field}: {p.old} -> {p.new}",
+                p.reason,
+                "applied" if (p.memory_id, p.action) in done else why.get((p.memory_id, p.action), "proposed"),
+            ]
+            for p in self.proposals
+        ]
+        note = "" if self.guard is None else f"<p>holdout guard: {cell(self.guard.reason)}</p>"
+        return table(["memory", "action", "change", "reason", "state"], rows) + note
+
     def row(self) -> dict[str, Any]:
         """The JSON shape every face shows."""
         return {

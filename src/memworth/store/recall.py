@@ -62,6 +62,13 @@ class Recall:
     def texts(self) -> list[str]:
         return [r.memory.text for r in self.results]
 
+    def _repr_html_(self) -> str:
+        from memworth.reprs import cell, table
+
+        rows = [[r.memory.id, r.memory.text, r.score, r.similarity, r.worth, r.value_class, r.probe] for r in self]
+        head = ["id", "text", "score", "similarity", "worth", "class", "probe"]
+        return table(head, rows) + f"<p>episode {cell(self.episode.id)}</p>"
+
 
 @dataclass(frozen=True)
 class Choice:

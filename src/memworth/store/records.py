@@ -52,6 +52,14 @@ class Memory:
         """Whether the memory's time to live has run out at ``now``."""
         return self.expires is not None and self.expires <= now
 
+    def _repr_html_(self) -> str:
+        from memworth.estimators import RawWorth
+        from memworth.reprs import table
+
+        c = self.counts
+        row = [self.id, self.text, self.status, self.standing, float(RawWorth().value(c)), c.n, self.namespace]
+        return table(["id", "text", "status", "standing", "worth", "retrievals", "namespace"], [row])
+
 
 @dataclass(frozen=True)
 class EpisodeItem:

@@ -121,6 +121,7 @@ def play(
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
     flags: list[tuple[str, int, str]] = []
+    guard_first, rollbacks = 0, 0  # the first govern at which the holdout guard fired, and what it proposed
     for t, (ti, qi, input_seed) in enumerate(episodes, start=1):
         task = world.tasks[ti]
         clock.tick()
@@ -136,6 +137,9 @@ def play(
         if governed and t % int(w["govern_every"]) == 0:
             report = store.govern(apply=True)
             flags += [(e.memory_id, t, e.action) for e in report.applied if e.action in (*PROTECTIVE, "release")]
+            if report.guard is not None and report.guard.fired and not guard_first:
+                guard_first = t
+                rollbacks = sum(1 for p in report.proposals if p.action == "rollback")
     store.close()
     return {
         "outcomes": np.array(outcomes, dtype=bool),
@@ -144,6 +148,8 @@ def play(
         "retrieved_before": retrieved_before,
         "retrieved_after": retrieved_after,
         "flags": flags,
+        "guard_first": guard_first,
+        "guard_rollbacks": rollbacks,
     }
 
 
@@ -189,6 +195,8 @@ def flag_tally(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[s
         "false_flagged": ";".join(f"{m}@{e}" for m, e in sorted(false_flags.items())),
         "bugs_eligible": len(bugs),
         "bugs_flagged": sum(1 for r in bugs if r in first),
+        "guard_fired_at": int(run.get("guard_first", 0)),
+        "guard_rollbacks": int(run.get("guard_rollbacks", 0)),
     }
 
 
@@ -257,6 +265,8 @@ SUMMARY_FIELDS = (
     "false_flagged",
     "bugs_eligible",
     "bugs_flagged",
+    "guard_fired_at",
+    "guard_rollbacks",
 )
 
 
@@ -455,6 +465,20 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
             f"after: governed {_rate(gov, 'arm_after')}, twin {_rate(base, 'all_after')}, "
             f"holdout share {_rate(gov, 'held_after')}; governed over holdout after the upgrade {hl.lift:+.3f} "
             f"(95% CI {hl.lower:+.3f} to {hl.upper:+.3f}, Newcombe, pooled)"
+        )
+        fired = [r for r in gov if int(r.get("guard_fired_at", 0) or 0)]
+        notes.append(
+            f"{credit}: the holdout guard (governed success below the holdout's, anytime-valid) fired in "
+            f"{len(fired)} of {seeds} seeds"
+            + (
+                ": "
+                + "; ".join(
+                    f"seed {r['seed']} at episode {r['guard_fired_at']}, {r['guard_rollbacks']} rollbacks proposed"
+                    for r in fired
+                )
+                if fired
+                else ""
+            )
         )
         bugs = sum(int(r["bugs_flagged"]) for r in gov)
         bugs_n = sum(int(r["bugs_eligible"]) for r in gov)

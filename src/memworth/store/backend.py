@@ -251,6 +251,8 @@ def redact(url: str) -> str:
 
 
 MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n, expires"
+OUTCOME_COLUMNS = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+"""The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
 
 
 def memories_from_rows(

@@ -68,6 +68,7 @@ from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
+    OUTCOME_COLUMNS,
     SCHEMA_VERSION,
     Increment,
     NewMemory,
@@ -726,7 +727,7 @@ class PostgresBackend:
     def outcome_log(
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
     ) -> Iterator[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        cols = OUTCOME_COLUMNS
         sql = f"SELECT {cols} FROM outcomes WHERE seq > %s"
         args: list[Any] = [after]
         if namespace is not None:
@@ -763,7 +764,7 @@ class PostgresBackend:
         return list(self._run(work))
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        cols = OUTCOME_COLUMNS
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= %s", list[object]([since])
         if source is not None:
             sql, args = sql + " AND source = %s", [*args, source]

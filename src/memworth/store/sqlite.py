@@ -32,6 +32,7 @@ from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
     NOTE_FIELDS,
+    OUTCOME_COLUMNS,
     SCHEMA_VERSION,
     Increment,
     NewMemory,
@@ -474,7 +475,7 @@ class SQLiteBackend:
     def outcome_log(
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
     ) -> Iterator[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        cols = OUTCOME_COLUMNS
         sql = f"SELECT {cols} FROM outcomes WHERE seq > ?"
         args: list[Any] = [after]
         if namespace is not None:
@@ -514,7 +515,7 @@ class SQLiteBackend:
         return joined(namespace, heads, rows)
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
-        cols = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+        cols = OUTCOME_COLUMNS
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= ?", list[object]([since])
         if source is not None:
             sql, args = sql + " AND source = ?", [*args, source]

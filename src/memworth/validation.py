@@ -338,28 +338,11 @@ def check_context(context: object) -> None:
         check_labels([context], "context")
 
 
-def check_store_settings(
-    min_evidence: object, sources: object, scoring: object, policy: object, clock: object, seed: object
-) -> None:
-    """Refuse, when a store is made, settings that would otherwise fail at the first recall or govern."""
-    from memworth.governance import GovernancePolicy  # the settings' own types: imported when checked
-    from memworth.ranking import ScoreRule
+def check_store_settings(clock: object, seed: object) -> None:
+    """Refuse, when a store is made, a clock or seed that would otherwise fail at the first recall.
 
-    if (
-        isinstance(min_evidence, bool)
-        or not isinstance(min_evidence, (int, float))
-        or not math.isfinite(min_evidence)
-        or min_evidence < 0
-    ):
-        raise ValidationError("min_evidence", f"must be a finite number >= 0, got {min_evidence!r}")
-    if sources is not None and not isinstance(sources, dict):
-        raise ValidationError("sources", f"must be a dict of source name to confidence, got {type(sources).__name__}")
-    if scoring is not None and not isinstance(scoring, ScoreRule):
-        raise ValidationError(
-            "scoring", f"must be Blend, LowerBoundBlend or CosineRecencyWorth, got {type(scoring).__name__}"
-        )
-    if policy is not None and not isinstance(policy, GovernancePolicy):
-        raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
+    (Every other setting is checked by :class:`memworth.settings.Settings`.)
+    """
     if not callable(clock):
         raise ValidationError("clock", f"must be a function returning seconds since the epoch, got {clock!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):

@@ -343,8 +343,12 @@ def test_an_outcome_replays_under_the_credit_settings_it_was_recorded_with(
     assert (row.propagation, row.max_hops) == (0.0, 3)
     if plain.backend.url == "memory://":
         pytest.skip("an in-memory store has one client")
-    default = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), exploration=0.0, seed=0)
-    assert default.propagation == 0.7
+    kept = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), seed=0)
+    assert kept.propagation == 0.0  # a client that names no setting works under the kept ones
+    kept.close()
+    # a client that sets propagation back to the default (a new settings version)
+    default = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), propagation=0.7, seed=0)
+    assert default.propagation == 0.7 and default.settings_record()["changed"] == ["credit.propagation"]
     assert default.replay().consistent and plain.replay().consistent
     report = default.replay(apply=True)
     assert not report.applied and default.get("fact").counts == Counts()

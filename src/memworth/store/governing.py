@@ -11,7 +11,6 @@ and reversible with :meth:`restore`.
 from __future__ import annotations
 
 import builtins
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from memworth.errors import (
     ValidationError,
 )
 from memworth.estimators import RawWorth
-from memworth.governance import GovernancePolicy, Proposal
+from memworth.governance import Proposal
 from memworth.guard import GuardReading
 from memworth.policy import Taxonomy
 from memworth.sources import BurstAlert
@@ -109,47 +108,6 @@ class GovernanceReport:
 
 class GovernanceMixin(StoreState):
     """The governance part of :class:`memworth.store.MemoryStore`."""
-
-    def _bind_policy(self, given: GovernancePolicy | None) -> None:
-        """Use ``given`` and keep it with the store (a new version when it differs from the
-        kept one), or, with none given, the policy the store keeps (else the defaults)."""
-        if given is not None:
-            self.set_policy(given)
-            return
-        kept = self.policy_record()
-        if kept is not None:
-            self.policy = GovernancePolicy.from_settings(kept["settings"])
-
-    def policy_record(self) -> dict[str, Any] | None:
-        """The governance policy the store keeps: ``{"version", "settings", "at"}`` (None: never set)."""
-        stored = self.backend.get_meta(POLICY_KEY)
-        return None if stored is None else dict(json.loads(stored))
-
-    def set_policy(self, policy: GovernancePolicy) -> int:
-        """Govern under ``policy`` from now on, and keep it with the store so that every face
-        and every process that opens the store without a ``policy`` governs under it.
-
-        A policy that differs from the kept one becomes a new version (the previous ones
-        stay listed in :meth:`policy_history`); returns the version in force. Every applied
-        governance change is audited with the settings it was made under.
-        """
-        if not isinstance(policy, GovernancePolicy):
-            raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
-        kept = self.policy_record()
-        self.policy = policy
-        if kept is not None and kept["settings"] == policy.settings():
-            return int(kept["version"])
-        version = 1 if kept is None else int(kept["version"]) + 1
-        record = {"version": version, "settings": policy.settings(), "at": self.clock()}
-        history = self.policy_history()
-        self.backend.set_meta(POLICY_KEY + "_history", json.dumps([*history, record], sort_keys=True))
-        self.backend.set_meta(POLICY_KEY, json.dumps(record, sort_keys=True))
-        return version
-
-    def policy_history(self) -> builtins.list[dict[str, Any]]:
-        """Every policy version the store was governed under, oldest first."""
-        stored = self.backend.get_meta(POLICY_KEY + "_history")
-        return [] if stored is None else builtins.list(json.loads(stored))
 
     @property
     def taxonomy(self) -> Taxonomy:

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import json
-import math
 import threading
 import time
 import uuid
@@ -33,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memworth.coretrieval import AlarmSplitter, RecallPlanner
+from memworth.coretrieval import RecallPlanner
 from memworth.counts import Counts
-from memworth.credit import check_w_min
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import ErasedMemoryError, SettingsError, StoreError, UnknownMemoryError, ValidationError
 from memworth.governance import GovernancePolicy
-from memworth.holdout import check_share
-from memworth.ranking import Blend, ScoreRule
+from memworth.ranking import ScoreRule
+from memworth.settings import Settings
 from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, NewMemory
+from memworth.store.configuring import KEPT, ConfigMixin, settings_from_arguments
 from memworth.store.forgetting import ForgettingMixin
 from memworth.store.governing import AUTOMATIC, POLICY_KEY, RATE_LIMITED, GovernanceMixin, GovernanceReport
 from memworth.store.hot import HotTierMixin
@@ -58,7 +56,6 @@ from memworth.validation import (
     MAX_K,
     MAX_METADATA,
     MAX_TEXT,
-    check_confidence,
     check_labels,
     check_memory_id,
     check_metadata,
@@ -94,12 +91,16 @@ __all__ = [
 ]
 
 
-HOLDOUT_KEY = "holdout"
-"""The store's ``meta`` key of its holdout share and hash seed."""
-
-
 class MemoryStore(
-    RecallMixin, RecordingMixin, LogMixin, GovernanceMixin, ReviewMixin, ForgettingMixin, PagingMixin, HotTierMixin
+    ConfigMixin,
+    RecallMixin,
+    RecordingMixin,
+    LogMixin,
+    GovernanceMixin,
+    ReviewMixin,
+    ForgettingMixin,
+    PagingMixin,
+    HotTierMixin,
 ):
     """A governed memory store over a backend (SQLite by default).
 
@@ -217,63 +218,67 @@ class MemoryStore(
         backend: Backend,
         *,
         encoder: Encoder | None = None,
-        scoring: ScoreRule | None = None,
-        exploration: float = 0.1,
-        min_evidence: float = 10,
-        credit: str = "uniform",
-        w_min: float = 0.0,
-        sources: dict[str, float] | None = None,
+        settings: Settings | None = None,
+        scoring: ScoreRule = KEPT,
+        exploration: float = KEPT,
+        min_evidence: float = KEPT,
+        credit: str = KEPT,
+        w_min: float = KEPT,
+        sources: dict[str, float] | None = KEPT,
         seed: int | None = None,
-        propagation: float = 0.7,
-        max_hops: int = 3,
+        propagation: float = KEPT,
+        max_hops: int = KEPT,
         policy: GovernancePolicy | None = None,
         clock: Callable[[], float] = time.time,
-        index: str = "auto",
-        index_threshold: int = 200_000,
+        index: str = KEPT,
+        index_threshold: int = KEPT,
         hot_tier: str | None = None,
-        reliability: Reliability | None = None,
-        limits: dict[str, SourceLimit] | None = None,
-        burst: BurstDetector | None = BurstDetector(),  # noqa: B008 (frozen, so sharing is safe)
+        reliability: Reliability | None = KEPT,
+        limits: dict[str, SourceLimit] | None = KEPT,
+        burst: BurstDetector | None = KEPT,
         holdout: float | None = None,
-        ablation: RecallPlanner | str | None = "split",
-        probe_share: float = 0.1,
+        ablation: RecallPlanner | str | None = KEPT,
+        probe_share: float = KEPT,
         verifier: Callable[[MemoryReport], object] | None = None,
-        verifier_timeout: float = 30.0,
-        govern_every: int | None = None,
+        verifier_timeout: float = KEPT,
+        govern_every: int | None = KEPT,
+        actor: str = "python",
     ) -> None:
-        if isinstance(exploration, bool) or not isinstance(exploration, (int, float)) or not 0 <= exploration <= 1:
-            raise ValidationError("exploration", f"must be within [0, 1], got {exploration!r}")
-        if not isinstance(credit, str) or credit not in ("uniform", "score"):
-            raise ValidationError("credit", f"must be 'uniform' or 'score', got {credit!r}")
-        check_w_min(w_min, 1)
-        if isinstance(propagation, bool) or not isinstance(propagation, (int, float)) or not 0 <= propagation < 1:
-            raise ValidationError("propagation", f"must be within [0, 1), got {propagation!r}")
-        if isinstance(max_hops, bool) or not isinstance(max_hops, int) or not 0 <= max_hops <= 10:
-            raise ValidationError("max_hops", f"must be an integer from 0 to 10, got {max_hops!r}")
-        check_store_settings(min_evidence, sources, scoring, policy, clock, seed)
-        self.propagation = float(propagation)
-        self.max_hops = max_hops
-        self.sources = dict(DEFAULT_SOURCES)
-        for name, conf in (sources or {}).items():
-            check_name(name, "sources")
-            self.sources[name] = check_confidence(conf)
+        check_store_settings(clock, seed)
+        if settings is not None and not isinstance(settings, Settings):
+            raise ValidationError("settings", f"must be a memworth.Settings, got {type(settings).__name__}")
+        if verifier is not None and not callable(verifier):
+            raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
         self.backend = backend
-        self.scoring: ScoreRule = scoring if scoring is not None else Blend()
-        self.exploration = float(exploration)
-        self.min_evidence = min_evidence
-        self.policy = GovernancePolicy(min_evidence=min_evidence)
-        self.credit = credit
-        self.w_min = w_min
-        self._rng = np.random.default_rng(seed)
         self.clock = clock
-        if not isinstance(index, str) or index not in ("auto", "exact", "hnsw", "database"):
-            raise ValidationError("index", f"must be 'auto', 'exact', 'hnsw' or 'database', got {index!r}")
-        if index == "hnsw" and not faiss_available():
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        named = {
+            "scoring": scoring,
+            "exploration": exploration,
+            "min_evidence": min_evidence,
+            "credit": credit,
+            "w_min": w_min,
+            "sources": sources,
+            "propagation": propagation,
+            "max_hops": max_hops,
+            "policy": policy,
+            "index": index,
+            "index_threshold": index_threshold,
+            "reliability": reliability,
+            "limits": limits,
+            "burst": burst,
+            "holdout": holdout,
+            "ablation": ablation,
+            "probe_share": probe_share,
+            "verifier_timeout": verifier_timeout,
+            "govern_every": govern_every,
+        }
+        given = {k: v for k, v in named.items() if v is not KEPT and not (k in ("policy", "holdout") and v is None)}
+        kept = self._kept_settings()
+        chosen, self._planner_given = settings_from_arguments(settings or kept, given, seed)
+        if chosen.recall.index == "hnsw" and not faiss_available():
             raise ValidationError("index", "'hnsw' needs faiss: pip install 'memworth[index]'")
-        if isinstance(index_threshold, bool) or not isinstance(index_threshold, int) or index_threshold < 1:
-            raise ValidationError("index_threshold", f"must be a positive integer, got {index_threshold!r}")
-        self.index = index
-        self.index_threshold = index_threshold
         self.hot: HotTier | None = None
         self._hot_stale: set[str] = set()  # namespaces whose mirror missed a change (Redis was down)
         if hot_tier is not None:
@@ -282,71 +287,19 @@ class MemoryStore(
             self.hot = HotTier(hot_tier)
         self._encoder = encoder
         self._bind_encoder(encoder)
-        self._bind_policy(policy)
         self._spaces = {}
+        self._adopt(chosen)
+        if settings is not None or given:
+            self._keep(chosen, actor)
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
-        if reliability is not None and not isinstance(reliability, Reliability):
-            raise ValidationError("reliability", f"must be a Reliability or None, got {type(reliability).__name__}")
-        self.reliability = reliability
-        self.limits: dict[str, SourceLimit] = {}
-        for name, limit in (limits or {}).items():
-            if name not in self.sources:
-                raise ValidationError("limits", f"unknown source {name!r}; known: {', '.join(sorted(self.sources))}")
-            if not isinstance(limit, SourceLimit):
-                raise ValidationError("limits", f"{name!r} must map to a SourceLimit, got {type(limit).__name__}")
-            limit.validate()
-            self.limits[name] = limit
-        if burst is not None:
-            if not isinstance(burst, BurstDetector):
-                raise ValidationError("burst", f"must be a BurstDetector or None, got {type(burst).__name__}")
-            burst.validate()
-        self.burst = burst
-        self.holdout, self._holdout_seed = self._bind_holdout(holdout, seed)
-        if isinstance(probe_share, bool) or not isinstance(probe_share, (int, float)) or not 0 <= probe_share <= 1:
-            raise ValidationError("probe_share", f"must be within [0, 1], got {probe_share!r}")
-        self.probe_share = float(probe_share)
-        if verifier is not None and not callable(verifier):
-            raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
-        if (
-            isinstance(verifier_timeout, bool)
-            or not isinstance(verifier_timeout, (int, float))
-            or not (0 < verifier_timeout < math.inf)
-        ):
-            raise ValidationError("verifier_timeout", f"must be a positive number of seconds, got {verifier_timeout!r}")
-        if govern_every is not None and (
-            isinstance(govern_every, bool) or not isinstance(govern_every, int) or govern_every < 1
-        ):
-            raise ValidationError("govern_every", f"must be a positive integer or None, got {govern_every!r}")
         self.verifier = verifier
-        self.verifier_timeout = float(verifier_timeout)
-        self.govern_every = govern_every
         self._outcomes_since_govern: dict[str, int] = {}
-        if isinstance(ablation, str) and ablation == "split":
-            ablation = AlarmSplitter(seed=seed)  # one per store (it keeps its alarm statistics), seeded by it
-        if ablation is not None and not isinstance(ablation, RecallPlanner):
-            kind = type(ablation).__name__
-            raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
-        self.ablation = ablation
         self._live: dict[str, LiveAlarms] = {}  # per namespace, for an AlarmSplitter
         self._live_lock = threading.Lock()
         self._agreement: dict[tuple[str, str], Agreement] = {}
         self._verified_seq = 0
         self._next_expiry: dict[str, tuple[int, float | None]] = {}
         self._filters: dict[tuple[str, str], dict[str, bool]] = {}  # recall filters' answers per memory
-
-    def _bind_holdout(self, share: float | None, seed: int | None) -> tuple[float, int]:
-        """The holdout share and hash seed: those given (kept with the store when they differ
-        from the kept ones), else the kept ones, else none."""
-        kept = self.backend.get_meta(HOLDOUT_KEY)
-        if share is None:
-            if kept is None:
-                return 0.0, 0 if seed is None else int(seed)
-            record = json.loads(kept)
-            return check_share(record["share"]), int(record["seed"])
-        record = {"share": check_share(share), "seed": 0 if seed is None else int(seed)}
-        if (record["share"] > 0 or kept is not None) and (kept is None or json.loads(kept) != record):
-            self.backend.set_meta(HOLDOUT_KEY, json.dumps(record, sort_keys=True))
-        return record["share"], record["seed"]
 
     # -- opening and closing ---------------------------------------------------------
 

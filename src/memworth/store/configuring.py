@@ -1,0 +1,286 @@
+"""The settings a store keeps with its data: read when it opens, versioned when changed.
+
+A store's settings (:class:`memworth.settings.Settings`) live in its ``meta`` table, with
+every version it ever had. Whoever opens the store without naming a setting gets the kept
+one, so the CLI, the HTTP and MCP servers, the dashboard, the sidecar and a Python client
+all work under the same settings; one that names a setting that differs from the kept
+one makes a new version (with who made it and which settings changed). Stores made
+before settings were kept had only their governance policy and holdout share kept; they
+are read as the first version's parts.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from memworth.coretrieval import AblationPlanner, AlarmSplitter, RecallPlanner
+from memworth.errors import ValidationError
+from memworth.governance import GovernancePolicy
+from memworth.settings import HoldoutSettings, Settings
+from memworth.store.recording import DEFAULT_SOURCES
+from memworth.store.state import StoreState
+from memworth.vector_index import faiss_available
+
+__all__ = ["KEPT", "SETTINGS_KEY", "ConfigMixin", "settings_from_arguments"]
+
+SETTINGS_KEY = "settings"
+"""The store's ``meta`` key of the settings in force (and ``settings_history``)."""
+
+LEGACY_POLICY_KEY, LEGACY_HOLDOUT_KEY = "policy", "holdout"
+"""Where stores made before settings were kept held their policy and holdout share."""
+
+
+class _Kept:
+    """The default of a store argument: the store's kept setting (else the default)."""
+
+    def __repr__(self) -> str:
+        return "kept"
+
+
+KEPT: Any = _Kept()
+
+_WHERE = {
+    "scoring": ("recall", "scoring"),
+    "exploration": ("recall", "exploration"),
+    "min_evidence": ("recall", "min_evidence"),
+    "probe_share": ("recall", "probe_share"),
+    "index": ("recall", "index"),
+    "index_threshold": ("recall", "index_threshold"),
+    "credit": ("credit", "rule"),
+    "w_min": ("credit", "w_min"),
+    "propagation": ("credit", "propagation"),
+    "max_hops": ("credit", "max_hops"),
+    "sources": ("sources", "confidences"),
+    "limits": ("sources", "limits"),
+    "reliability": ("sources", "reliability"),
+    "burst": ("sources", "burst"),
+    "govern_every": ("automation", "govern_every"),
+    "verifier_timeout": ("automation", "verifier_timeout"),
+}
+"""Where each store argument lives in the settings: (part, setting)."""
+
+
+def settings_from_arguments(
+    kept: Settings | None, given: Mapping[str, Any], seed: int | None
+) -> tuple[Settings, RecallPlanner | None]:
+    """The settings a store opens under: ``kept`` (else the defaults) with the arguments
+    ``given`` (store argument names) put in, and the recall planner object given, if one was.
+
+    A refused value raises :class:`ValidationError` naming the argument.
+    """
+    base = kept if kept is not None else Settings()
+    parts = {name: getattr(base, name) for name in ("recall", "credit", "sources", "holdout", "automation")}
+    changes: dict[str, dict[str, Any]] = {name: {} for name in parts}
+    planner: RecallPlanner | None = None
+    for arg, value in given.items():
+        if arg in _WHERE:
+            part, name = _WHERE[arg]
+            if arg == "sources" and value is None:
+                value = {}
+            if arg == "limits" and value is None:
+                value = {}
+            changes[part][name] = value
+        elif arg == "holdout":
+            if value is not None:
+                changes["holdout"] = {"share": value, "seed": 0 if seed is None else seed}
+        elif arg == "ablation":
+            kind, share, planner = _planner_setting(value)
+            changes["recall"]["planner"] = kind
+            if share is not None:
+                changes["recall"]["planner_share"] = share
+    for part, values in changes.items():
+        if not values:
+            continue
+        try:
+            parts[part] = dataclasses.replace(parts[part], **values)
+        except ValidationError as exc:
+            raise ValidationError(_argument(part, exc.field), exc.reason) from None
+    governance = base.governance
+    if "policy" in given and given["policy"] is not None:
+        if not isinstance(given["policy"], GovernancePolicy):
+            raise ValidationError("policy", f"must be a GovernancePolicy, got {type(given['policy']).__name__}")
+        governance = given["policy"]
+    elif kept is None and "min_evidence" in given:  # a new store: the policy's evidence floor follows
+        governance = dataclasses.replace(governance, min_evidence=parts["recall"].min_evidence)
+    return Settings(governance=governance, **parts), planner
+
+
+def _argument(part: str, name: str) -> str:
+    """The store argument a refused setting came from."""
+    for arg, where in _WHERE.items():
+        if where == (part, name):
+            return arg
+    return {("holdout", "share"): "holdout", ("recall", "planner"): "ablation"}.get((part, name), name)
+
+
+def _planner_setting(value: object) -> tuple[str, float | None, RecallPlanner | None]:
+    """A store's ``ablation`` argument as (planner kind, share, the object given)."""
+    if value is None:
+        return "none", None, None
+    if isinstance(value, str):
+        if value not in ("split", "pairs", "none"):
+            raise ValidationError("ablation", f"must be 'split', 'pairs', 'none', a planner or None, got {value!r}")
+        return value, None, None
+    if isinstance(value, AlarmSplitter):
+        return "split", value.share, value
+    if isinstance(value, AblationPlanner):
+        return "pairs", value.budget, value
+    kind = type(value).__name__
+    raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
+
+
+class ConfigMixin(StoreState):
+    """The settings part of :class:`memworth.store.MemoryStore`."""
+
+    _settings: Settings
+    _planner_given: RecallPlanner | None
+    _seed: int | None
+
+    # -- reading what is kept ----------------------------------------------------------
+
+    def settings_record(self) -> dict[str, Any] | None:
+        """The settings the store keeps: ``{"version", "settings", "at", "actor", "changed"}``
+        (``None``: never set; the defaults are in force)."""
+        stored = self.backend.get_meta(SETTINGS_KEY)
+        if stored is not None:
+            return dict(json.loads(stored))
+        legacy = self._legacy_settings()
+        if legacy is None:
+            return None
+        return {"version": 1, "settings": legacy.to_dict(), "at": None, "actor": "before settings", "changed": []}
+
+    def settings_history(self) -> builtins.list[dict[str, Any]]:
+        """Every version of the settings the store was used under, oldest first."""
+        stored = self.backend.get_meta(SETTINGS_KEY + "_history")
+        if stored is not None:
+            return builtins.list(json.loads(stored))
+        record = self.settings_record()
+        return [] if record is None else [record]
+
+    def _kept_settings(self) -> Settings | None:
+        record = self.settings_record()
+        return None if record is None else Settings.from_dict(record["settings"])
+
+    def _legacy_settings(self) -> Settings | None:
+        policy, holdout = self.backend.get_meta(LEGACY_POLICY_KEY), self.backend.get_meta(LEGACY_HOLDOUT_KEY)
+        if policy is None and holdout is None:
+            return None
+        kept = Settings()
+        if policy is not None:
+            kept = dataclasses.replace(kept, governance=GovernancePolicy.from_settings(json.loads(policy)["settings"]))
+        if holdout is not None:
+            h = json.loads(holdout)
+            kept = dataclasses.replace(kept, holdout=HoldoutSettings(float(h["share"]), int(h["seed"])))
+        return kept
+
+    # -- the settings in force -----------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (what :meth:`configure` changes)."""
+        return self._settings
+
+    def configure(self, changes: Settings | Mapping[str, object], *, actor: str = "python") -> int:
+        """Work under new settings from now on, and keep them with the store.
+
+        ``changes`` is a whole :class:`memworth.settings.Settings` or ``{"part.setting":
+        value}`` (:meth:`Settings.changed`). Settings that differ from the kept ones become a
+        new version, recorded with ``actor`` and the names that changed
+        (:meth:`settings_history`); returns the version in force. Nothing changes if a value
+        is refused.
+
+        Examples
+        --------
+        >>> from memworth import MemoryStore, HashingEncoder
+        >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
+        >>> store.configure({"recall.exploration": 0.05, "governance.theta_low": 0.35}, actor="ops")
+        1
+        >>> store.exploration, store.policy.theta_low
+        (0.05, 0.35)
+        >>> store.settings_history()[-1]["changed"]
+        ['recall.exploration', 'governance.theta_low']
+        """
+        if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
+            raise ValidationError("actor", "must be a non-empty name of at most 200 characters")
+        new = changes if isinstance(changes, Settings) else self._settings.changed(changes)
+        if new.recall.index == "hnsw" and not faiss_available():
+            raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")
+        version = self._keep(new, actor)
+        self._adopt(new)
+        return version
+
+    def _keep(self, new: Settings, actor: str) -> int:
+        """Write ``new`` as the next version unless it is the kept one; the version in force."""
+        kept = self.settings_record()
+        if kept is not None and kept["settings"] == new.to_dict():
+            return int(kept["version"])
+        old = Settings() if kept is None else Settings.from_dict(kept["settings"])
+        version = 1 if kept is None else int(kept["version"]) + 1
+        record = {
+            "version": version,
+            "settings": new.to_dict(),
+            "at": self.clock(),
+            "actor": actor,
+            "changed": Settings.diff(old, new),
+        }
+        history = self.settings_history() if self.backend.get_meta(SETTINGS_KEY + "_history") is not None else []
+        self.backend.set_meta(SETTINGS_KEY + "_history", json.dumps([*history, record], sort_keys=True))
+        self.backend.set_meta(SETTINGS_KEY, json.dumps(record, sort_keys=True))
+        return version
+
+    def _adopt(self, settings: Settings) -> None:
+        """Put ``settings`` in force on this store object."""
+        old = getattr(self, "_settings", None)
+        r, c, s = settings.recall, settings.credit, settings.sources
+        self.scoring, self.exploration, self.min_evidence = r.scoring, r.exploration, r.min_evidence
+        self.probe_share = r.probe_share
+        if old is not None and (old.recall.index, old.recall.index_threshold) != (r.index, r.index_threshold):
+            self._spaces = {}  # the candidate index is built again, as now set
+        self.index, self.index_threshold = r.index, r.index_threshold
+        self.credit, self.w_min, self.propagation, self.max_hops = c.rule, c.w_min, c.propagation, c.max_hops
+        self.sources = {**DEFAULT_SOURCES, **s.confidences}
+        self.limits, self.reliability, self.burst = dict(s.limits), s.reliability, s.burst
+        self.holdout, self._holdout_seed = settings.holdout.share, settings.holdout.seed
+        self.govern_every = settings.automation.govern_every
+        self.verifier_timeout = settings.automation.verifier_timeout
+        self.policy = settings.governance
+        if old is None or (old.recall.planner, old.recall.planner_share) != (r.planner, r.planner_share):
+            self.ablation = self._planner(r.planner, r.planner_share)
+        self._settings = settings
+
+    def _planner(self, kind: str, share: float) -> RecallPlanner | None:
+        given = self._planner_given
+        if given is not None and _planner_setting(given)[:2] == (kind, share):
+            return given  # the object the store was opened with (its other settings too)
+        if kind == "split":
+            return AlarmSplitter(share=share, seed=self._seed)
+        if kind == "pairs":
+            return AblationPlanner(budget=share, seed=self._seed)
+        return None
+
+    # -- the governance part, as it was set before settings were composed ------------------
+
+    def set_policy(self, policy: GovernancePolicy) -> int:
+        """Govern under ``policy`` from now on and keep it with the store (:meth:`configure`
+        with only the governance part changed); returns the settings version in force."""
+        if not isinstance(policy, GovernancePolicy):
+            raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
+        return self.configure(dataclasses.replace(self._settings, governance=policy))
+
+    def policy_record(self) -> dict[str, Any] | None:
+        """The governance part of the kept settings: ``{"version", "settings", "at"}`` (None: never set)."""
+        kept = self.settings_record()
+        if kept is None:
+            return None
+        return {"version": kept["version"], "settings": kept["settings"]["governance"], "at": kept["at"]}
+
+    def policy_history(self) -> builtins.list[dict[str, Any]]:
+        """The settings versions the store was governed under, with their governance part, oldest first."""
+        return [
+            {"version": v["version"], "settings": v["settings"]["governance"], "at": v["at"]}
+            for v in self.settings_history()
+        ]

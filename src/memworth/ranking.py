@@ -49,6 +49,12 @@ def _weights(similarity: float, worth: float) -> None:
             raise ValidationError(name, f"must be a finite weight >= 0, got {v!r}")
 
 
+def _boosts(promoted: float, demoted: float) -> None:
+    for name, v in (("promoted_boost", promoted), ("demoted_penalty", demoted)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)) or v < 0:
+            raise ValidationError(name, f"must be a finite number >= 0, got {v!r}")
+
+
 @dataclass(frozen=True)
 class Blend:
     """``similarity * sim + worth * MW`` (the paper's Experiment 5 uses 0.6 and 0.4).
@@ -67,6 +73,11 @@ class Blend:
     estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
     promoted_boost: float = 0.1
     demoted_penalty: float = 0.1
+
+    def validate(self) -> None:
+        """Refuse weights that are not finite and >= 0 (and boosts likewise)."""
+        _weights(self.similarity, self.worth)
+        _boosts(self.promoted_boost, self.demoted_penalty)
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         _weights(self.similarity, self.worth)
@@ -99,10 +110,16 @@ class CosineRecencyWorth:
     promoted_boost: float = 0.1
     demoted_penalty: float = 0.1
 
-    def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
+    def validate(self) -> None:
+        """Refuse a half-life that is not a finite number > 0 (and boosts that are not >= 0)."""
         h = self.half_life_days
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(float(h)) or h <= 0:
             raise ValidationError("half_life_days", f"must be a finite number > 0, got {h!r}")
+        _boosts(self.promoted_boost, self.demoted_penalty)
+
+    def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
+        self.validate()
+        h = self.half_life_days
         recency = np.exp2(-np.maximum(age_seconds, 0.0) / (h * 86400.0))
         return np.maximum(similarity, 0.0) * recency * np.asarray(self.estimator.value(counts))
 

@@ -146,6 +146,10 @@ class RecallSettings:
         if not isinstance(self.scoring, (Blend, CosineRecencyWorth)):
             kind = type(self.scoring).__name__
             raise ValidationError("scoring", f"must be Blend, LowerBoundBlend or CosineRecencyWorth, got {kind}")
+        try:
+            self.scoring.validate()
+        except ValidationError as exc:
+            raise ValidationError(f"scoring.{exc.field}", exc.reason) from None
         _share(self.exploration, "exploration")
         _number(self.min_evidence, "min_evidence", low=0.0)
         _share(self.probe_share, "probe_share")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from memworth.errors import ValidationError
 
 if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
+    from memworth.config_file import ConfigFile
     from memworth.encoders import Encoder
     from memworth.store import Memory, MemoryStore
 
@@ -27,12 +28,53 @@ __all__ = ["register"]
 DEFAULT_URL = "sqlite:///memworth.db"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+OPTIONS: dict[str, tuple[str | None, Any]] = {
+    "store": ("MEMWORTH_STORE", DEFAULT_URL),
+    "redis": ("MEMWORTH_REDIS", None),
+    "log_level": ("MEMWORTH_LOG_LEVEL", "info"),
+    "host": (None, "127.0.0.1"),
+    "port": (None, 8000),
+    "transport": (None, "stdio"),
+    "namespace": (None, "default"),
+}
+"""Options a configuration file may give (``memworth serve/mcp --config``): each one's
+environment variable and default. A flag wins over the file, the file over both."""
+
+
+def config_arg(p: argparse.ArgumentParser, table: str) -> None:
+    """``--config FILE`` for a command that reads the file's ``table`` ([server] or [mcp])."""
     p.add_argument(
-        "--store",
-        default=os.environ.get("MEMWORTH_STORE", DEFAULT_URL),
-        help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})",
+        "--config",
+        default=os.environ.get("MEMWORTH_CONFIG"),
+        help=f"a TOML file: store URL, [{table}] options, [settings.*] changes to the store's settings "
+        "(default: $MEMWORTH_CONFIG; flags win over it)",
     )
+    p.set_defaults(config_table=table)
+
+
+def _resolve_options(args: argparse.Namespace) -> ConfigFile | None:
+    """Fill the options the command line left out from the configuration file, the
+    environment and the defaults, in that order; the file read, if any."""
+    found = None
+    if getattr(args, "config", None):
+        from memworth.config_file import load
+
+        found = load(args.config)
+    table: dict[str, Any] = {} if found is None else getattr(found, args.config_table)
+    if found is not None and found.store is not None:
+        table = {"store": found.store, **table}
+    for name, (env, default) in OPTIONS.items():
+        if getattr(args, name, "") is not None:  # given on the command line, or not this command's
+            continue
+        value = table.get(name)
+        if value is None and env is not None:
+            value = os.environ.get(env)
+        setattr(args, name, default if value is None else value)
+    return found
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})")
     p.add_argument("--namespace", default="default", help="tenant namespace (default: default)")
     p.add_argument(
         "--encoder",
@@ -110,6 +152,7 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
         from memworth.encoders import HashingEncoder
         from memworth.store import MemoryStore
 
+        found = _resolve_options(args)
         encoder: Encoder | None = None
         if args.encoder == "hashing":
             encoder = HashingEncoder()
@@ -121,6 +164,8 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
         if getattr(args, "redis", None):
             settings["hot_tier"] = args.redis
         with MemoryStore.open(args.store, **settings) as store:
+            if found is not None and found.settings:
+                store.configure(found.settings, actor=f"config file {found.path}")
             return handler(store, args)
 
     return run
@@ -316,7 +361,14 @@ def _worth(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["show", "set", "history"], help="show, set or list the versions")
-    p.add_argument("settings", nargs="*", metavar="NAME=VALUE", help="with set: settings to change (JSON values)")
+    p.add_argument(
+        "settings",
+        nargs="*",
+        metavar="NAME=VALUE",
+        help="with set: settings to change, by dotted name (recall.exploration=0.05, governance.theta_low=0.35; "
+        "a name only one part has may go bare: theta_low=0.35); values are JSON, or a word",
+    )
+    p.add_argument("--actor", default="cli", help="who changes the settings, for their history (default: cli)")
 
 
 def _config(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -331,19 +383,23 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
             try:
                 changes[name] = json.loads(text)
             except json.JSONDecodeError:
-                changes[name] = text  # a word: deprecation=sequential
-        from memworth.governance import GovernancePolicy
-
-        store.set_policy(GovernancePolicy.from_settings({**store.policy.settings(), **changes}))
+                changes[name] = text  # a word: governance.deprecation=sequential
+        store.configure(changes, actor=args.actor)
     if args.action == "history":
-        versions = store.policy_history()
-        _emit(args, versions, "\n".join(f"version {v['version']} at {v['at']:.0f}" for v in versions) or "never set")
+        versions = store.settings_history()
+        lines = [
+            f"version {v['version']}"
+            + ("" if v["at"] is None else f" at {v['at']:.0f}")
+            + f" by {v['actor']}: "
+            + (", ".join(v["changed"]) or "first kept")
+            for v in versions
+        ]
+        _emit(args, versions, "\n".join(lines) or "never set: the defaults are in force")
         return 0
-    kept = store.policy_record()
-    settings = store.policy.settings()
-    data = {"version": 0 if kept is None else kept["version"], "settings": settings}
-    text = [f"policy version {data['version']}{' (defaults, never set)' if kept is None else ''}"]
-    text += [f"  {k} = {v!r}" for k, v in settings.items()]
+    data = store.config()
+    text = [f"settings version {data['version']}{' (defaults, never set)' if data['version'] == 0 else ''}"]
+    for part, values in data["settings"].items():
+        text += [f"  {part}.{k} = {json.dumps(v)}" for k, v in values.items()]
     _emit(args, data, "\n".join(text))
     return 0
 
@@ -469,7 +525,11 @@ def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
         if r.holdout_n and r.governed_n
         else (
             f"no lift yet: {r.governed_n} governed and {r.holdout_n} holdout episodes with an outcome "
-            "(open the store with holdout=0.1 to hold out a share)"
+            + (
+                f"(the store holds out {store.holdout:.0%} of episodes)"
+                if store.holdout > 0
+                else "(hold out a share of episodes: memworth config set holdout.share=0.1)"
+            )
         )
     )
     if guard is not None:
@@ -766,16 +826,17 @@ def _keys_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["create", "revoke"])
     p.add_argument("--name", default="default", help="a label for the key (create)")
     p.add_argument("--key", help="the key to revoke")
+    p.add_argument("--admin", action="store_true", help="the key may also change the store's settings (create)")
 
 
 def _keys(store: MemoryStore, args: argparse.Namespace) -> int:
     from memworth.server.keys import create_key, revoke_key
 
     if args.action == "create":
-        key = create_key(store, args.namespace, args.name)
+        key = create_key(store, args.namespace, args.name, admin=args.admin)
         _emit(
             args,
-            {"key": key, "namespace": args.namespace, "name": args.name},
+            {"key": key, "namespace": args.namespace, "name": args.name, "admin": args.admin},
             f"{key}\n(shown once; stored only as a hash; bound to namespace {args.namespace!r})",
         )
         return 0
@@ -787,15 +848,15 @@ def _keys(store: MemoryStore, args: argparse.Namespace) -> int:
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--redis", default=os.environ.get("MEMWORTH_REDIS"), help="Redis URL of the hot tier (optional)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--redis", help="Redis URL of the hot tier (default: $MEMWORTH_REDIS; none)")
     p.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug"],
-        default=os.environ.get("MEMWORTH_LOG_LEVEL", "info"),
         help="server log level; at info every request is logged (access log). Default: $MEMWORTH_LOG_LEVEL or info",
     )
+    config_arg(p, "server")
 
 
 def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -805,6 +866,8 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
         from memworth.server import create_app
     except ImportError as exc:
         raise ValidationError("serve", f"needs the server extra: pip install 'memworth[server]' ({exc})") from None
+    if not 0 < args.port < 65536:
+        raise ValidationError("port", f"must be from 1 to 65535, got {args.port}")
     print(
         f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs)", flush=True
     )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 from memworth.errors import ValidationError
-from memworth.store_cli import DEFAULT_URL, _with_store
+from memworth.store_cli import DEFAULT_URL, _with_store, config_arg
 
 if TYPE_CHECKING:
     from memworth.store import MemoryStore
@@ -26,27 +25,25 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--transport",
         choices=["stdio", "streamable-http"],
-        default="stdio",
         help="stdio (an agent host launches the command) or streamable-http (default stdio)",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address for streamable-http (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port for streamable-http (default 8000)")
-    p.add_argument(
-        "--store",
-        default=os.environ.get("MEMWORTH_STORE", DEFAULT_URL),
-        help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})",
-    )
-    p.add_argument("--namespace", default="default", help="the one namespace the tools see (default: default)")
+    p.add_argument("--host", help="address for streamable-http (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port for streamable-http (default 8000)")
+    p.add_argument("--store", help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})")
+    p.add_argument("--namespace", help="the one namespace the tools see (default: default)")
     p.add_argument(
         "--encoder",
         choices=["minilm", "hashing"],
         help="encoder for a new store (default: the store's own, else all-MiniLM-L6-v2)",
     )
-    p.add_argument("--redis", default=os.environ.get("MEMWORTH_REDIS"), help="Redis URL of the hot tier (optional)")
+    p.add_argument("--redis", help="Redis URL of the hot tier (default: $MEMWORTH_REDIS; none)")
+    config_arg(p, "mcp")
     p.set_defaults(handler=_with_store(_serve))
 
 
 def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.transport not in ("stdio", "streamable-http"):  # from a configuration file
+        raise ValidationError("transport", f"must be stdio or streamable-http, got {args.transport!r}")
     if not 0 < args.port < 65536:
         raise ValidationError("--port", f"must be from 1 to 65535, got {args.port}")
     try:  # the MCP SDK: imported only when serving

@@ -8,6 +8,7 @@ refuses, becomes a tool error whose text is ``<ErrorType>: <field>: <reason>``.
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal, TypeVar
@@ -51,6 +52,7 @@ suppress, deprecate or re-verify."""
 
 MEMORY_PREFIX = "memworth://memories/"
 MEMORY_TEMPLATE = MEMORY_PREFIX + "{memory_id}"
+SETTINGS_URI = "memworth://settings"
 MEMORY_DESCRIPTION = (
     "One memory as JSON: text, metadata, provenance, counts, worth, class, status, standing. "
     "The id goes in the URI percent-encoded as one segment (RFC 6570 simple expansion): "
@@ -447,5 +449,16 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             except MemworthError as exc:
                 raise ResourceError(str(_tool_error(exc, "memory_id"))) from None
             return memory_view(store, m).model_dump_json(by_alias=True)
+
+    @server.resource(
+        SETTINGS_URI,
+        name="settings",
+        description="The store's settings in force and their version (memworth config show; GET /v1/config).",
+        mime_type="application/json",
+    )
+    def settings() -> str:
+        """The store's settings as JSON: the shape every face shows (:meth:`MemoryStore.config`)."""
+        with lock:
+            return json.dumps(store.config(), sort_keys=True)
 
     return server

@@ -166,6 +166,11 @@ class GovernRequest(_Strict):
     apply: bool = False
 
 
+class ConfigChange(_Strict):
+    changes: dict[str, Any] = Field(min_length=1, max_length=100)
+    actor: str | None = Field(default=None, min_length=1, max_length=200)
+
+
 class ResolveRequest(_Strict):
     verdict: Literal["confirmed", "stale", "edited"]
     reason: str = Field(min_length=1, max_length=2000)
@@ -310,6 +315,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         if record is None:
             raise StarletteHTTPException(401, "a valid API key is required (Authorization: Bearer <key>)")
         request.state.key_name = str(record["name"])  # the audit log names the key a change came through
+        request.state.key_admin = record.get("admin") is True  # may change the store's settings
         return str(record["namespace"])
 
     def _actor(request: Request, given: str | None) -> str:
@@ -335,9 +341,13 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}.get(
-            exc.status_code, "HTTPError"
-        )
+        kind = {
+            401: "Unauthorized",
+            403: "Forbidden",
+            404: "NotFound",
+            405: "MethodNotAllowed",
+            413: "PayloadTooLarge",
+        }.get(exc.status_code, "HTTPError")
         return _error(exc.status_code, kind, str(exc.detail))
 
     def decided(entry: AuditEntry) -> dict[str, Any]:
@@ -651,6 +661,27 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "consistent": not mine,
             "mismatches": [{"id": mid, "live": live.__dict__, "log": want.__dict__} for mid, live, want in mine],
         }
+
+    @app.get("/v1/config")
+    def get_config(namespace: Tenant) -> dict[str, Any]:
+        """The store's settings in force and their version (every namespace works under them)."""
+        return dict(call(store.config))
+
+    @app.put("/v1/config", responses={403: {"description": "the key is not an admin key"}})
+    def put_config(body: ConfigChange, namespace: Tenant, request: Request) -> dict[str, Any]:
+        """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
+        version, kept with the store, recorded with the key that made it. Needs an admin key."""
+        if not request.state.key_admin:
+            raise StarletteHTTPException(
+                403, "changing the store's settings needs an admin key (memworth keys create --admin)"
+            )
+        actor = _actor(request, body.actor)
+
+        def change() -> dict[str, Any]:
+            store.configure(body.changes, actor=actor)
+            return store.config()
+
+        return dict(call(change))
 
     app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
     app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar

@@ -26,13 +26,18 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_key(store: MemoryStore, namespace: str, name: str) -> str:
-    """Create a key for ``namespace``; returns the key (the only time it is visible)."""
+def create_key(store: MemoryStore, namespace: str, name: str, *, admin: bool = False) -> str:
+    """Create a key for ``namespace``; returns the key (the only time it is visible).
+
+    An ``admin`` key may also change the store's settings (``PUT /v1/config``), which
+    every namespace works under; any key may read them."""
     check_name(namespace, "namespace")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise ValidationError("name", "must be a non-empty label of at most 200 characters")
+    if not isinstance(admin, bool):
+        raise ValidationError("admin", f"must be true or false, got {admin!r}")
     key = "mw_" + secrets.token_urlsafe(32)
-    record = {"namespace": namespace, "name": name, "created": time.time(), "revoked": False}
+    record = {"namespace": namespace, "name": name, "created": time.time(), "revoked": False, "admin": admin}
     store.backend.set_meta(PREFIX + _digest(key), json.dumps(record))
     return key
 

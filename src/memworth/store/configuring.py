@@ -184,6 +184,12 @@ class ConfigMixin(StoreState):
         """The settings in force (what :meth:`configure` changes)."""
         return self._settings
 
+    def config(self) -> dict[str, Any]:
+        """The settings in force and their version (0: never set, the defaults): the one
+        JSON shape the CLI, HTTP and MCP show."""
+        kept = self.settings_record()
+        return {"version": 0 if kept is None else int(kept["version"]), "settings": self._settings.to_dict()}
+
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str = "python") -> int:
         """Work under new settings from now on, and keep them with the store.
 

@@ -111,6 +111,13 @@ class MemoryStore(
     encoder
         Turns texts into vectors. Default: the encoder the store was created with, or
         all-MiniLM-L6-v2 for a new store.
+    settings
+        Every setting at once (:class:`memworth.Settings`); the arguments below change
+        single ones. A store keeps its settings with its data, versioned: a setting not
+        given here is the kept one (else its default), so every face and process that
+        opens the store works under the same ones; settings that differ from the kept ones
+        become a new version (:meth:`configure`, :meth:`settings_history`). ``encoder``,
+        ``seed``, ``clock``, ``hot_tier`` and ``verifier`` belong to this store object only.
     scoring
         How candidates are ranked: :class:`memworth.ranking.Blend` (default, the paper's
         0.6 x similarity + 0.4 x worth), ``CosineRecencyWorth`` or ``LowerBoundBlend``.
@@ -197,7 +204,12 @@ class MemoryStore(
         ``"split"`` (the default) is a new AlarmSplitter for this store: memories that are
         always retrieved together get separated once two of them look broken, so the
         change detectors can tell which one broke before either is quarantined (on the
-        demo world it kept the successor facts out of quarantine); None turns it off.
+        demo world it kept the successor facts out of quarantine); ``"pairs"`` is an
+        AblationPlanner; None turns it off. The kind and its share are kept with the
+        settings (``recall.planner``, ``recall.planner_share``).
+    actor
+        Who opens the store with settings that differ from the kept ones, for the
+        settings' history.
 
     Examples
     --------

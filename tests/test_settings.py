@@ -1,0 +1,280 @@
+"""One settings object, kept with the store (issue 13 item 2).
+
+Every setting of a store (recall, credit, sources, holdout, automation, governance) is one
+:class:`memworth.Settings`, kept in the store with its versions; every face reads and
+changes the same one: Python, ``memworth config``, ``GET/PUT /v1/config``, the MCP
+``memworth://settings`` resource and a TOML file for ``serve`` and ``mcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from memworth import HashingEncoder, MemoryStore, Sidecar
+from memworth.cli import main
+from memworth.config_file import load
+from memworth.coretrieval import AblationPlanner, AlarmSplitter
+from memworth.errors import ValidationError
+from memworth.governance import GovernancePolicy
+from memworth.mcp_server import create_server
+from memworth.ranking import LowerBoundBlend
+from memworth.server.app import create_app
+from memworth.server.keys import create_key
+from memworth.settings import RecallSettings, Settings
+from memworth.sources import SourceLimit
+
+# -- the object ----------------------------------------------------------------------------
+
+
+def test_settings_round_trip_through_json_with_every_kind_of_value() -> None:
+    s = Settings(
+        recall=RecallSettings(scoring=LowerBoundBlend(similarity=0.7, worth=0.3), exploration=0.0, planner="pairs"),
+        governance=GovernancePolicy(theta_low=0.25, deprecation="fixed"),
+    ).changed(
+        {
+            "sources.confidences": {"judge": 0.6},
+            "sources.limits": {"judge": {"type": "SourceLimit", "max_per_memory": 3, "window": 60.0}},
+            "sources.reliability": {"type": "Reliability", "prior_strength": 5.0},
+            "sources.burst": None,
+            "holdout.share": 0.1,
+            "automation.govern_every": 25,
+        }
+    )
+    back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))
+    assert back == s
+    assert back.sources.limits["judge"] == SourceLimit(max_per_memory=3, window=60.0)
+    assert back.sources.burst is None and back.holdout.share == 0.1 and back.recall.scoring.worth == 0.3
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"recall.exploration": 1.5}, "recall.exploration"),
+        ({"recall.exploration": "0.1"}, "recall.exploration"),  # no silent coercion of text
+        ({"recall.explore": 0.1}, "recall.explore"),
+        ({"nope.x": 1}, "nope.x"),
+        ({"min_evidence": 3}, "min_evidence"),  # in two parts: the part must be named
+        ({"credit.rule": "shares"}, "credit.rule"),
+        ({"credit.max_hops": True}, "credit.max_hops"),
+        ({"recall.scoring.worth": -1}, "recall.scoring.worth"),
+        ({"recall.scoring": {"type": "Nope"}}, "recall.scoring"),
+        ({"sources.limits": {"ghost": {"type": "SourceLimit"}}}, "sources.limits"),
+        ({"sources.limits": {"judge": {"max_outcomes": 3}}}, "sources.limits.judge"),
+        ({"governance.theta_low": 0.9}, "governance.theta_low"),
+        ({"holdout.share": 1.0}, "holdout.share"),
+        ({"automation.govern_every": 0}, "automation.govern_every"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it(changes: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        Settings().changed(changes)
+    assert err.value.field == field, err.value
+
+
+# -- kept with the store -------------------------------------------------------------------
+
+
+def test_a_store_keeps_its_settings_and_every_change_is_a_version(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:
+        assert store.settings_record() is None and store.config()["version"] == 0  # defaults, nothing written
+    with MemoryStore.open(url, exploration=0.0, propagation=0.2, policy=GovernancePolicy(theta_low=0.3)) as store:
+        assert store.config()["version"] == 1
+        assert store.settings_record()["changed"] == [
+            "recall.exploration",
+            "credit.propagation",
+            "governance.theta_low",
+        ]
+    with MemoryStore.open(url) as store:  # names nothing: works under the kept settings
+        assert (store.exploration, store.propagation, store.policy.theta_low) == (0.0, 0.2, 0.3)
+        assert store.configure({"recall.exploration": 0.0}, actor="ops") == 1  # the same: no new version
+        assert store.configure({"governance.theta_high": 0.7, "credit.rule": "score"}, actor="ops") == 2
+        assert (store.credit, store.policy.theta_high, store.taxonomy.theta_high) == ("score", 0.7, 0.7)
+        with pytest.raises(ValidationError):
+            store.configure({"governance.theta_high": 0.1, "recall.exploration": 0.5})  # below theta_low
+        assert store.exploration == 0.0 and store.config()["version"] == 2  # nothing changed half-way
+    with MemoryStore.open(url) as store:
+        history = store.settings_history()
+        assert [(v["version"], v["actor"]) for v in history] == [(1, "python"), (2, "ops")]
+        assert history[1]["changed"] == ["credit.rule", "governance.theta_high"]
+        assert store.credit == "score"
+
+
+def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:  # as an older memworth left it
+        policy = dataclasses.asdict(GovernancePolicy(theta_low=0.33))
+        store.backend.set_meta("policy", json.dumps({"version": 4, "settings": policy, "at": 1.0}))
+        store.backend.set_meta("holdout", json.dumps({"share": 0.2, "seed": 7}))
+    with MemoryStore.open(url) as store:
+        assert store.policy.theta_low == 0.33 and (store.holdout, store.settings.holdout.seed) == (0.2, 7)
+        assert store.config()["version"] == 1
+        store.configure({"recall.exploration": 0.05})
+        assert store.settings.governance.theta_low == 0.33 and store.config()["version"] == 2
+
+
+def test_the_recall_planner_is_a_setting(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), ablation=None) as store:
+        assert store.ablation is None and store.settings.recall.planner == "none"
+        store.configure({"recall.planner": "pairs", "recall.planner_share": 0.2})
+        assert isinstance(store.ablation, AblationPlanner) and store.ablation.budget == 0.2
+    with MemoryStore.open(url) as store:
+        assert isinstance(store.ablation, AblationPlanner)
+    splitter = AlarmSplitter(share=0.5, suspect=3.0, seed=1)
+    with MemoryStore.open(url, ablation=splitter) as store:
+        assert store.ablation is splitter and store.settings.recall.planner_share == 0.5
+
+
+def test_the_sidecar_and_continuous_governance_follow_a_change(tmp_path: Path) -> None:
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'c.db'}", encoder=HashingEncoder(), seed=0) as store:
+        store.add_many([{"id": f"m{i}", "text": f"memory {i}"} for i in range(3)])
+        store.configure({"holdout.share": 0.5, "automation.govern_every": 2})
+        helper = Sidecar(store)
+        marked = [helper.retrieve([("m0", 0.9), ("m1", 0.5)], k=1) for _ in range(40)]
+        held = sum(1 for r in marked if r.diagnostics.get("holdout"))
+        assert 5 < held < 35  # the sidecar holds out the share the store was configured with
+        assert store.govern_every == 2
+
+
+# -- every face ------------------------------------------------------------------------------
+
+
+def test_every_face_shows_and_changes_the_same_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'faces.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), policy=GovernancePolicy(theta_low=0.2)):
+        pass
+    assert main(["config", "set", "recall.exploration=0.02", "theta_high=0.55", "--store", url]) == 0
+    capsys.readouterr()
+    assert main(["config", "show", "--store", url, "--json"]) == 0
+    from_cli = json.loads(capsys.readouterr().out)
+    with MemoryStore.open(url) as store:
+        assert from_cli == store.config()
+        admin, plain = create_key(store, "ops", "root", admin=True), create_key(store, "team", "agent")
+        with TestClient(create_app(store)) as client:
+            for key in (admin, plain):
+                got = client.get("/v1/config", headers={"Authorization": f"Bearer {key}"})
+                assert got.status_code == 200 and got.json() == from_cli
+            body = {"changes": {"recall.exploration": 0.07}, "actor": "alice"}
+            refused = client.put("/v1/config", json=body, headers={"Authorization": f"Bearer {plain}"})
+            assert refused.status_code == 403 and refused.json()["error"]["type"] == "Forbidden"
+            bad = client.put(
+                "/v1/config", json={"changes": {"recall.exploration": "lots"}}, headers={"X-API-Key": admin}
+            )
+            assert bad.status_code == 422 and bad.json()["error"]["field"] == "recall.exploration"
+            assert store.exploration == 0.02
+            done = client.put("/v1/config", json=body, headers={"X-API-Key": admin})
+            assert done.status_code == 200 and done.json()["settings"]["recall"]["exploration"] == 0.07
+        assert store.exploration == 0.07  # the served store works under it at once
+        assert store.settings_history()[-1]["actor"] == "alice (api key root)"
+        from_mcp = asyncio.run(_mcp_settings(store))
+        assert from_mcp == store.config() and from_mcp["version"] == 3
+    with MemoryStore.open(url) as store:
+        assert store.exploration == 0.07 and store.policy.theta_high == 0.55 and store.policy.theta_low == 0.2
+
+
+async def _mcp_settings(store: MemoryStore) -> dict[str, Any]:
+    async with Client(create_server(store)) as client:
+        (content,) = (await client.read_resource("memworth://settings")).contents
+        return dict(json.loads(content.text))  # type: ignore[union-attr]
+
+
+def test_config_set_refuses_bad_settings_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'bad.db'}"
+    assert main(["config", "set", "min_evidence=3", "--store", url, "--encoder", "hashing"]) != 0
+    err = capsys.readouterr().err
+    assert "min_evidence" in err and "name the part" in err and "Traceback" not in err
+
+
+# -- the configuration file ----------------------------------------------------------------
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "memworth.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("stor = 'x'", "stor"),
+        ("[server]\nport = '80'", "server.port"),
+        ("[server]\nworkers = 2", "server.workers"),
+        ("[settings.recall]\nexploration = 2.0", "settings.recall.exploration"),
+        ("[settings.nope]\nx = 1", "settings.nope.x"),
+        ("[server\nport = 1", "config"),
+    ],
+)
+def test_a_bad_configuration_file_is_refused_naming_the_entry(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        load(_write(tmp_path, text))
+    assert err.value.field == field and str(tmp_path) in err.value.reason
+
+
+def test_a_flag_wins_over_the_file_and_the_file_over_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memworth.store_cli import _resolve_options
+
+    path = _write(tmp_path, "store = 'sqlite:///from-file.db'\n[server]\nport = 9100\nhost = '0.0.0.0'\n")
+    monkeypatch.setenv("MEMWORTH_STORE", "sqlite:///from-env.db")
+    monkeypatch.setenv("MEMWORTH_LOG_LEVEL", "debug")
+    args = argparse.Namespace(
+        config=str(path), config_table="server", store=None, host="127.0.0.2", port=None, log_level=None, redis=None
+    )
+    _resolve_options(args)
+    assert (args.store, args.host, args.port, args.log_level) == ("sqlite:///from-file.db", "127.0.0.2", 9100, "debug")
+
+
+def test_memworth_serve_reads_a_configuration_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:
+        key = create_key(store, "ns", "k")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = _write(
+        tmp_path,
+        f"store = '{url}'\n[server]\nport = {port}\nlog_level = 'warning'\n"
+        "[settings.recall]\nexploration = 0.03\n[settings.governance]\ntheta_low = 0.31\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memworth.cli", "serve", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/config", headers={"X-API-Key": key})
+                with urllib.request.urlopen(req, timeout=1) as r:
+                    served = json.loads(r.read())
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "memworth serve did not come up"
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert served["settings"]["recall"]["exploration"] == 0.03
+    assert served["settings"]["governance"]["theta_low"] == 0.31
+    with MemoryStore.open(url) as store:
+        assert store.exploration == 0.03
+        assert store.settings_history()[-1]["actor"] == f"config file {path}"

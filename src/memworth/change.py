@@ -119,6 +119,17 @@ class CusumState:
     def __len__(self) -> int:
         return int(self.statistic.size)
 
+    def copy(self) -> CusumState:
+        """An independent copy (its arrays copied)."""
+        return CusumState(
+            self.statistic.copy(),
+            self.observations.copy(),
+            self.successes.copy(),
+            self.expected.copy(),
+            self.since.copy(),
+            self.first_alarm.copy(),
+        )
+
     def grow(self, size: int) -> None:
         """Make room for ``size`` memories (new rows have no history); never shrinks."""
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < len(self):
@@ -287,8 +298,33 @@ class BernoulliCusum:
         if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
             raise ValidationError("time", f"must be an integer, got {time!r}")
         r, y, w, ref = self._observations(state, rows, success, weight, reference)
+        return self._apply(state, r, y, w, ref, int(time), self._steps(state, r, y, w, ref))
+
+    def advance(
+        self, state: CusumState, rows: np.ndarray, success: bool, weight: float, reference: float | None, time: int
+    ) -> np.ndarray:
+        """:meth:`update` for a scan that has checked its inputs: one episode's observation
+        (one outcome, its confidence and reference rate) added to ``rows`` (distinct int64
+        rows of ``state``). Returns the steps it took (what :meth:`steps` gives before it)."""
+        y = np.full(rows.shape, bool(success))
+        w = np.full(rows.shape, float(weight))
+        ref = None if reference is None else np.full(rows.shape, float(reference))
+        step = self._steps(state, rows, y, w, ref)
+        self._apply(state, rows, y, w, ref, time, step)
+        return step
+
+    def _apply(
+        self,
+        state: CusumState,
+        r: np.ndarray,
+        y: np.ndarray,
+        w: np.ndarray,
+        ref: np.ndarray | None,
+        time: int,
+        step: np.ndarray,
+    ) -> np.ndarray:
+        """Add the ``step`` of each of rows ``r`` and count its observation; which are in alarm."""
         _ratio, h, _n0, _a = self._check()
-        step = self._steps(state, r, y, w, ref)
         before = state.statistic[r]
         after = np.maximum(0.0, before + step)
         state.statistic[r] = after
@@ -733,13 +769,17 @@ def scan_episodes(
     n = biggest + 1 if size is None else size
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= biggest:
         raise ValidationError("size", f"must be an integer above every row ({biggest}), got {size!r}")
+    if any(np.unique(r).size != r.size for r in rows):
+        raise ValidationError("sets", "a memory appears twice in one episode")
+    if any(r.size and r.min() < 0 for r in rows):
+        raise ValidationError("sets", "rows must be >= 0")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
+        raise ValidationError("weight", "must be within [0, 1]")
     state, shared = detector.start(int(n)), rule.start(int(n))
     for t, r in enumerate(rows):
         if not r.size:
             continue
-        ok, wt, rt = bool(y[t]), float(w[t]), None if ref is None else float(ref[t])
-        steps = detector.steps(state, r, ok, weight=wt, reference=rt)
-        detector.update(state, r, ok, weight=wt, reference=rt, time=t + 1)
+        steps = detector.advance(state, r, bool(y[t]), float(w[t]), None if ref is None else float(ref[t]), t + 1)
         rule.update(shared, state, r, steps)
     return state, shared
 
@@ -798,6 +838,12 @@ class ReferenceRate:
         a = _number(prior, "prior", low=0.0, open_low=True)
         self._keep = 0.5 ** (1.0 / hl)
         self._successes, self._weight = a, 2 * a
+
+    def copy(self) -> ReferenceRate:
+        """An independent copy, to advance apart."""
+        twin = ReferenceRate.__new__(ReferenceRate)
+        twin._keep, twin._successes, twin._weight = self._keep, self._successes, self._weight
+        return twin
 
     @property
     def rate(self) -> float:

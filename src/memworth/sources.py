@@ -325,14 +325,14 @@ class BurstDetector:
         a = 1.0 + p0 * before.n
         b = 1.0 + (1.0 - p0) * before.n
         x = trials * recent.success / recent.evidence  # the window's successes in retrieval units
-        dist = betabinom(trials, a, b)
-        upper_tail = float(dist.sf(math.ceil(x - 1e-9) - 1))  # P(X >= x)
-        lower_tail = float(dist.cdf(math.floor(x + 1e-9)))  # P(X <= x)
+        # the distribution's methods, not a frozen one: freezing builds its docstring each time
+        upper_tail = float(betabinom.sf(math.ceil(x - 1e-9) - 1, trials, a, b))  # P(X >= x)
+        lower_tail = float(betabinom.cdf(math.floor(x + 1e-9), trials, a, b))  # P(X <= x)
         p_value = min(1.0, 2.0 * min(upper_tail, lower_tail))
         if p_value >= self.alpha:
             return None
         share = recent.evidence / after.evidence
-        lo_x, hi_x = (float(v) for v in dist.ppf([self.alpha / 2, 1 - self.alpha / 2]))
+        lo_x, hi_x = (float(v) for v in betabinom.ppf([self.alpha / 2, 1 - self.alpha / 2], trials, a, b))
         allowed = (share * (lo_x / trials - p0), share * (hi_x / trials - p0))
         total = sum(sources.values())
         shares = {s: v / total for s, v in sources.items()} if total > 0 else {}

@@ -34,14 +34,14 @@ from memworth.change import (
     CusumState,
     ExplainingAway,
     OutcomeStream,
-    reference_rates,
-    scan_episodes,
+    ReferenceRate,
 )
+from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.window import failing_with
 from memworth.window import hold as window_hold
 
-__all__ = ["NamespaceStreams", "namespace_streams"]
+__all__ = ["NamespaceScan", "NamespaceStreams", "namespace_streams"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,137 @@ class NamespaceStreams:
     level: float
 
 
+class NamespaceScan:
+    """A namespace's change detectors, advanced episode by episode; :meth:`read` gives the
+    streams and alarms :func:`namespace_streams` gives for the same episodes.
+
+    The store keeps one per namespace and advances it with the outcomes logged since it
+    last read, so governing again costs the new outcomes, not the whole log again.
+    ``ids`` names the rows (memories in order of first retrieval, after any given up front).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scan = NamespaceScan(GovernancePolicy())
+    >>> scan.advance([["stale", "fine"]] * 40, np.ones(40, dtype=bool), np.ones(40))
+    >>> scan.advance([["stale"], ["fine"]] * 12, np.array([False, True] * 12), np.ones(24))
+    >>> scan.read().held, scan.episodes
+    ({'stale': ()}, 64)
+    """
+
+    def __init__(self, policy: GovernancePolicy, ids: Sequence[str] = ()) -> None:
+        self.policy = policy
+        self.detector, self.rule = policy.detector(), ExplainingAway()
+        self.ids: list[str] = []
+        self._row: dict[str, int] = {}
+        self.state = self.detector.start(0)
+        self.shared = self.rule.start(0)
+        self.reference = ReferenceRate(policy.change_reference_half_life)
+        self.episodes = 0
+        self._y: list[bool] = []
+        self._w: list[float] = []
+        self._ref: list[float] = []
+        self._contexts: list[str | None] = []
+        self._frozen: list[frozenset[str]] = []
+        self._at: list[list[int]] = []
+        self._known(ids)
+
+    def _known(self, ids: Sequence[str]) -> None:
+        """Give rows to the memories of ``ids`` not seen before (in order)."""
+        fresh = [mid for mid in dict.fromkeys(ids) if mid not in self._row]
+        if not fresh:
+            return
+        for mid in fresh:
+            self._row[mid] = len(self.ids)
+            self.ids.append(mid)
+            self._at.append([])
+        self.state.grow(len(self.ids))
+        self.shared.shared.extend({} for _ in fresh)
+
+    def advance(
+        self,
+        sets: Sequence[Sequence[str]],
+        success: np.ndarray,
+        confidence: np.ndarray,
+        contexts: Sequence[str | None] | None = None,
+    ) -> None:
+        """Add episodes, oldest first: the memories each retrieved (by id; one given twice
+        counts once), its outcome, its confidence and its context label (or ``None``)."""
+        y = np.asarray(success, dtype=bool)
+        w = np.asarray(confidence, dtype=float)
+        if y.ndim != 1 or len(sets) != y.size or w.shape != y.shape:
+            raise ValidationError("sets", f"need one set, outcome and confidence per episode ({len(sets)} sets)")
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w > 1):
+            raise ValidationError("confidence", "must be within [0, 1]")
+        if contexts is not None and len(contexts) != y.size:
+            raise ValidationError("contexts", f"need one per episode ({y.size}), got {len(contexts)}")
+        unique = [list(dict.fromkeys(str(m) for m in s)) for s in sets]
+        self._known([mid for s in unique for mid in s])
+        for t, members in enumerate(unique):
+            ok, wt, rt = bool(y[t]), float(w[t]), self.reference.rate
+            self.episodes += 1
+            if members:
+                rows = np.array([self._row[mid] for mid in members], dtype=np.int64)
+                steps = self.detector.advance(self.state, rows, ok, wt, rt, self.episodes)
+                self.rule.update(self.shared, self.state, rows, steps)
+                for r in rows.tolist():
+                    self._at[r].append(self.episodes)
+            self.reference.add(ok)
+            self._y.append(ok)
+            self._w.append(wt)
+            self._ref.append(rt)
+            self._contexts.append(None if contexts is None else contexts[t])
+            self._frozen.append(frozenset(members))
+
+    def read(self) -> NamespaceStreams:
+        """Every memory's stream so far, and the change alarms that stand now."""
+        policy, detector, rule, state, shared = self.policy, self.detector, self.rule, self.state, self.shared
+        ids, size = self.ids, len(self.ids)
+        if not self.episodes:
+            return NamespaceStreams(list(ids), {}, None, {}, math.inf)
+        y, w, reference = np.array(self._y, dtype=bool), np.array(self._w), np.array(self._ref)
+        alarm, level = policy.change_flags(state.statistic, state.observations)
+        held: dict[str, tuple[str, ...]] = {}
+        for m in np.flatnonzero(alarm).tolist():
+            bar = dataclasses.replace(detector, threshold=policy.change_bar(level, float(state.observations[m])))
+            held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
+        flagged = {mid for mid, by in held.items() if not by}
+        rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
+        at, frozen, contexts = self._at, self._frozen, self._contexts
+        window = policy.staleness_window
+        fired: set[str] = set()
+        explained: dict[str, tuple[str, ...]] = {}
+        if policy.window_test:
+            retrievals = {ids[m]: [(bool(y[p - 1]), frozen[p - 1]) for p in at[m]] for m in range(size) if at[m]}
+            fired, explained = window_hold(
+                retrievals, flagged | rising, window=window, drop=policy.staleness_drop, theta_low=policy.theta_low
+            )
+        suspects = fired | set(held)
+        labelled = any(c is not None for c in contexts)
+        streams: dict[str, OutcomeStream] = {}
+        for m in range(size):
+            if not at[m]:
+                continue
+            mid, pos = ids[m], np.asarray(at[m], dtype=np.int64)
+            ys = y[pos - 1]
+            tail = zip(pos[-window:].tolist(), ys[-window:].tolist(), strict=True)
+            failed = [frozen[p - 1] for p, ok in tail if not ok]
+            streams[mid] = OutcomeStream(
+                ys,
+                w[pos - 1],
+                reference[pos - 1],
+                pos,
+                held.get(mid, ()),
+                tuple(contexts[p - 1] for p in pos.tolist()) if labelled else None,
+                tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
+                mid in suspects,
+                change_alarm=mid in held,
+                change_level=level,
+                reading=_reading(detector, state, m, float(reference[pos[-1] - 1])),
+            )
+        return NamespaceStreams(list(ids), streams, state, held, level)
+
+
 def namespace_streams(
     policy: GovernancePolicy,
     ids: Sequence[str],
@@ -69,7 +200,8 @@ def namespace_streams(
     confidence: np.ndarray,
     contexts: Sequence[str | None] | None = None,
 ) -> NamespaceStreams:
-    """The streams of a namespace's memories from its episodes, oldest first.
+    """The streams of a namespace's memories from its episodes, oldest first (a
+    :class:`NamespaceScan` of them all at once).
 
     Parameters
     ----------
@@ -97,59 +229,18 @@ def namespace_streams(
     >>> len(found.streams["stale"]), found.streams["stale"].change_alarm, found.streams["fine"].change_alarm
     (52, True, False)
     """
-    rows = [list(dict.fromkeys(int(r) for r in s)) for s in sets]
-    y = np.asarray(success, dtype=bool)
-    w = np.asarray(confidence, dtype=float)
-    reference = reference_rates(y, policy.change_reference_half_life)
-    size = len(ids)
-    if not rows:
-        return NamespaceStreams(list(ids), {}, None, {}, math.inf)
-    detector, rule = policy.detector(), ExplainingAway()
-    state, shared = scan_episodes(detector, rule, rows, y, w, reference, size=size)
-    alarm, level = policy.change_flags(state.statistic, state.observations)
-    held: dict[str, tuple[str, ...]] = {}
-    for m in np.flatnonzero(alarm).tolist():
-        bar = dataclasses.replace(detector, threshold=policy.change_bar(level, float(state.observations[m])))
-        held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
-    flagged = {mid for mid, by in held.items() if not by}
-    rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-    # each memory's retrievals, oldest first: (position in the log from 1, outcome)
-    at: list[list[int]] = [[] for _ in range(size)]
-    for t, r in enumerate(rows):
-        for m in r:
-            at[m].append(t + 1)
-    frozen = [frozenset(ids[m] for m in r) for r in rows]
-    window = policy.staleness_window
-    fired: set[str] = set()
-    explained: dict[str, tuple[str, ...]] = {}
-    if policy.window_test:
-        retrievals = {ids[m]: [(bool(y[p - 1]), frozen[p - 1]) for p in at[m]] for m in range(size) if at[m]}
-        fired, explained = window_hold(
-            retrievals, flagged | rising, window=window, drop=policy.staleness_drop, theta_low=policy.theta_low
-        )
-    suspects = fired | set(held)
-    labelled = contexts is not None and any(c is not None for c in contexts)
-    streams: dict[str, OutcomeStream] = {}
-    for m in range(size):
-        if not at[m]:
-            continue
-        mid, pos = ids[m], np.asarray(at[m], dtype=np.int64)
-        ys = y[pos - 1]
-        failed = [frozen[p - 1] for p, ok in zip(pos[-window:].tolist(), ys[-window:].tolist(), strict=True) if not ok]
-        streams[mid] = OutcomeStream(
-            ys,
-            w[pos - 1],
-            reference[pos - 1],
-            pos,
-            held.get(mid, ()),
-            tuple(contexts[p - 1] for p in pos.tolist()) if labelled and contexts is not None else None,
-            tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
-            mid in suspects,
-            change_alarm=mid in held,
-            change_level=level,
-            reading=_reading(detector, state, m, float(reference[pos[-1] - 1])),
-        )
-    return NamespaceStreams(list(ids), streams, state, held, level)
+    names = list(ids)
+    if len(set(names)) != len(names):
+        raise ValidationError("ids", "must name each memory once")
+    scan = NamespaceScan(policy, names)
+    try:
+        named = [[names[int(r)] for r in s] for s in sets]
+    except (IndexError, TypeError, ValueError):
+        raise ValidationError("sets", f"rows must index the {len(names)} ids") from None
+    if any(int(r) < 0 for s in sets for r in s):
+        raise ValidationError("sets", "rows must be >= 0")
+    scan.advance(named, success, confidence, contexts)
+    return scan.read()
 
 
 def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_reference: float) -> CusumReading:

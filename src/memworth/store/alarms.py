@@ -22,27 +22,24 @@ __all__ = ["LiveAlarms"]
 class LiveAlarms:
     """The CUSUM state of one namespace's memories, and the reference rate, to advance.
 
-    ``ids`` name the rows of ``state``, which a scan of the namespace's outcomes
-    ``successes`` (in log order) produced; ``reference`` is the success rate of all of
-    them (:class:`memworth.change.ReferenceRate`); ``logged`` is how many outcomes the
-    state has seen.
+    ``ids`` name the rows of ``state`` (a copy of a namespace scan's), ``reference`` is the
+    success rate of the outcomes that scan read (:class:`memworth.change.ReferenceRate`, a
+    copy) and ``logged`` how many outcomes it has seen.
     """
 
     def __init__(
         self,
         detector: BernoulliCusum,
-        half_life: float,
         ids: Sequence[str],
         state: CusumState,
-        successes: np.ndarray,
+        reference: ReferenceRate,
+        logged: int,
     ) -> None:
         self.detector = detector
         self.rows = {mid: i for i, mid in enumerate(ids)}
         self.state = state
-        self.reference = ReferenceRate(half_life)
-        for ok in np.asarray(successes, dtype=bool).tolist():
-            self.reference.add(ok)
-        self.logged = int(np.asarray(successes).size)
+        self.reference = reference
+        self.logged = int(logged)
 
     def advance(self, memory_ids: Sequence[str], success: bool, confidence: float) -> dict[str, float]:
         """Add one outcome of an episode that retrieved ``memory_ids``; return their statistics now."""

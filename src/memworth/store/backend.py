@@ -151,6 +151,12 @@ class Backend(Protocol):
         its episode, in commit order: one indexed read, whatever other namespaces hold."""
         ...
 
+    def outcome_count(self, namespace: str) -> int:
+        """How many outcomes the namespace holds: as many as :meth:`history` returns from 0
+        (a reader that follows the log by sequence number checks with it that no outcome
+        committed after a later one was read)."""
+        ...
+
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         """Outcomes recorded at or after ``since`` (of one ``source``, or all; of one
         ``namespace``, or all), in commit order."""

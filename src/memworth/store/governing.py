@@ -278,7 +278,7 @@ class GovernanceMixin(StoreState):
         last led (action ``rollback``, which :meth:`approve` applies); every face shows it.
         """
         check_name(namespace, "namespace")
-        return self._guard(self.backend.history(namespace))
+        return self._guard(self._history(namespace))
 
     def _guard(self, history: Sequence[tuple[OutcomeRow, Episode]]) -> GuardReading | None:
         if self.holdout <= 0:
@@ -304,10 +304,10 @@ class GovernanceMixin(StoreState):
         check_name(namespace, "namespace")
         everyone = self.backend.memories(namespace)
         chosen = everyone if memories is None else builtins.list(memories)
-        history = self.backend.history(namespace)
+        history = self._history(namespace)
         audit = self.backend.audit_log(namespace)
         recent = _recent(history, self.policy.staleness_window)
-        streams = self._streams(namespace, history) if self.policy.change_detection else {}
+        streams = self._streams(namespace) if self.policy.change_detection else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
         guard = self._guard(history)
         undone: dict[str, AuditEntry] = {}

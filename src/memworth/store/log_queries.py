@@ -23,10 +23,22 @@ from memworth.store.alarms import LiveAlarms
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
-from memworth.streams import namespace_streams
+from memworth.streams import NamespaceScan, NamespaceStreams
 from memworth.validation import check_memory_id, check_name
 
-__all__ = ["LogMixin", "ReplayReport"]
+__all__ = ["Followed", "LogMixin", "ReplayReport"]
+
+
+@dataclass
+class Followed:
+    """One namespace's outcome history as a store object last read it (oldest first), the
+    last sequence number read, and its change detectors advanced over the first
+    ``scanned`` of those outcomes under ``scan.policy``."""
+
+    rows: builtins.list[tuple[OutcomeRow, Episode]] = field(default_factory=builtins.list)
+    last_seq: int = 0
+    scan: NamespaceScan | None = None
+    scanned: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,13 +74,53 @@ def _recent(history: list[tuple[OutcomeRow, Episode]], size: int) -> dict[str, C
 class LogMixin(StoreState):
     """The log-reading part of :class:`memworth.store.MemoryStore`."""
 
+    def _history(self, namespace: str) -> builtins.list[tuple[OutcomeRow, Episode]]:
+        """The namespace's outcomes with their episodes, oldest first: what this store object
+        read before and the outcomes logged since (one indexed read of the new ones).
+
+        The log is append-only; a reader that follows it by sequence number could still miss
+        an outcome that committed after one with a later number (PostgreSQL's sequences do
+        not order commits), so the count of the namespace's outcomes is checked, and a
+        mismatch reads the history again from the start. Do not change the list returned.
+        """
+        with self._follow_lock:
+            followed = self._followed.get(namespace)
+            if followed is None:
+                followed = self._followed[namespace] = Followed()
+            tail = self.backend.history(namespace, followed.last_seq)
+            if len(followed.rows) + len(tail) != self.backend.outcome_count(namespace):
+                followed = self._followed[namespace] = Followed(self.backend.history(namespace))
+            else:
+                followed.rows.extend(tail)
+            if followed.rows:
+                followed.last_seq = followed.rows[-1][0].seq
+            return followed.rows
+
+    def _namespace_scan(self, namespace: str) -> NamespaceStreams:
+        """The namespace's change detectors over its whole history, advanced from where this
+        store object last left them (run again from the start when the policy changed)."""
+        rows = self._history(namespace)
+        with self._follow_lock:
+            followed = self._followed[namespace]
+            if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(rows):
+                followed.scan, followed.scanned = NamespaceScan(self.policy), 0
+            fresh = rows[followed.scanned :]
+            followed.scan.advance(
+                [[item.memory_id for item in ep.items] for _, ep in fresh],
+                np.array([o.success for o, _ in fresh], dtype=bool),
+                np.array([o.confidence for o, _ in fresh], dtype=float),
+                [ep.context for _, ep in fresh],
+            )
+            followed.scanned = len(rows)
+            return followed.scan.read()
+
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
         """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
         check_name(namespace, "namespace")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
         size = self.policy.staleness_window if window is None else window
-        return _recent(self.backend.history(namespace), size)
+        return _recent(self._history(namespace), size)
 
     def episode_stats(self, namespace: str = "default") -> EpisodeStats:
         """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
@@ -81,7 +133,7 @@ class LogMixin(StoreState):
         """
         check_name(namespace, "namespace")
         stats = EpisodeStats()
-        for o, ep in self.backend.history(namespace):
+        for o, ep in self._history(namespace):
             if ep.items:
                 stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
         return stats
@@ -95,31 +147,22 @@ class LogMixin(StoreState):
         position in the namespace's log (from 1).
         """
         check_name(namespace, "namespace")
-        return self._streams(namespace, self.backend.history(namespace))
+        return self._streams(namespace)
 
-    def _streams(self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]) -> dict[str, OutcomeStream]:
-        """The outcome streams of :meth:`outcome_streams`, from the namespace's history
-        (:func:`memworth.streams.namespace_streams`, as ``memworth score`` reads a log).
+    def _streams(self, namespace: str) -> dict[str, OutcomeStream]:
+        """The outcome streams of :meth:`outcome_streams` (:class:`memworth.streams.NamespaceScan`
+        over the namespace's history, as ``memworth score`` reads a log).
 
         An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
-        ids: dict[str, int] = {}
-        sets = [[ids.setdefault(item.memory_id, len(ids)) for item in ep.items] for _, ep in rows]
-        success = np.array([o.success for o, _ in rows], dtype=bool)
-        contexts = [ep.context for _, ep in rows]
-        found = namespace_streams(
-            self.policy,
-            builtins.list(ids),
-            sets,
-            success,
-            np.array([o.confidence for o, _ in rows], dtype=float),
-            contexts,
-        )
+        found = self._namespace_scan(namespace)
         if isinstance(self.ablation, AlarmSplitter):
-            detector, half_life = self.policy.detector(), self.policy.change_reference_half_life
             state = found.state if found.state is not None else CusumState.empty(0)
+            with self._follow_lock:
+                scan = self._followed[namespace].scan
+                assert scan is not None
+                live = LiveAlarms(scan.detector, found.ids, state.copy(), scan.reference.copy(), scan.episodes)
             with self._live_lock:
-                live = LiveAlarms(detector, half_life, found.ids, state, success)
                 self._live[namespace] = live
                 self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
         return found.streams
@@ -133,7 +176,7 @@ class LogMixin(StoreState):
     def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
         if self.burst is None:
             return []
-        return outcome_log.burst_alerts(self.backend, self.burst, namespace, self.clock(), memories, self.increments_of)
+        return outcome_log.burst_alerts(self._history(namespace), self.burst, self.clock(), memories, self.increments_of)
 
     def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
         """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.
@@ -151,7 +194,7 @@ class LogMixin(StoreState):
         (40, 1.0)
         """
         check_name(namespace, "namespace")
-        return outcome_log.holdout_lift(self.backend, namespace, level, method)
+        return outcome_log.holdout_lift(self._history(namespace), level, method)
 
     def replay_policy(
         self, *alternatives: ReplaySettings, namespace: str = "default", every: int = 100

@@ -202,6 +202,10 @@ class MemoryBackend:
                 if o.namespace == namespace and o.seq > after and o.episode_id in self._episodes
             ]
 
+    def outcome_count(self, namespace: str) -> int:
+        with self._lock:
+            return sum(1 for o in self._outcomes if o.namespace == namespace and o.episode_id in self._episodes)
+
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         with self._lock:
             return [

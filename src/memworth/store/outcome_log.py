@@ -102,18 +102,31 @@ def logged(
                 yield o, ep
 
 
+DISORDER = 60.0
+"""Seconds by which an outcome's recording time may run behind one logged before it (clocks
+of concurrent writers): how far past the window :func:`burst_alerts` reads back."""
+
+
 def burst_alerts(
-    backend: Backend,
+    history: Sequence[tuple[OutcomeRow, Episode]],
     detector: BurstDetector,
-    namespace: str,
     now: float,
     memories: Sequence[Memory],
     increments: Increments,
 ) -> list[BurstAlert]:
-    """Alerts for the memories whose worth the last ``detector.window`` seconds moved too far."""
+    """Alerts for the memories whose worth the last ``detector.window`` seconds moved too far.
+
+    ``history`` is the namespace's outcomes in log order; only its tail is read, back to
+    :data:`DISORDER` seconds before the window."""
+    since = now - detector.window
+    start = len(history)
+    while start > 0 and history[start - 1][0].recorded >= since - DISORDER:
+        start -= 1
     window: dict[str, list[float]] = {}
     by_source: dict[str, dict[str, float]] = {}
-    for o, ep in logged(backend, namespace, backend.outcomes_since(now - detector.window, namespace=namespace)):
+    for o, ep in history[start:]:
+        if o.recorded < since:
+            continue
         for inc in increments(o, ep):
             acc = window.setdefault(inc.memory_id, [0.0, 0.0, 0.0])
             acc[0] += inc.success
@@ -134,10 +147,10 @@ def burst_alerts(
     return alerts
 
 
-def holdout_lift(backend: Backend, namespace: str, level: float, method: str) -> Lift:
-    """Success of governed against holdout episodes of ``namespace``, from the log."""
+def holdout_lift(history: Sequence[tuple[OutcomeRow, Episode]], level: float, method: str) -> Lift:
+    """Success of governed against holdout episodes of a namespace, from its ``history``."""
     tally = {False: [0, 0], True: [0, 0]}
-    for o, ep in logged(backend, namespace):
+    for o, ep in history:
         tally[ep.holdout][0] += int(o.success)
         tally[ep.holdout][1] += 1
     return lift((tally[False][0], tally[False][1]), (tally[True][0], tally[True][1]), level=level, method=method)

@@ -763,6 +763,13 @@ class PostgresBackend:
 
         return list(self._run(work))
 
+    def outcome_count(self, namespace: str) -> int:
+        def work(conn: Any) -> int:
+            (n,) = conn.execute("SELECT count(*) FROM outcomes WHERE namespace = %s", (namespace,)).fetchone()
+            return int(n)
+
+        return int(self._run(work))
+
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         cols = OUTCOME_COLUMNS
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= %s", list[object]([since])

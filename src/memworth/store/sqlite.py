@@ -514,6 +514,14 @@ class SQLiteBackend:
                 raise StoreError(f"{self.url}: {exc}") from exc
         return joined(namespace, heads, rows)
 
+    def outcome_count(self, namespace: str) -> int:
+        with self._lock:
+            try:
+                (n,) = self._db.execute("SELECT count(*) FROM outcomes WHERE namespace = ?", (namespace,)).fetchone()
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+        return int(n)
+
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         cols = OUTCOME_COLUMNS
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= ?", list[object]([since])

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from memworth.store.backend import Increment, NewMemory
     from memworth.store.governing import GovernanceReport
     from memworth.store.hot import HotTier
+    from memworth.store.log_queries import Followed
     from memworth.store.recall import _Space
     from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 
@@ -74,6 +75,8 @@ class StoreState:
     govern_every: int | None
     _outcomes_since_govern: dict[str, int]
     ablation: RecallPlanner | None
+    _followed: dict[str, Followed]
+    _follow_lock: threading.RLock
     _live: dict[str, LiveAlarms]
     _live_lock: threading.Lock
     _holdout_seed: int
@@ -124,9 +127,9 @@ class StoreState:
 
         def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]: ...
 
-        def _streams(
-            self, namespace: str, rows: builtins.list[tuple[OutcomeRow, Episode]]
-        ) -> dict[str, OutcomeStream]: ...
+        def _streams(self, namespace: str) -> dict[str, OutcomeStream]: ...
+
+        def _history(self, namespace: str) -> builtins.list[tuple[OutcomeRow, Episode]]: ...
 
         def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]: ...
 

@@ -45,7 +45,7 @@ from memworth.store.configuring import KEPT, ConfigMixin, settings_from_argument
 from memworth.store.forgetting import ForgettingMixin
 from memworth.store.governing import AUTOMATIC, POLICY_KEY, RATE_LIMITED, GovernanceMixin, GovernanceReport
 from memworth.store.hot import HotTierMixin
-from memworth.store.log_queries import LogMixin, ReplayReport
+from memworth.store.log_queries import Followed, LogMixin, ReplayReport
 from memworth.store.paging import Page, PagingMixin
 from memworth.store.recall import UNGOVERNED, Choice, Recall, RecallMixin
 from memworth.store.recording import DEFAULT_SOURCES, VERIFIED, RecordingMixin, credit_increments
@@ -306,6 +306,8 @@ class MemoryStore(
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
         self.verifier = verifier
         self._outcomes_since_govern: dict[str, int] = {}
+        self._followed: dict[str, Followed] = {}  # per namespace: its history as last read, and its detectors
+        self._follow_lock = threading.RLock()
         self._live: dict[str, LiveAlarms] = {}  # per namespace, for an AlarmSplitter
         self._live_lock = threading.Lock()
         self._agreement: dict[tuple[str, str], Agreement] = {}

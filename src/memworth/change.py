@@ -254,12 +254,16 @@ class BernoulliCusum:
     prior: float = 0.5
 
     def _check(self) -> tuple[float, float, float, float]:
+        checked: tuple[float, float, float, float] | None = self.__dict__.get("_checked")
+        if checked is not None:  # settings are frozen: checked once, on first use
+            return checked
         ratio = _number(self.odds_ratio, "odds_ratio", low=0.0, high=1.0, open_low=True)
         if ratio >= 1.0:
             raise ValidationError("odds_ratio", f"must be below 1 (a fall), got {self.odds_ratio!r}")
         h = _number(self.threshold, "threshold", low=0.0, open_low=True)
         n0 = _number(self.min_history, "min_history", low=0.0)
         a = _number(self.prior, "prior", low=0.0, open_low=True)
+        object.__setattr__(self, "_checked", (ratio, h, n0, a))
         return ratio, h, n0, a
 
     def start(self, size: int) -> CusumState:
@@ -269,13 +273,16 @@ class BernoulliCusum:
 
     def baseline(self, state: CusumState, rows: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """The pre-change success probability of ``rows`` now (given the reference rate)."""
-        _ratio, _h, _n0, a = self._check()
         r = np.asarray(rows, dtype=np.int64)
+        return self._baseline(state, r, None if reference is None else _check_rates(reference, r.size, "reference"))
+
+    def _baseline(self, state: CusumState, r: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
+        """:meth:`baseline` of int64 rows ``r`` and checked reference rates ``ref``."""
+        _ratio, _h, _n0, a = self._check()
         n = state.observations[r]
         own = _logit((state.successes[r] + a) / (n + 2 * a))
-        if reference is None:
+        if ref is None:
             return np.asarray(1.0 / (1.0 + np.exp(-own)))
-        ref = _check_rates(reference, r.size, "reference")
         lift = own - _logit((state.expected[r] + a) / (n + 2 * a))
         return np.asarray(1.0 / (1.0 + np.exp(-(_logit(ref) + lift))))
 
@@ -383,7 +390,7 @@ class BernoulliCusum:
         self, state: CusumState, r: np.ndarray, y: np.ndarray, w: np.ndarray, ref: np.ndarray | None
     ) -> np.ndarray:
         ratio, _h, n0, _a = self._check()
-        llr = _log_likelihood_ratio(y, self.baseline(state, r, ref), ratio)
+        llr = _log_likelihood_ratio(y, self._baseline(state, r, ref), ratio)
         watched = state.observations[r] >= n0
         return np.asarray(np.where(watched, w * llr, 0.0))
 

@@ -52,14 +52,7 @@ class LiveAlarms:
         self.logged += 1
         if unique:
             rows = np.array([self.rows[mid] for mid in unique], dtype=np.int64)
-            self.detector.update(
-                self.state,
-                rows,
-                bool(success),
-                weight=float(confidence),
-                reference=self.reference.rate,
-                time=self.logged,
-            )
+            self.detector.advance(self.state, rows, bool(success), float(confidence), self.reference.rate, self.logged)
         self.reference.add(bool(success))
         return {mid: float(self.state.statistic[self.rows[mid]]) for mid in unique}
 

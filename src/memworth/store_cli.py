@@ -114,9 +114,9 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
         if args.encoder == "hashing":
             encoder = HashingEncoder()
         elif args.encoder == "minilm":
-            from memworth.minilm import MiniLMEncoder
+            from memworth.minilm import load_minilm
 
-            encoder = MiniLMEncoder()
+            encoder = load_minilm()
         settings: dict[str, Any] = {"encoder": encoder}
         if getattr(args, "redis", None):
             settings["hot_tier"] = args.redis

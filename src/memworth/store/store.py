@@ -564,9 +564,9 @@ def _encoder_named(name: str) -> Encoder:
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEncoder(int(name[8:]))
     if name == "all-MiniLM-L6-v2":
-        from memworth.minilm import MiniLMEncoder
+        from memworth.minilm import load_minilm
 
-        return MiniLMEncoder()
+        return load_minilm()
     raise SettingsError(
         f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)"
     )

@@ -1,5 +1,11 @@
 """The real text encoder: sentence-transformers/all-MiniLM-L6-v2, run in NumPy.
 
+:func:`load_minilm` is how memworth gets the model: the onnxruntime runtime
+(:mod:`memworth.minilm_onnx`, extra ``fast``, about three times faster) when it is
+installed, else the NumPy one here. Both share the front end below (tokeniser,
+truncation, batching by length) and agree with each other and with sentence-transformers
+to within float rounding.
+
 :class:`MiniLMEncoder` reproduces the sentence-transformers pipeline of
 all-MiniLM-L6-v2 without torch: WordPiece tokenisation with the ``tokenizers`` package
 (truncated to 256 tokens), the 6-layer BERT forward pass in NumPy from the
@@ -149,7 +155,7 @@ class _Layer:
 
 
 class _MiniLM:
-    """What every runtime of the model shares: settings, tokeniser, batching by length, pooling.
+    """What every runtime of the model shares: settings, tokeniser, truncation, batching by length.
 
     A runtime subclass sets ``backend``, keeps what it needs of the weights in ``_load``
     and runs one padded batch in ``_forward``.

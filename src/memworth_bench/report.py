@@ -150,6 +150,8 @@ def render(doc: dict[str, Any], plans: dict[str, dict[str, Any]]) -> str:
                             f"{_x(r['min'])}-{_x(r['max'])}" if len(r.get("values", [])) > 1 else "(one run)",
                         ]
                     )
+            elif entry and entry.get("status") == "done" and "not_measured" not in sec:
+                head.append([tid, "No ratio: a time on this machine, in its section.", "", ""])
             else:
                 head.append([tid, _reason(entry), "", ""])
     out += ["## Headline ratios", ""]

@@ -189,3 +189,48 @@ def test_pgvector_rebuilds_its_index_only_for_a_batch_that_doubles_the_table(
     store.exploration = 0.0
     recall = store.recall("memory 52 about topic 1 and word w52", k=1)
     assert recall.diagnostics["search"] == "database" and recall.results[0].memory.id == "m00052"
+
+
+class _CountingEncoder(HashingEncoder):
+    """HashingEncoder that remembers how many texts each encode() call got."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def encode(self, texts: Any) -> np.ndarray:
+        self.calls.append(len(texts))
+        return super().encode(texts)
+
+
+def test_a_large_bulk_load_embeds_in_chunks_and_shows_progress_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("tqdm", reason="the bar is tqdm's (experiments extra)")
+    from memworth.store.store import EMBED_CHUNK
+
+    items = _items(EMBED_CHUNK + 500)
+    items[3]["text"] = "a much longer memory, " * 40  # sorted by length into the last chunk
+    encoder = _CountingEncoder()
+    with MemoryStore.open("memory://", encoder=encoder) as store:
+        store.add_many(items[:EMBED_CHUNK])
+        assert encoder.calls == [EMBED_CHUNK] and capsys.readouterr().err == ""  # one call, no bar
+        encoder.calls.clear()
+        store.add_many(items[EMBED_CHUNK:], namespace="quiet")
+        assert capsys.readouterr().err == ""
+        store.add_many(items, namespace="shown", progress=True)
+        assert encoder.calls == [500, EMBED_CHUNK, 500]
+        err = capsys.readouterr().err
+        assert "embedding" in err and f"0/{len(items)}" in err  # tqdm draws at least its start
+        ids, _, matrix = store.backend.vectors("shown")
+    assert ids == [it["id"] for it in items]
+    np.testing.assert_array_equal(matrix, HashingEncoder().encode([it["text"] for it in items]))
+
+
+@pytest.mark.parametrize("progress", ["yes", 1, None])
+def test_a_bad_progress_flag_is_refused_before_anything_is_written(progress: object) -> None:
+    with MemoryStore.open("memory://", encoder=HashingEncoder()) as store:
+        with pytest.raises(ValidationError) as info:
+            store.add_many(_items(3), progress=progress)  # type: ignore[arg-type]
+        assert info.value.field == "progress"
+        assert store.list() == []

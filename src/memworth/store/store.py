@@ -380,9 +380,31 @@ class MemoryStore(
             self._bind_encoder(self._encoder)
         return self._encoder
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.encoder.encode(texts), dtype=np.float32)
-        if vectors.shape != (len(texts), self.encoder.dimension) or not np.isfinite(vectors).all():
+    def _embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Vectors of ``texts``; more than :data:`EMBED_CHUNK` go to the encoder in chunks.
+
+        Chunks hold texts of similar length (sorted by characters), so the encoder's own
+        batches stay full; with ``progress`` a bar on stderr counts the texts embedded.
+        """
+        if len(texts) <= EMBED_CHUNK:
+            return self._checked(self.encoder.encode(texts), len(texts))
+        from memworth.logs.progress import bar
+
+        order = np.argsort(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
+        vectors = np.empty((len(texts), self.encoder.dimension), dtype=np.float32)
+        shown = bar(len(texts), "embedding", show=progress)
+        try:
+            for start in range(0, len(texts), EMBED_CHUNK):
+                rows = order[start : start + EMBED_CHUNK]
+                vectors[rows] = self._checked(self.encoder.encode([texts[i] for i in rows]), len(rows))
+                shown.update(len(rows))
+        finally:
+            shown.close()
+        return vectors
+
+    def _checked(self, encoded: object, n: int) -> np.ndarray:
+        vectors = np.asarray(encoded, dtype=np.float32)
+        if vectors.shape != (n, self.encoder.dimension) or not np.isfinite(vectors).all():
             raise StoreError(f"encoder {self.encoder.name!r} returned unusable vectors of shape {vectors.shape}")
         return vectors
 
@@ -412,8 +434,10 @@ class MemoryStore(
         new = _new_memories([{"text": text, **item}], namespace, self.clock(), None)[0]
         return self._prepare([dataclasses.replace(new, expires=expires)], namespace)[0]
 
-    def add_many(self, items: Sequence[dict[str, Any]], *, namespace: str = "default") -> list[Memory]:
-        """Store many memories in one transaction (all or none), embedding them in one batch.
+    def add_many(
+        self, items: Sequence[dict[str, Any]], *, namespace: str = "default", progress: bool = False
+    ) -> list[Memory]:
+        """Store many memories in one transaction (all or none), embedding them in batches.
 
         Each item is a dict with ``text`` and optionally ``id`` (default: a random one),
         ``metadata`` (JSON object), ``contexts`` (labels), ``derived_from`` and ``part_of``
@@ -425,22 +449,30 @@ class MemoryStore(
         field at fault and its position (``items[i]``) in the reason. The memory rows go
         to the backend in one bulk write (SQLite ``executemany``, PostgreSQL ``COPY``)
         inside one transaction, so loading many memories costs one round trip, not one
-        per memory.
+        per memory. Texts are embedded in chunks of :data:`EMBED_CHUNK`; with ``progress``
+        a bar on stderr (tqdm, when installed) counts them, which for 100,000 memories is
+        minutes of work (BENCHMARKS.md).
         """
         check_name(namespace, "namespace")
+        if not isinstance(progress, bool):
+            raise ValidationError("progress", f"must be True or False, got {progress!r}")
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
         return self._add(
-            _new_memories(items, namespace, self.clock(), self.ttl(namespace=namespace), positions=True), namespace
+            _new_memories(items, namespace, self.clock(), self.ttl(namespace=namespace), positions=True),
+            namespace,
+            progress=progress,
         )
 
-    def _add(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[Memory]:
-        """Check provenance, embed in one batch and insert in one backend call (one transaction)."""
-        self.backend.insert_memories(self._prepare(memories, namespace))
+    def _add(self, memories: builtins.list[Memory], namespace: str, progress: bool = False) -> builtins.list[Memory]:
+        """Check provenance, embed and insert in one backend call (one transaction)."""
+        self.backend.insert_memories(self._prepare(memories, namespace, progress))
         return memories
 
-    def _prepare(self, memories: builtins.list[Memory], namespace: str) -> builtins.list[NewMemory]:
-        """The rows to insert for ``memories``: provenance checked, embedded in one batch; nothing written."""
+    def _prepare(
+        self, memories: builtins.list[Memory], namespace: str, progress: bool = False
+    ) -> builtins.list[NewMemory]:
+        """The rows to insert for ``memories``: provenance checked, embedded; nothing written."""
         known = {m.id for m in memories}
         linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - known
         if linked:
@@ -448,7 +480,7 @@ class MemoryStore(
             missing = sorted(linked - found)
             if missing:
                 raise UnknownMemoryError(missing[0])
-        vectors = self._embed([m.text for m in memories])
+        vectors = self._embed([m.text for m in memories], progress)
         return [NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)]
 
     def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
@@ -476,6 +508,9 @@ class MemoryStore(
             out = [m for m in out if context in m.contexts]
         return out
 
+
+EMBED_CHUNK = 1024
+"""Texts per encoder call when a store embeds many (add_many): the progress bar's step."""
 
 _FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of", "ttl"})
 _NO_COUNTS = Counts()  # frozen: every new memory can share it
@@ -531,9 +566,9 @@ def _encoder_named(name: str) -> Encoder:
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEncoder(int(name[8:]))
     if name == "all-MiniLM-L6-v2":
-        from memworth.minilm import MiniLMEncoder
+        from memworth.minilm import load_minilm
 
-        return MiniLMEncoder()
+        return load_minilm()
     raise SettingsError(
         f"the store's embeddings come from {name!r}; pass that encoder to MemoryStore.open(encoder=...)"
     )

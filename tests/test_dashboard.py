@@ -161,10 +161,11 @@ def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> No
     key = create_key(store, "team", "t")
     r = client.get("/dashboard/governance?x=1")
     assert r.status_code == 401 and 'name="next" value="/dashboard/governance?x=1"' in r.text
+    assert 'id="problem"' not in r.text  # the first visit, before any sign-in attempt: no error shown
     page = client.get("/dashboard/memories/caf%C3%A9?x=%3Cb%3E")
     assert page.status_code == 401 and 'name="next" value="/dashboard/memories/caf%C3%A9?x=%3Cb%3E"' in page.text
     bad = client.post("/dashboard/login", data={"key": "mw_nope", "next": "/dashboard"})
-    assert bad.status_code == 401 and "unknown or revoked API key" in bad.text
+    assert bad.status_code == 401 and 'id="problem">unknown API key<' in bad.text
     elsewhere = client.post(
         "/dashboard/login", data={"key": key, "next": "https://evil.example/"}, follow_redirects=False
     )
@@ -194,7 +195,8 @@ def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> No
     again = client.post(f"/dashboard/audit/{entry.seq}/undo", data={"csrf": csrf})
     assert again.status_code == 409 and "Not undone" in again.text  # the memory moved on since entry 1
     revoke_key(store, key)
-    assert client.get("/dashboard").status_code == 401  # a revoked key's session ends with it
+    ended = client.get("/dashboard")
+    assert ended.status_code == 401 and "was revoked" in ended.text  # a revoked key's session ends with it
 
 
 def test_the_trajectory_rebuilds_the_live_counts(store: MemoryStore) -> None:

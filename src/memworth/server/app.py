@@ -36,7 +36,7 @@ from memworth.errors import (
 )
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import authenticate
+from memworth.server.keys import authenticate, list_keys
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_errors, document, errors
 from memworth.server.sidecar_routes import sidecar_router
@@ -663,6 +663,13 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             for o in page.items
         ]
         return {"outcomes": rows, "next_cursor": page.next_cursor}
+
+    @app.get("/v1/keys")
+    def keys(namespace: Reader) -> list[dict[str, Any]]:
+        """The namespace's API keys, oldest first, revoked and expired ones too: id, name, created,
+        expires, read_only, revoked, state; never a key or its hash. Keys are made and revoked
+        with ``memworth keys``."""
+        return [k.row() for k in call(lambda: list_keys(store, namespace))]
 
     @app.get("/v1/replay")
     def replay(namespace: Reader) -> dict[str, Any]:

@@ -50,6 +50,7 @@ __all__ = [
     "authenticate",
     "create_key",
     "expiry",
+    "key_info",
     "key_record",
     "list_keys",
     "lookup_key",
@@ -213,6 +214,12 @@ def _find(store: MemoryStore, key: str) -> tuple[str, KeyInfo] | None:
     digest = _digest(key)
     raw = store.backend.get_meta(PREFIX + digest)
     return None if raw is None else (digest, _info(digest, raw))
+
+
+def key_info(store: MemoryStore, key: str) -> KeyInfo | None:
+    """What the store keeps of ``key`` (revoked or expired too), or None if it never handed it out."""
+    found = _find(store, key)
+    return None if found is None else found[1]
 
 
 def authenticate(

@@ -236,6 +236,16 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
             raise Refused(exc.status, "Not undone", str(exc)) from None
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
 
+    @router.get("/memory")
+    @error_pages
+    def memory_by_query(request: Request) -> Response:
+        """A memory's page by ``?id=``: the address of the ids ``.`` and ``..``, which browsers
+        drop from a path (:func:`memworth.server.dashboard.markup.memory_url`); any id works."""
+        memory_id = request.query_params.get("id")
+        if memory_id is None:
+            raise Refused(422, "Invalid request", "id: give the memory's id, /dashboard/memory?id=...")
+        return memory(memory_id, request)
+
     @router.get("/memories/{memory_id:path}")
     @error_pages
     def memory(memory_id: str, request: Request) -> Response:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memworth.errors import ValidationError
+from memworth.progress import on_terminal
 
 if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
     from memworth.encoders import Encoder
@@ -380,6 +381,7 @@ def _list(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _govern_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", action="store_true", help="make the proposed changes (audited)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     r = p.add_argument_group("policy replay (--replay: re-run governance over the log; changes nothing)")
     r.add_argument("--replay", action="store_true", help="compare the current settings with the ones given here")
     for flag in ("theta-low", "theta-high", "min-evidence", "deprecate-below", "promote-above", "demote-below"):
@@ -392,7 +394,7 @@ def _govern_args(p: argparse.ArgumentParser) -> None:
 def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.replay:
         return _policy_replay(store, args)
-    report = store.govern(apply=args.apply, namespace=args.namespace)
+    report = store.govern(apply=args.apply, namespace=args.namespace, progress=on_terminal(args.quiet))
     lines = [f"{p.action:<9} {p.memory_id}: {p.field} {p.old} -> {p.new}; {p.reason}" for p in report.proposals]
     lines += [f"alert     {a.memory_id}: {a.reason}" for a in report.alerts]
     if report.guard is not None and report.guard.fired:
@@ -662,10 +664,11 @@ def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", action="store_true", help="overwrite counters that differ from the log")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
 
 
 def _replay(store: MemoryStore, args: argparse.Namespace) -> int:
-    r = store.replay(apply=args.apply)
+    r = store.replay(apply=args.apply, progress=on_terminal(args.quiet))
     data = {
         "outcomes": r.outcomes,
         "consistent": r.consistent,

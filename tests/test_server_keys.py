@@ -45,10 +45,15 @@ def test_a_401_names_the_bearer_scheme(client: TestClient, store: MemoryStore) -
     assert "www-authenticate" not in client.get("/health").headers
 
 
-def test_another_scheme_than_bearer_is_refused_naming_the_header(client: TestClient, store: MemoryStore) -> None:
+def test_another_scheme_than_bearer_carries_no_key(client: TestClient, store: MemoryStore) -> None:
     key = create_key(store, "team", "agent")
     e = error(client.get("/v1/memories", headers={"Authorization": f"Basic {key}"}), 401)
-    assert e["field"] == "Authorization" and "Bearer" in str(e["reason"])
+    assert e["field"] == "Authorization" and "Bearer" in str(e["reason"]) and "the Basic scheme" in str(e["reason"])
+    proxied = {"Authorization": "Basic dXNlcjpwYXNz", "X-API-Key": key}  # a proxy's own sign-in, and the key
+    assert client.get("/v1/memories", headers=proxied).status_code == 200
+    signed = client.post("/dashboard/login", data={"key": key, "next": "/dashboard"}, follow_redirects=False)
+    assert signed.status_code == 303
+    assert client.get("/dashboard", headers={"Authorization": "Basic dXNlcjpwYXNz"}).status_code == 200  # the session
     assert client.get("/v1/memories", headers={"Authorization": f"bearer {key}"}).status_code == 200  # RFC: any case
 
 

@@ -228,20 +228,25 @@ def authenticate(
     """The key a request carries, checked: the request's ``Authorization`` (``Bearer <key>``) and
     ``X-API-Key`` headers may carry one key, or the same key twice.
 
-    Raises :class:`AuthError` (401) naming the header and the reason: no key, another scheme
-    than Bearer, two different keys, an unknown, revoked or expired key; and
-    :class:`ReadOnlyError` (403) when ``write`` and the key is read-only.
+    An ``Authorization`` of another scheme (``Basic``, for a proxy in front) carries no key.
+    Raises :class:`AuthError` (401) naming the header and the reason: no key, two different
+    keys, an unknown, revoked or expired key; and :class:`ReadOnlyError` (403) when ``write``
+    and the key is read-only.
     """
     given: list[tuple[str, str]] = []
     if x_api_key is not None:
         given.append(("X-API-Key", x_api_key.strip()))
+    scheme = None
     if authorization is not None:
         scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer":
-            raise AuthError("Authorization", "use the Bearer scheme: 'Authorization: Bearer <key>'")
-        given.append(("Authorization", credentials.strip()))
-    if not given or not any(k for _, k in given):
-        raise AuthError("Authorization", "an API key is required: 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
+        if scheme.lower() == "bearer":
+            given.append(("Authorization", credentials.strip()))
+    given = [(field, key) for field, key in given if key]  # an empty header carries no key
+    if not given:
+        other = "" if scheme is None or scheme.lower() == "bearer" else f" (Authorization uses the {scheme} scheme)"
+        raise AuthError(
+            "Authorization", f"an API key is required: 'Authorization: Bearer <key>' or 'X-API-Key: <key>'{other}"
+        )
     if len({k for _, k in given}) > 1:
         raise AuthError("X-API-Key", "differs from the key in Authorization: send one key (or the same key in both)")
     field, key = given[-1]

@@ -40,6 +40,8 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         """Who asks: by API key in a header, else by session cookie; refused (sign in) when neither is valid."""
         header_key = request.headers.get("x-api-key")
         authorization = request.headers.get("authorization")
+        if authorization is not None and not authorization.strip().lower().startswith("bearer "):
+            authorization = None  # another scheme (Basic, for a proxy in front) carries no key
         csrf: str | None = None
         if header_key is None and authorization is None:
             session = sessions.find(request.cookies.get(COOKIE, ""))

@@ -5,8 +5,12 @@ Every error, whatever raised it, is answered as::
     {"ok": false, "error": {"type": "ValidationError", "field": "text", "reason": "...", "status": 422}}
 
 Memworth errors carry their status on the class (:mod:`memworth.errors`: validation 422,
-unknown id 404, conflict 409, rate limit 429, database unreachable 503); a missing or unknown
-key is 401; a body over ``max_body`` bytes is 413.
+unknown id 404, conflict 409, rate limit 429, database unreachable 503); a missing, unknown,
+revoked or expired key is 401 (with ``WWW-Authenticate: Bearer``), and so is a request carrying
+two different keys; a read-only key asking for a change is 403 (:mod:`memworth.server.keys`);
+a body over ``max_body`` bytes is 413. The OpenAPI document declares each of these for every
+route that can answer it (:mod:`memworth.server.openapi`); a method a path does not take is
+405 with ``Allow``.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
 request.

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore
+from memworth.errors import ConflictError
 from memworth.server import create_app, create_key
 from memworth.server.keys import list_keys, revoke
 
@@ -110,9 +111,10 @@ def test_an_expired_key_is_a_401_saying_it_expired(client: TestClient, store: Me
     key = create_key(store, "team", "short", expires=time.time() + 3600)
     assert client.get("/v1/memories", headers={"X-API-Key": key}).status_code == 200
     later = time.time() + 7200
+    from memworth.errors import AuthError
     from memworth.server.keys import authenticate
 
-    with pytest.raises(Exception, match="expired at"):
+    with pytest.raises(AuthError, match="'short' expired at"):
         authenticate(store, None, key, write=False, now=later)
     gone = create_key(store, "team", "gone", expires=time.time() + 0.05)
     time.sleep(0.1)
@@ -134,7 +136,7 @@ def test_keys_are_listed_by_name_never_by_secret_and_revoked_once(client: TestCl
     digests = [k for k, _ in store.backend.meta_items("apikey:")]
     assert not any(d.split(":", 1)[1] in str(listed) or a in str(listed) for d in digests)
     assert revoke(store, "team", name="ci").revoked is not None
-    with pytest.raises(Exception, match="revoked already"):
+    with pytest.raises(ConflictError, match="revoked already"):
         revoke(store, "team", name="ci")
     assert [k["state"] for k in client.get("/v1/keys", headers={"X-API-Key": a}).json()] == ["active", "revoked"]
     assert [k.name for k in list_keys(store)] == ["agent", "ci", "agent"]

@@ -161,10 +161,11 @@ def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> No
     key = create_key(store, "team", "t")
     r = client.get("/dashboard/governance?x=1")
     assert r.status_code == 401 and 'name="next" value="/dashboard/governance?x=1"' in r.text
+    assert 'id="problem"' not in r.text  # the first visit, before any sign-in attempt: no error shown
     page = client.get("/dashboard/memories/caf%C3%A9?x=%3Cb%3E")
     assert page.status_code == 401 and 'name="next" value="/dashboard/memories/caf%C3%A9?x=%3Cb%3E"' in page.text
     bad = client.post("/dashboard/login", data={"key": "mw_nope", "next": "/dashboard"})
-    assert bad.status_code == 401 and "unknown or revoked API key" in bad.text
+    assert bad.status_code == 401 and 'id="problem">unknown API key<' in bad.text
     elsewhere = client.post(
         "/dashboard/login", data={"key": key, "next": "https://evil.example/"}, follow_redirects=False
     )
@@ -194,7 +195,8 @@ def test_sign_in_sessions_and_csrf(client: TestClient, store: MemoryStore) -> No
     again = client.post(f"/dashboard/audit/{entry.seq}/undo", data={"csrf": csrf})
     assert again.status_code == 409 and "Not undone" in again.text  # the memory moved on since entry 1
     revoke_key(store, key)
-    assert client.get("/dashboard").status_code == 401  # a revoked key's session ends with it
+    ended = client.get("/dashboard")
+    assert ended.status_code == 401 and "was revoked" in ended.text  # a revoked key's session ends with it
 
 
 def test_the_trajectory_rebuilds_the_live_counts(store: MemoryStore) -> None:
@@ -216,7 +218,16 @@ def test_a_memory_page_shows_plot_proposal_and_audit(client: TestClient, store: 
     h = {"X-API-Key": create_key(store, "team", "t")}
     page = client.get("/dashboard/memories/billing", headers=h).text
     svg = re.search(r'<svg id="trajectory".*?</svg>', page, re.S)
-    assert svg is not None and svg.group(0).count("<circle") == 32 and "<polygon" in svg.group(0)
+    assert svg is not None and svg.group(0).count('<circle class="outcome"') == 32 and "<polygon" in svg.group(0)
+    plot = svg.group(0)  # the y axis is labelled, each threshold line too, and a legend keys the dots
+    assert 'id="y-label"' in plot and ">worth (hits+ share)<" in plot
+    assert re.search(r'class="threshold-label"[^>]*>theta_low 0\.\d+: below', plot)
+    assert re.search(r'class="threshold-label"[^>]*>theta_high 0\.\d+: above', plot)
+    legend = re.search(r'<g id="legend".*?</g></g>', plot)
+    assert legend is not None and all(
+        f">{k}<" in legend.group(0) for k in ("worth", "95% interval", "success", "failure")
+    )
+    assert ">hollow: credit via provenance<" in legend.group(0)
     assert "Governance proposes" in page and "re-verify" in page and "No changes yet." in page
     store.govern(apply=True, namespace="team")
     page = client.get("/dashboard/memories/billing", headers=h).text
@@ -375,6 +386,7 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: 
             return m.status, m.standing
 
     d.get(f"{base}/dashboard")
+    assert not d.find_elements(By.ID, "problem")  # a first visit shows no error, only the sign-in form
     d.find_element(By.ID, "key").send_keys(key)
     submit(d.find_element(By.ID, "sign-in"))
     assert d.find_element(By.ID, "namespace").text == "team"
@@ -398,7 +410,10 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: 
 
     submit(d.find_element(By.LINK_TEXT, "rev"))
     plot = d.find_element(By.ID, "trajectory")
-    assert len(plot.find_elements(By.TAG_NAME, "circle")) == 12 and plot.find_elements(By.CSS_SELECTOR, ".band")
+    assert len(plot.find_elements(By.CSS_SELECTOR, "circle.outcome")) == 12 and plot.find_elements(
+        By.CSS_SELECTOR, ".band"
+    )
+    assert plot.find_element(By.ID, "y-label").text.startswith("worth") and plot.find_elements(By.ID, "legend")
     assert d.find_element(By.CSS_SELECTOR, ".empty-audit").text == "No changes yet."
 
     submit(d.find_element(By.LINK_TEXT, "Governance"))
@@ -475,3 +490,48 @@ def test_pin_and_unpin_from_a_memorys_page(client: TestClient, store: MemoryStor
     assert r.status_code == 200 and "Not pinned" in r.text and store.report("cz", namespace="team").pin is None
     assert client.post("/dashboard/pin", data={"memory_id": "nope", "reason": "x", "csrf": csrf}).status_code == 404
     assert client.post("/dashboard/pin", data={"memory_id": "cz", "reason": "x", "csrf": "forged"}).status_code == 403
+
+
+def test_a_phone_wide_window_and_the_dot_ids_in_a_real_browser(served: tuple[str, str, str], browser: Any) -> None:
+    """At 420 px the page never scrolls sideways (a wide table scrolls inside itself), and the
+    memories ``.`` and ``..``, whose path a browser would drop, open from their links."""
+    from selenium.webdriver.common.by import By
+
+    base, _, url = served
+    with MemoryStore.open(url, exploration=0.0) as outside:
+        outside.add("The memory whose id is a dot.", id=".", namespace="dots")
+        outside.add("The memory whose id is two dots.", id="..", namespace="dots")
+        for _ in range(12):  # enough outcomes for two pages of history
+            outside.record(outside.recall("two dots", k=1, namespace="dots").episode, success=True)
+        key = create_key(outside, "dots", "phone")
+    d = browser
+    d.delete_all_cookies()
+    d.set_window_size(420, 900)
+    try:
+        d.get(f"{base}/dashboard")
+        assert not d.find_elements(By.ID, "problem")
+        d.find_element(By.ID, "key").send_keys(key)
+        d.find_element(By.ID, "sign-in").click()
+        assert d.find_element(By.ID, "namespace").text == "dots"
+
+        def fits() -> None:
+            wide = d.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+            assert wide[0] <= wide[1], (d.current_url, wide)
+
+        fits()
+        table = d.find_element(By.ID, "memories")
+        assert d.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", table)  # scrolls inside
+        for memory_id, text in ((".", "is a dot"), ("..", "two dots")):
+            d.get(f"{base}/dashboard")
+            d.find_element(By.CSS_SELECTOR, f'#memories tr[data-id="{memory_id}"] td.id a').click()
+            assert text in d.find_element(By.ID, "text").text, d.current_url
+            fits()
+        older = d.find_element(By.CSS_SELECTOR, 'a[rel="next"]')  # the outcomes of "..", a page at a time
+        older.click()
+        assert "two dots" in d.find_element(By.ID, "text").text
+        assert d.find_element(By.ID, "outcomes").text == "Outcomes 11-12 of 12, newest first"
+        for page in ("/dashboard/governance", "/dashboard/login"):
+            d.get(base + page)
+            fits()
+    finally:
+        d.set_window_size(1280, 1000)

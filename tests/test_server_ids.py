@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore, ValidationError
 from memworth.server import create_app, create_key
+from memworth.server.dashboard.markup import memory_url
 from memworth.server.ids import RawIdPaths, id_path, path_id
 
 ODD_IDS = [
@@ -187,9 +188,11 @@ def test_over_a_real_socket_api_and_dashboard_carry_the_exact_id(
         assert http.get(f"/v1/memories/{id_path(memory_id)}").json()["text"] == text
         assert http.get(f"/v1/memories/{id_path(memory_id)}/worth").json()["id"] == memory_id
         listing = http.get("/dashboard").text
-        assert f'href="/dashboard/memories/{id_path(memory_id)}"' in listing
-        page = http.get(f"/dashboard/memories/{id_path(memory_id)}")
-        assert page.status_code == 200 and html.escape(text) in page.text
+        link = memory_url(memory_id)  # the encoded path; for "." and "..", which browsers drop, ?id=
+        assert f'href="{link}"' in listing and (memory_id in (".", "..")) == ("?id=" in link)
+        for address in {link, f"/dashboard/memories/{id_path(memory_id)}"}:
+            page = http.get(address)
+            assert page.status_code == 200 and html.escape(text) in page.text, address
 
 
 def test_id_path_and_path_id_round_trip() -> None:
@@ -210,12 +213,23 @@ def test_the_middleware_reencodes_a_decoded_path_when_the_server_gives_no_raw_pa
 
     wrapped = RawIdPaths(app, ("/v1/memories/",))
     for scope, want in [
-        ({"type": "http", "path": "/v1/memories/a b/%", "raw_path": b"/v1/memories/a%20b/%25"}, "/v1/memories/a%20b/%25"),
+        (
+            {"type": "http", "path": "/v1/memories/a b/%", "raw_path": b"/v1/memories/a%20b/%25"},
+            "/v1/memories/a%20b/%25",
+        ),
         ({"type": "http", "path": "/v1/memories/a b/%"}, "/v1/memories/a%20b/%25"),  # no raw path
         ({"type": "http", "path": "/v1/memories/é", "raw_path": "/v1/memories/é".encode()}, "/v1/memories/%C3%A9"),
         ({"type": "http", "path": "/v1/memories/x", "raw_path": b"/v1/%6Demories/x"}, "/v1/memories/x"),
         ({"type": "http", "path": "/v1/other/a b", "raw_path": b"/v1/other/a%20b"}, "/v1/other/a b"),  # untouched
-        ({"type": "http", "path": "/api/v1/memories/a/b", "root_path": "/api", "raw_path": b"/api/v1/memories/a%2Fb"}, "/api/v1/memories/a%2Fb"),
+        (
+            {
+                "type": "http",
+                "path": "/api/v1/memories/a/b",
+                "root_path": "/api",
+                "raw_path": b"/api/v1/memories/a%2Fb",
+            },
+            "/api/v1/memories/a%2Fb",
+        ),
     ]:
         seen.clear()
         asyncio.run(wrapped(scope, None, None))

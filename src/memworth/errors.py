@@ -10,6 +10,9 @@
     │   │   └── ErasedMemoryError        a memory that was erased (only its tombstone is left)
     │   ├── UnknownEpisodeError          an episode id the store never handed out
     │   └── UnknownEntryError            an audit entry that does not exist
+    ├── AuthError                        a missing, unknown, revoked or expired API key (401)
+    │   ├── ReadOnlyError                a read-only API key asked to change something (403)
+    │   └── NotAdminError                a key that is not an admin key asked to change settings (403)
     ├── ConflictError                    the request is at odds with the store's state (409)
     │   ├── DuplicateError(ValueError)   a memory id or an episode's outcome that exists already
     │   └── ChangedError(StoreError)     the memory changed since it was read; nothing was written
@@ -34,14 +37,17 @@ Examples
 from __future__ import annotations
 
 __all__ = [
+    "AuthError",
     "ChangedError",
     "ConflictError",
     "DuplicateError",
     "ErasedMemoryError",
     "MemworthError",
+    "NotAdminError",
     "NotFoundError",
     "OutcomeError",
     "RateLimitError",
+    "ReadOnlyError",
     "SettingsError",
     "StoreError",
     "UnavailableError",
@@ -166,6 +172,42 @@ class UnknownEntryError(NotFoundError):
 
     def __str__(self) -> str:
         return f"no audit entry {self.seq!r} in namespace {self.namespace!r}"
+
+
+class AuthError(MemworthError):
+    """A request whose API key is missing, unknown, revoked or expired, or that carries two
+    different keys; ``field`` names the header and ``reason`` says which (HTTP answers 401
+    with ``WWW-Authenticate: Bearer``).
+
+    Examples
+    --------
+    >>> err = AuthError("Authorization", "API key 'ci' expired at 2026-01-01T00:00:00Z")
+    >>> err.status, str(err)
+    (401, "Authorization: API key 'ci' expired at 2026-01-01T00:00:00Z")
+    """
+
+    status = 401
+    http_type = "Unauthorized"
+    """The ``type`` the HTTP error body gives it (the HTTP status's name, as clients know it)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class ReadOnlyError(AuthError):
+    """A read-only API key asked to change something; nothing was changed."""
+
+    status = 403
+    http_type = "Forbidden"
+
+
+class NotAdminError(AuthError):
+    """A key that is not an admin key asked to change the store's settings; nothing was changed."""
+
+    status = 403
+    http_type = "Forbidden"
 
 
 class ConflictError(MemworthError):

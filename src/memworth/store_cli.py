@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memworth.errors import ValidationError
+from memworth.progress import on_terminal
 
 if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
     from memworth.config_file import ConfigFile
@@ -137,7 +138,7 @@ def register(commands: Any) -> None:
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
         ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
         ("hot", "rebuild or check the Redis hot tier from the database", _hot_args, _hot),
-        ("keys", "create or revoke an API key bound to a namespace", _keys_args, _keys),
+        ("keys", "create, list or revoke API keys, each bound to a namespace", _keys_args, _keys),
         ("serve", "serve the HTTP API (FastAPI + uvicorn) over the store", _serve_args, _serve),
     ]
     for name, help_text, add_args, handler in spec:
@@ -483,6 +484,7 @@ def _list(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _govern_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", action="store_true", help="make the proposed changes (audited)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
     r = p.add_argument_group("policy replay (--replay: re-run governance over the log; changes nothing)")
     r.add_argument("--replay", action="store_true", help="compare the current settings with the ones given here")
     for flag in ("theta-low", "theta-high", "min-evidence", "deprecate-below", "promote-above", "demote-below"):
@@ -495,7 +497,7 @@ def _govern_args(p: argparse.ArgumentParser) -> None:
 def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.replay:
         return _policy_replay(store, args)
-    report = store.govern(apply=args.apply, namespace=args.namespace)
+    report = store.govern(apply=args.apply, namespace=args.namespace, progress=on_terminal(args.quiet))
     lines = [f"{p.action:<9} {p.memory_id}: {p.field} {p.old} -> {p.new}; {p.reason}" for p in report.proposals]
     lines += [f"alert     {a.memory_id}: {a.reason}" for a in report.alerts]
     if report.guard is not None and report.guard.fired:
@@ -769,10 +771,11 @@ def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", action="store_true", help="overwrite counters that differ from the log")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown only when stderr is a terminal)")
 
 
 def _replay(store: MemoryStore, args: argparse.Namespace) -> int:
-    r = store.replay(apply=args.apply)
+    r = store.replay(apply=args.apply, progress=on_terminal(args.quiet))
     data = {
         "outcomes": r.outcomes,
         "consistent": r.consistent,
@@ -870,28 +873,65 @@ def _hot(store: MemoryStore, args: argparse.Namespace) -> int:
 
 
 def _keys_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["create", "revoke"])
-    p.add_argument("--name", default="default", help="a label for the key (create)")
-    p.add_argument("--key", help="the key to revoke")
-    p.add_argument("--admin", action="store_true", help="the key may also change the store's settings (create)")
+    p.add_argument("action", choices=["create", "list", "revoke"])
+    p.add_argument("--name", help="create: a label for the key (default: default); revoke: the key of that name")
+    p.add_argument("--id", dest="key_id", help="revoke: the key of that id (as list shows it)")
+    p.add_argument("--key", help="revoke: the key itself")
+    p.add_argument("--read-only", action="store_true", help="create: a key that may read but not change anything")
+    p.add_argument("--admin", action="store_true", help="create: the key may also change the store's settings")
+    p.add_argument("--expires-in", help="create: the key stops working after this long: seconds, or 90s, 45m, 12h, 30d")
+    p.add_argument("--expires-at", help="create: the key stops working at this ISO 8601 time (e.g. 2027-01-01T00:00Z)")
+    p.add_argument("--all", action="store_true", help="list: the keys of every namespace, not only --namespace's")
 
 
 def _keys(store: MemoryStore, args: argparse.Namespace) -> int:
-    from memworth.server.keys import create_key, revoke_key
+    from memworth.server.keys import create_key, expiry, key_info, list_keys, revoke, revoke_key
 
     if args.action == "create":
-        key = create_key(store, args.namespace, args.name, admin=args.admin)
+        if args.key_id or args.key or args.all:
+            raise ValidationError(
+                "--id" if args.key_id else "--key" if args.key else "--all", "goes with revoke or list"
+            )
+        name = "default" if args.name is None else args.name
+        expires = expiry(args.expires_in, args.expires_at)
+        key = create_key(store, args.namespace, name, read_only=args.read_only, expires=expires, admin=args.admin)
+        info = key_info(store, key)
+        assert info is not None  # just stored
+        row = info.row()
+        notes = ["read-only" if info.read_only else "read-write"] + (["admin"] if info.admin else [])
+        notes.append(f"expires {row['expires']}" if row["expires"] else "never expires")
         _emit(
             args,
-            {"key": key, "namespace": args.namespace, "name": args.name, "admin": args.admin},
-            f"{key}\n(shown once; stored only as a hash; bound to namespace {args.namespace!r})",
-        )
+            {"key": key, **row},
+            f"{key}\n(shown once; stored only as a hash; bound to namespace {args.namespace!r}; id {info.id}; "
+            + ", ".join(notes) + ")",
+        )  # fmt: skip
         return 0
-    if not args.key:
-        raise ValidationError("--key", "give the key to revoke")
-    found = revoke_key(store, args.key)
-    _emit(args, {"revoked": found}, "revoked" if found else "no such key")
-    return 0 if found else 1
+    if args.read_only or args.expires_in or args.expires_at or args.admin:
+        flag = "--read-only" if args.read_only else "--admin" if args.admin else "--expires-in"
+        raise ValidationError(flag, "goes with create")
+    if args.action == "list":
+        rows = [k.row() for k in list_keys(store, None if args.all else args.namespace)]
+        lines = [
+            f"{r['id']:<13} {r['name']:<20} {r['namespace']:<16} {r['state']:<8} "
+            f"{'read-only' if r['read_only'] else 'read-write':<10} created {r['created']}  "
+            f"expires {r['expires'] or 'never'}" + (f"  revoked {r['revoked']}" if r["revoked"] else "")
+            for r in rows
+        ]
+        _emit(args, rows, "\n".join(lines) if lines else "no keys")
+        return 0
+    if args.key:
+        if args.name or args.key_id:
+            raise ValidationError("--key", "give the key, its --name or its --id: one of the three")
+        if not revoke_key(store, args.key):
+            raise ValidationError("--key", "no such key")
+        _emit(args, {"revoked": True}, "revoked")
+        return 0
+    if args.name is None and args.key_id is None:
+        raise ValidationError("--name", "give the key to revoke: --name, --id or --key")
+    info = revoke(store, args.namespace, name=args.name, key_id=args.key_id)
+    _emit(args, info.row(), f"revoked API key {info.name!r} ({info.id}) of namespace {info.namespace!r}")
+    return 0
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:

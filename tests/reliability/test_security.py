@@ -279,7 +279,7 @@ def test_no_route_lets_one_tenant_reach_another(store: MemoryStore, tally: Tally
     client = TestClient(app, follow_redirects=False)
     doc = client.get("/openapi.json").json()
     served = routes(app)
-    assert ("POST", "/v1/recall") in served and ("GET", "/v1/memories/{memory_id:path}") in served
+    assert ("POST", "/v1/recall") in served and ("GET", "/v1/memories/{memory_id:memory_id}") in served
     tried: set[tuple[str, str]] = set()
     before = state_of(store, A)
     for method, path in served:

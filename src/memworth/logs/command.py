@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memworth.errors import MemworthError, ValidationError
+from memworth.progress import on_terminal
 
 __all__ = ["export_command", "register"]
 
@@ -86,6 +87,7 @@ def register(commands: Any) -> None:
         "memories), one episode and outcome per episode_id, counters from the same credit.",
     )
     _reading_args(q)
+    q.add_argument("--quiet", action="store_true", help="no progress bar")
     from memworth.store_cli import _common, _with_store
 
     _common(q)
@@ -114,7 +116,7 @@ def _score(args: argparse.Namespace) -> int:
     from memworth.logs.report import draw_figure, print_summary, write_tables
     from memworth.logs.score import score_files
 
-    progress = not args.quiet and sys.stderr.isatty()
+    progress = on_terminal(args.quiet)
     if args.engine == "spark":
         for flag, given in (("state", args.state), ("memory_limit", args.memory_limit)):
             if given is not None:
@@ -152,7 +154,7 @@ def _import(store: Any, args: argparse.Namespace) -> int:
     settings = _settings(args)
     from memworth.logs.store_io import import_log
 
-    added, episodes, rows = import_log(store.backend, args.logs, settings)
+    added, episodes, rows = import_log(store.backend, args.logs, settings, progress=on_terminal(args.quiet))
     print(f"imported {rows} rows: {episodes} episodes with outcomes, {added} new memories")
     return 0
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from memworth.errors import ValidationError
 from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
-from memworth.logs.progress import bar as progress_bar
+from memworth.progress import Progress
+from memworth.progress import bar as progress_bar
 
 __all__ = ["FORMATS", "INCOMING", "LogError", "check_episodes", "first_row", "format_of", "insert_checked", "read_logs"]
 
@@ -93,7 +94,7 @@ def read_logs(
     fmt: str | None = None,
     needs: Sequence[str] = (),
     first_file: int = 0,
-    progress: bool = False,
+    progress: Progress = False,
 ) -> int:
     """Read ``files`` into the temporary table ``incoming`` of ``con``, checked; return its row count.
 

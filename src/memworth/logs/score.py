@@ -26,10 +26,11 @@ from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
 from memworth.logs.format import ColumnMap
-from memworth.logs.progress import bar as progress_bar
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
 from memworth.logs.streams import Streams, namespace_streams
+from memworth.progress import Progress
+from memworth.progress import bar as progress_bar
 
 __all__ = [
     "COLUMNS_OUT",
@@ -88,7 +89,7 @@ def score_files(
     settings: ScoreSettings,
     *,
     state: str | Path | None = None,
-    progress: bool = False,
+    progress: Progress = False,
     memory_limit: str | None = None,
 ) -> Scored:
     """Read ``files`` (only those the ``state`` file has not read), merge, and score every memory.
@@ -169,7 +170,7 @@ COUNT_COLUMNS = ("success", "failure", "n", "decayed_success", "decayed_failure"
 """The per-memory sums an engine hands to :func:`score_namespace`."""
 
 
-def score_state(con: Any, settings: ScoreSettings, *, progress: bool = False) -> Any:
+def score_state(con: Any, settings: ScoreSettings, *, progress: Progress = False) -> Any:
     """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory)."""
     namespaces = [str(r[0]) for r in con.execute("SELECT DISTINCT namespace FROM counts ORDER BY namespace").fetchall()]
     total = int(con.execute("SELECT count(*) FROM counts").fetchall()[0][0])

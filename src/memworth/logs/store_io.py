@@ -22,6 +22,8 @@ from memworth.logs.format import NAMES
 from memworth.logs.read import FORMATS, read_logs
 from memworth.logs.score import ScoreSettings, _connect
 from memworth.logs.state import create_tables, ingest
+from memworth.progress import Progress
+from memworth.progress import bar as progress_bar
 from memworth.store.backend import Backend, NewMemory
 from memworth.store.records import Episode, EpisodeItem, Memory, OutcomeRow
 from memworth.store.store import credit_increments
@@ -81,19 +83,22 @@ def export_log(backend: Backend, path: str | Path, fmt: str, namespace: str | No
     return len(rows)
 
 
-def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) -> tuple[int, int, int]:
+def import_log(
+    backend: Backend, files: Sequence[str], settings: ScoreSettings, *, progress: Progress = False
+) -> tuple[int, int, int]:
     """Load logs into a store: episodes, outcomes and the counters they cause, in time order.
 
     Memories are known by id: an id the store does not hold becomes an external memory
     (no text, no vector, governed by id, as :class:`memworth.Sidecar` adds them). The
     whole log is checked first; an episode the store has already is refused before
-    anything is written. Returns (memories added, episodes, rows).
+    anything is written. Returns (memories added, episodes, rows). ``progress``: bars over the
+    files read and the episodes written (:mod:`memworth.progress`).
     """
     con = _connect(None)
     try:
         create_tables(con, settings.counting)
         needs = [settings.counting.column] if settings.counting.column else []
-        rows = read_logs(con, files, settings.columns, fmt=settings.fmt, needs=needs)
+        rows = read_logs(con, files, settings.columns, fmt=settings.fmt, needs=needs, progress=progress)
         ingest(con, files, settings.counting)
         eps = con.execute(
             "SELECT namespace, pos, episode_id, ts, success, confidence, source, context FROM episodes ORDER BY ts, namespace, pos"
@@ -124,7 +129,9 @@ def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) 
             added += len(new)
     outcomes: list[OutcomeRow] = []
     increments = []
+    shown = progress_bar(len(eps), "episodes imported", progress)
     for ns, pos, eid, ts, ok, conf, source, context in eps:
+        shown.update(1)
         episode = Episode(
             eid,
             ns,
@@ -141,4 +148,5 @@ def import_log(backend: Backend, files: Sequence[str], settings: ScoreSettings) 
             outcomes, increments = [], []
     if outcomes:
         backend.append_outcomes(outcomes, increments)
+    shown.close()
     return added, len(eps), rows

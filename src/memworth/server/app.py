@@ -5,8 +5,12 @@ Every error, whatever raised it, is answered as::
     {"ok": false, "error": {"type": "ValidationError", "field": "text", "reason": "...", "status": 422}}
 
 Memworth errors carry their status on the class (:mod:`memworth.errors`: validation 422,
-unknown id 404, conflict 409, rate limit 429, database unreachable 503); a missing or unknown
-key is 401; a body over ``max_body`` bytes is 413.
+unknown id 404, conflict 409, rate limit 429, database unreachable 503); a missing, unknown,
+revoked or expired key is 401 (with ``WWW-Authenticate: Bearer``), and so is a request carrying
+two different keys; a read-only key asking for a change is 403 (:mod:`memworth.server.keys`);
+a body over ``max_body`` bytes is 413. The OpenAPI document declares each of these for every
+route that can answer it (:mod:`memworth.server.openapi`); a method a path does not take is
+405 with ``Allow``.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
 request.
@@ -31,13 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, mode
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
-from memworth.errors import (
-    MemworthError,
-)
+from memworth.errors import MemworthError, NotAdminError
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import key_record
+from memworth.server.keys import authenticate, list_keys
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
+from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_errors, document, errors
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
@@ -187,9 +190,16 @@ class RestoreRequest(_Strict):
     reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
 
 
-def _error(status: int, kind: str, reason: str, field: str | None = None) -> JSONResponse:
+def _error(
+    status: int, kind: str, reason: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    headers = dict(headers or {})
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", WWW_AUTHENTICATE)  # RFC 9110: a 401 names the scheme to use
     return JSONResponse(
-        {"ok": False, "error": {"type": kind, "field": field, "reason": reason, "status": status}}, status_code=status
+        {"ok": False, "error": {"type": kind, "field": field, "reason": reason, "status": status}},
+        status_code=status,
+        headers=headers,
     )
 
 
@@ -303,27 +313,35 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         with lock:
             return fn()
 
-    def tenant(
+    def key_namespace(request: Request, authorization: str | None, x_api_key: str | None, write: bool) -> str:
+        info = call(lambda: authenticate(store, authorization, x_api_key, write=write))
+        request.state.key_name = info.name  # the audit log names the key a change came through
+        request.state.key_admin = info.admin  # may change the store's settings
+        return info.namespace
+
+    def reader(
         request: Request,
         authorization: Annotated[str | None, Header()] = None,
         x_api_key: Annotated[str | None, Header()] = None,
     ) -> str:
-        key = x_api_key
-        if key is None and authorization is not None and authorization.startswith("Bearer "):
-            key = authorization[7:].strip()
-        record = None if key is None else call(lambda: key_record(store, key))
-        if record is None:
-            raise StarletteHTTPException(401, "a valid API key is required (Authorization: Bearer <key>)")
-        request.state.key_name = str(record["name"])  # the audit log names the key a change came through
-        request.state.key_admin = record.get("admin") is True  # may change the store's settings
-        return str(record["namespace"])
+        """The namespace of the request's key (any valid key may read)."""
+        return key_namespace(request, authorization, x_api_key, write=False)
+
+    def writer(
+        request: Request,
+        authorization: Annotated[str | None, Header()] = None,
+        x_api_key: Annotated[str | None, Header()] = None,
+    ) -> str:
+        """The namespace of the request's key, which must not be read-only (the route changes something)."""
+        return key_namespace(request, authorization, x_api_key, write=True)
 
     def _actor(request: Request, given: str | None) -> str:
         """Who makes a change: the ``actor`` the request names, and the API key it came with."""
         key = f"api key {request.state.key_name}"
         return key if given is None else f"{given} ({key})"
 
-    Tenant = Annotated[str, Depends(tenant)]
+    Reader = Annotated[str, Depends(reader)]
+    Writer = Annotated[str, Depends(writer)]
 
     @app.exception_handler(MemworthError)
     async def memworth_error(request: Request, exc: MemworthError) -> JSONResponse:
@@ -331,7 +349,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         metrics.errors.labels(type(exc).__name__, str(status)).inc()
         field = getattr(exc, "field", None)
         reason = getattr(exc, "reason", None) or str(exc)
-        return _error(status, type(exc).__name__, reason, field)
+        return _error(status, getattr(exc, "http_type", type(exc).__name__), reason, field)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -341,14 +359,15 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {
-            401: "Unauthorized",
-            403: "Forbidden",
-            404: "NotFound",
-            405: "MethodNotAllowed",
-            413: "PayloadTooLarge",
-        }.get(exc.status_code, "HTTPError")
-        return _error(exc.status_code, kind, str(exc.detail))
+        kind = {401: "Unauthorized", 404: "NotFound", 405: "MethodNotAllowed", 413: "PayloadTooLarge"}.get(
+            exc.status_code, "HTTPError"
+        )
+        if exc.status_code == 400:  # FastAPI could not read the body (bytes that are not UTF-8): the body is refused
+            return _error(422, "ValidationError", "must be JSON (UTF-8 text)", "body")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every method the path takes, not only those of the first route matched
+            headers["Allow"] = ", ".join(allowed_methods(app, dict(request.scope)))
+        return _error(exc.status_code, kind, str(exc.detail), headers=headers)
 
     def decided(entry: AuditEntry) -> dict[str, Any]:
         """A change a person made through the API: counted in the metrics, answered as its audit entry."""
@@ -370,13 +389,13 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             ok, detail = False, str(exc)
         return {"ok": ok, "version": __version__, "backend": store.backend.url.split("@")[-1], "detail": detail}
 
-    @app.post("/v1/memories", status_code=201)
-    def add_memory(body: NewMemory, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/memories", status_code=201, responses=errors(404, 409))
+    def add_memory(body: NewMemory, namespace: Writer) -> dict[str, Any]:
         m = call(lambda: store.add_many([body.model_dump(exclude_none=True)], namespace=namespace)[0])
         return _memory(store, m)
 
-    @app.post("/v1/batch/memories", status_code=201)
-    def add_memories(body: NewMemories, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/batch/memories", status_code=201, responses=errors(404, 409))
+    def add_memories(body: NewMemories, namespace: Writer) -> dict[str, Any]:
         """Store many memories in one transaction: all or none. A refused item is named by its
         position: ``items.3.text`` for a field this route checks, or the field with ``(items[3])``
         ending the reason for one the store checks (nothing is written either way)."""
@@ -384,8 +403,8 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         memories = call(lambda: store.add_many(items, namespace=namespace))
         return {"memories": [_memory(store, m) for m in memories]}
 
-    @app.post("/v1/batch/outcomes")
-    def record_outcomes(body: OutcomeBatch, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/batch/outcomes", responses=errors(404, 409, 429))
+    def record_outcomes(body: OutcomeBatch, namespace: Writer) -> dict[str, Any]:
         """Record the outcomes of many episodes in one transaction: all or none. A refused item is
         named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
         an outcome already is a 409 whose reason names it and its position."""
@@ -401,7 +420,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.get("/v1/memories")
     def list_memories(
-        namespace: Tenant,
+        namespace: Reader,
         status: str | None = None,
         context: str | None = None,
         limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
@@ -424,20 +443,20 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         )
         return {"memories": [_memory(store, m) for m in page.items], "next_cursor": page.next_cursor}
 
-    # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a
-    # sub-resource route comes before the bare id's, so a trailing literal /worth is the worth.
+    # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a bare id
+    # (convertor memory_id) never ends in a literal /worth, /resolve, /pin or /unpin: those are sub-resources.
     @app.get("/v1/memories/{memory_id:path}/worth")
-    def worth(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
+    def worth(memory_id: PathId, namespace: Reader) -> dict[str, Any]:
         return call(lambda: store.report(path_id(memory_id), namespace=namespace).row())
 
-    @app.get("/v1/memories/{memory_id:path}")
-    def get_memory(memory_id: PathId, namespace: Tenant) -> dict[str, Any]:
+    @app.get("/v1/memories/{memory_id:memory_id}")
+    def get_memory(memory_id: PathId, namespace: Reader) -> dict[str, Any]:
         return _memory(store, call(lambda: store.get(path_id(memory_id), namespace=namespace)))
 
-    @app.delete("/v1/memories/{memory_id:path}")
+    @app.delete("/v1/memories/{memory_id:memory_id}", responses=errors(409))
     def delete_memory(
         memory_id: PathId,
-        namespace: Tenant,
+        namespace: Writer,
         request: Request,
         reason: Annotated[str, Query(min_length=1, max_length=2000, description="why (kept in the tombstone)")],
         actor: Annotated[
@@ -451,8 +470,8 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         who = _actor(request, actor)
         return decided(call(lambda: store.delete(mid, reason=reason, actor=who, namespace=namespace)))
 
-    @app.patch("/v1/memories/{memory_id:path}")
-    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Tenant, request: Request) -> dict[str, Any]:
+    @app.patch("/v1/memories/{memory_id:memory_id}", responses=errors(409, 429))
+    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Writer, request: Request) -> dict[str, Any]:
         """Change one thing of a memory, audited: ``text`` (a new version, re-embedded, with fresh
         counters, replaces it; the old one is archived with its counters, or erased with
         ``keep_old: false``), ``status`` or ``standing`` (a person's decision: it pins the memory).
@@ -484,19 +503,19 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         )
 
     @app.get("/v1/ttl")
-    def get_ttl(namespace: Tenant) -> dict[str, Any]:
+    def get_ttl(namespace: Reader) -> dict[str, Any]:
         """The namespace's time to live for new memories, in seconds (null: they never expire)."""
         return {"ttl": call(lambda: store.ttl(namespace=namespace))}
 
     @app.put("/v1/ttl")
-    def put_ttl(body: TTLRequest, namespace: Tenant) -> dict[str, Any]:
+    def put_ttl(body: TTLRequest, namespace: Writer) -> dict[str, Any]:
         """Give memories added to the namespace from now on ``ttl`` seconds to live (null: forever)."""
         ttl = body.ttl
         call(lambda: store.set_ttl(ttl, namespace=namespace))
         return {"ttl": call(lambda: store.ttl(namespace=namespace))}
 
     @app.post("/v1/expire")
-    def expire(body: ExpireRequest, namespace: Tenant) -> dict[str, Any]:
+    def expire(body: ExpireRequest, namespace: Writer) -> dict[str, Any]:
         """Erase the namespace's expired memories now (recall also does it first): their tombstones;
         with ``list_only``, the expired memories, erasing nothing."""
         if body.list_only:
@@ -504,7 +523,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         return {"erased": [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]}
 
     @app.post("/v1/recall")
-    def recall(body: RecallRequest, namespace: Tenant) -> dict[str, Any]:
+    def recall(body: RecallRequest, namespace: Writer) -> dict[str, Any]:
         r = call(
             lambda: store.recall(
                 body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
@@ -531,8 +550,8 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
             "diagnostics": r.diagnostics,
         }
 
-    @app.post("/v1/episodes/{episode_id}/outcome")
-    def record(episode_id: str, body: OutcomeRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429))
+    def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> dict[str, Any]:
         call(
             lambda: store.record(
                 episode_id, body.ok, source=body.source, confidence=body.confidence, namespace=namespace
@@ -542,24 +561,24 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         metrics.outcomes.labels(body.source, outcome).inc()
         return {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
 
-    @app.post("/v1/govern")
-    def govern(body: GovernRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/govern", responses=errors(429))
+    def govern(body: GovernRequest, namespace: Writer) -> dict[str, Any]:
         report = call(lambda: store.govern(apply=body.apply, namespace=namespace))
         for e in report.applied:
             metrics.actions.labels(e.action).inc()
         return report.row()
 
-    @app.post("/v1/episodes/{episode_id}/verify")
-    def verify(episode_id: str, body: VerifyRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/episodes/{episode_id}/verify", responses=errors(409))
+    def verify(episode_id: str, body: VerifyRequest, namespace: Writer) -> dict[str, Any]:
         v = call(lambda: store.verify(episode_id, body.ok, namespace=namespace))
         return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
 
     @app.get("/v1/sources")
-    def sources(namespace: Tenant) -> list[dict[str, Any]]:
+    def sources(namespace: Reader) -> list[dict[str, Any]]:
         return [r.row() for r in call(lambda: store.source_reliability(namespace)).values()]
 
     @app.get("/v1/holdout")
-    def holdout(namespace: Tenant) -> dict[str, Any]:
+    def holdout(namespace: Reader) -> dict[str, Any]:
         r = call(lambda: store.holdout_report(namespace=namespace))
         guard = call(lambda: store.holdout_guard(namespace=namespace))
         numbers = {"lift": r.lift, "lower": r.lower, "upper": r.upper}
@@ -573,12 +592,12 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         }
 
     @app.get("/v1/queue")
-    def queue(namespace: Tenant) -> list[dict[str, Any]]:
+    def queue(namespace: Reader) -> list[dict[str, Any]]:
         """Memories awaiting verification (quarantined), each with its report."""
         return [r.row() for r in call(lambda: store.queue(namespace=namespace))]
 
-    @app.post("/v1/memories/{memory_id:path}/resolve")
-    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429))
+    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> dict[str, Any]:
         """Resolve a quarantined memory: confirmed, stale or edited (audited; a person's decision sticks)."""
         mid = path_id(memory_id)
         entry = call(
@@ -594,28 +613,28 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         )
         return decided(entry)
 
-    @app.post("/v1/memories/{memory_id:path}/pin")
-    def pin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/pin", responses=errors(409))
+    def pin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
         """Keep governance away from a memory until it is unpinned (audited)."""
         mid = path_id(memory_id)
         entry = call(lambda: store.pin(mid, reason=body.reason, namespace=namespace))
         return decided(entry)
 
-    @app.post("/v1/memories/{memory_id:path}/unpin")
-    def unpin(memory_id: PathId, body: PinRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/unpin", responses=errors(409))
+    def unpin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
         """End a memory's pin (audited)."""
         mid = path_id(memory_id)
         entry = call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace))
         return decided(entry)
 
-    @app.post("/v1/audit/{seq}/restore")
-    def restore(seq: int, body: RestoreRequest, namespace: Tenant) -> dict[str, Any]:
+    @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429))
+    def restore(seq: int, body: RestoreRequest, namespace: Writer) -> dict[str, Any]:
         entry = call(lambda: store.restore(seq, reason=body.reason, namespace=namespace))
         return decided(entry)
 
     @app.get("/v1/audit")
     def audit(
-        namespace: Tenant,
+        namespace: Reader,
         memory_id: str | None = None,
         limit: Annotated[int | None, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = None,
         cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
@@ -633,7 +652,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.get("/v1/outcomes")
     def outcomes(
-        namespace: Tenant,
+        namespace: Reader,
         limit: Annotated[int, Query(description=f"a page of at most this many (1-{MAX_PAGE})")] = DEFAULT_PAGE,
         cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
     ) -> dict[str, Any]:
@@ -653,8 +672,15 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         ]
         return {"outcomes": rows, "next_cursor": page.next_cursor}
 
+    @app.get("/v1/keys")
+    def keys(namespace: Reader) -> list[dict[str, Any]]:
+        """The namespace's API keys, oldest first, revoked and expired ones too: id, name, created,
+        expires, read_only, revoked, state; never a key or its hash. Keys are made and revoked
+        with ``memworth keys``."""
+        return [k.row() for k in call(lambda: list_keys(store, namespace))]
+
     @app.get("/v1/replay")
-    def replay(namespace: Tenant) -> dict[str, Any]:
+    def replay(namespace: Reader) -> dict[str, Any]:
         r = call(lambda: store.replay())
         mine = [(mid, live, want) for ns, mid, live, want in r.mismatches if ns == namespace]
         return {
@@ -663,17 +689,17 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         }
 
     @app.get("/v1/config")
-    def get_config(namespace: Tenant) -> dict[str, Any]:
+    def get_config(namespace: Reader) -> dict[str, Any]:
         """The store's settings in force and their version (every namespace works under them)."""
         return dict(call(store.config))
 
-    @app.put("/v1/config", responses={403: {"description": "the key is not an admin key"}})
-    def put_config(body: ConfigChange, namespace: Tenant, request: Request) -> dict[str, Any]:
+    @app.put("/v1/config")
+    def put_config(body: ConfigChange, namespace: Writer, request: Request) -> dict[str, Any]:
         """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
         version, kept with the store, recorded with the key that made it. Needs an admin key."""
         if not request.state.key_admin:
-            raise StarletteHTTPException(
-                403, "changing the store's settings needs an admin key (memworth keys create --admin)"
+            raise NotAdminError(
+                "Authorization", "changing the store's settings needs an admin key (memworth keys create --admin)"
             )
         actor = _actor(request, body.actor)
 
@@ -684,7 +710,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         return dict(call(change))
 
     app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
-    app.include_router(sidecar_router(store, call, tenant))  # memories kept elsewhere, by id: /v1/sidecar
+    sidecar = sidecar_router(store, call, writer, reader)
+    declare_errors(sidecar.routes, reader, writer)
+    app.include_router(sidecar)  # memories kept elsewhere, by id: /v1/sidecar
+    declare_errors(app.routes, reader, writer)
+    document(app)
     app.add_middleware(TimedRoutes, metrics=metrics)  # inside the router's scope: sees the route template
     app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))
     app.add_middleware(_BodyLimit, limit=max_body)

@@ -14,9 +14,11 @@ So, under ``/v1/memories/``:
 * a sub-resource is a literal segment after the id: ``/v1/memories/a%2Fworth/worth`` is
   its worth;
 * an unencoded ``/`` is read as part of the id, so clients that do not encode still
-  reach ``/v1/memories/a/b``, except that a trailing literal ``/worth`` always names the
-  sub-resource (routes for sub-resources are matched first): the memory ``a/worth``
-  needs the encoded form.
+  reach ``/v1/memories/a/b``, except that a trailing literal ``/worth``, ``/resolve``,
+  ``/pin`` or ``/unpin`` always names the sub-resource, whatever the method (the
+  ``memory_id`` path convertor, :data:`MEMORY_ID`, stops before one): the memory
+  ``a/pin`` needs the encoded form. So a method a sub-resource does not take is a 405
+  whose ``Allow`` lists the sub-resource's methods, as the OpenAPI document says.
 
 Examples
 --------
@@ -36,9 +38,32 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
+from starlette.convertors import Convertor, register_url_convertor
+
 from memworth.errors import ValidationError
 
-__all__ = ["RawIdPaths", "id_path", "path_id"]
+__all__ = ["MEMORY_ID", "SUB_RESOURCES", "RawIdPaths", "id_path", "path_id"]
+
+SUB_RESOURCES = ("worth", "resolve", "pin", "unpin")
+"""The literal last segments that name a memory's sub-resource, never part of its id."""
+
+MEMORY_ID = "memory_id"
+"""The path convertor of a memory id: ``{memory_id:memory_id}`` in a route's path."""
+
+
+class _MemoryIdConvertor(Convertor[str]):
+    """Any text (slashes included) that does not end in ``/`` + a sub-resource's name."""
+
+    regex = r"(?:(?!/(?:" + "|".join(SUB_RESOURCES) + r")$).)*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor(MEMORY_ID, _MemoryIdConvertor())
 
 
 def id_path(memory_id: str) -> str:

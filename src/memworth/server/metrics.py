@@ -89,5 +89,5 @@ class TimedRoutes:
             await self.app(scope, receive, send)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(route, "path_format", None) or getattr(route, "path", None) or "unmatched"
             self.metrics.requests.labels(template, scope.get("method", "")).observe(time.perf_counter() - started)

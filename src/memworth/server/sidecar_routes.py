@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworth.errors import ValidationError
+from memworth.server.openapi import errors
 from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar
 from memworth.store import MemoryStore
 from memworth.validation import MAX_K, MAX_TEXT
@@ -78,15 +79,20 @@ def _ranked(r: Ranked) -> dict[str, Any]:
 
 
 def sidecar_router(
-    store: MemoryStore, call: Callable[[Callable[[], Any]], Any], tenant: Callable[..., str]
+    store: MemoryStore,
+    call: Callable[[Callable[[], Any]], Any],
+    writer: Callable[..., str],
+    reader: Callable[..., str],
 ) -> APIRouter:
     """Routes of a :class:`memworth.Sidecar` over ``store``; ``call`` runs store work under the
-    app's lock and ``tenant`` is the dependency that turns an API key into its namespace."""
+    app's lock; ``writer`` and ``reader`` are the dependencies that turn an API key into its
+    namespace, for a route that writes (refusing read-only keys) and for one that only reads."""
     sidecar = Sidecar(store)
     router = APIRouter(prefix="/v1/sidecar", tags=["sidecar"])
-    Tenant = Annotated[str, Depends(tenant)]
+    Tenant = Annotated[str, Depends(writer)]
+    Reader = Annotated[str, Depends(reader)]
 
-    @router.post("/register")
+    @router.post("/register", responses=errors(409))
     def register(body: RegisterRequest, namespace: Tenant) -> dict[str, Any]:
         """Register external memory ids (idempotent); answers which were new."""
         new = call(
@@ -95,12 +101,12 @@ def sidecar_router(
         return {"registered": new, "already": len(body.ids) - len(new)}
 
     @router.post("/rerank")
-    def rerank(body: RerankRequest, namespace: Tenant) -> dict[str, Any]:
+    def rerank(body: RerankRequest, namespace: Reader) -> dict[str, Any]:
         """Re-rank candidates by similarity blended with worth, without the inactive ones; logs nothing."""
         ranked = call(lambda: sidecar.rerank(_candidates(body.candidates), body.k, namespace=namespace))
         return {"results": [_ranked(r) for r in ranked]}
 
-    @router.post("/retrieve")
+    @router.post("/retrieve", responses=errors(409))
     def retrieve(body: RetrieveRequest, namespace: Tenant) -> dict[str, Any]:
         """Pick k candidates (re-rank, exploration floor) and log the episode."""
         got = call(
@@ -110,7 +116,7 @@ def sidecar_router(
         )
         return {"episode": got.episode.id, "results": [_ranked(r) for r in got.results]}
 
-    @router.post("/retrieved")
+    @router.post("/retrieved", responses=errors(409))
     def retrieved(body: RetrievedRequest, namespace: Tenant) -> dict[str, Any]:
         """Log that the other store retrieved these ids in one episode."""
         episode = call(
@@ -121,12 +127,12 @@ def sidecar_router(
         return {"episode": episode.id, "ids": [i.memory_id for i in episode.items]}
 
     @router.post("/filter")
-    def filter_ids(body: IdsRequest, namespace: Tenant) -> dict[str, Any]:
+    def filter_ids(body: IdsRequest, namespace: Reader) -> dict[str, Any]:
         """The ids without the suppressed, deprecated and archived ones, in the order given."""
         return {"ids": call(lambda: sidecar.filter(body.ids, namespace=namespace))}
 
-    @router.post("/worth")
-    def worth(body: IdsRequest, namespace: Tenant) -> dict[str, Any]:
+    @router.post("/worth", responses=errors(404))
+    def worth(body: IdsRequest, namespace: Reader) -> dict[str, Any]:
         """Worth, interval, evidence, class, standing and suggested action of registered ids."""
         return {"results": [w.row() for w in call(lambda: sidecar.worth_many(body.ids, namespace=namespace))]}
 

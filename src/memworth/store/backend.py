@@ -69,6 +69,10 @@ class Backend(Protocol):
         """Store a setting."""
         ...
 
+    def meta_items(self, prefix: str) -> list[tuple[str, str]]:
+        """Every stored setting whose key starts with ``prefix`` (as typed, no wildcards), by key."""
+        ...
+
     def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         """Insert all or nothing; an existing (namespace, id) raises DuplicateError, and so does
         an erased one (an id is never reused: the log still names the erased memory).

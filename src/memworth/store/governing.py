@@ -30,6 +30,8 @@ from memworth.estimators import RawWorth
 from memworth.governance import Proposal
 from memworth.guard import GuardReading
 from memworth.policy import Taxonomy
+from memworth.progress import Bar, Progress
+from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
 from memworth.store import decisions
 from memworth.store.backend import ERASE, NewMemory
@@ -201,7 +203,9 @@ class GovernanceMixin(StoreState):
             self._hot_stale.add(namespace)
         return saved
 
-    def govern(self, *, apply: bool = False, namespace: str = "default") -> GovernanceReport:
+    def govern(
+        self, *, apply: bool = False, namespace: str = "default", progress: Progress = False
+    ) -> GovernanceReport:
         """Propose (and with ``apply``, make) governance changes for every memory of a namespace.
 
         Applied changes are audited with the policy's settings. Promote and demote (note
@@ -209,14 +213,18 @@ class GovernanceMixin(StoreState):
         24 hours, so a burst of outcomes cannot flip a memory's standing back and forth;
         protective actions (re-verify, suppress, deprecate) are never held back, since
         each is reversible with :meth:`restore`.
-        """
-        return self._govern(namespace, None if apply else frozenset())
 
-    def _govern(self, namespace: str, apply: frozenset[str] | None) -> GovernanceReport:
+        ``progress``: bars over the memories decided and the changes applied (:mod:`memworth.progress`).
+        """
+        return self._govern(namespace, None if apply else frozenset(), progress)
+
+    def _govern(self, namespace: str, apply: frozenset[str] | None, progress: Progress = False) -> GovernanceReport:
         """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
         check_name(namespace, "namespace")
+        progress_bar(0, "memories decided", progress).close()  # a bad progress is refused before any work
         memories = self.backend.memories(namespace)
-        found, guard = self._decide_all(memories, namespace)
+        with progress_bar(len(memories), "memories decided", progress) as deciding:
+            found, guard = self._decide_all(memories, namespace, deciding)
         proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
         skipped: list[tuple[Proposal, str]] = [
             (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
@@ -232,7 +240,10 @@ class GovernanceMixin(StoreState):
             standing = {m.id: m.standing for m in active}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
             budget = self.policy.quarantine_budget(len(active))
-            for p in sorted(proposals, key=lambda p: p.action == "re-verify"):  # what frees the budget first
+            todo = sorted(proposals, key=lambda p: p.action == "re-verify")  # what frees the budget first
+            applying = progress_bar(len(todo), "changes applied", progress if apply is None else False)
+            for p in todo:
+                applying.update(1)
                 if apply is not None and p.action not in apply:
                     continue
                 if p.action == "re-verify" and quarantined >= budget:
@@ -251,6 +262,7 @@ class GovernanceMixin(StoreState):
                     quarantined += 1
                 elif standing.get(p.memory_id) == "re-verify" and (p.action == "release" or p.field == "status"):
                     quarantined -= 1  # released, or out of recall for good
+            applying.close()
             if self.verifier is not None:
                 applied += self._verify_queue(namespace)
             self._refresh_hot(namespace)
@@ -291,7 +303,7 @@ class GovernanceMixin(StoreState):
         return self._decide_all(memories, namespace)[0]
 
     def _decide_all(
-        self, memories: Sequence[Memory] | None, namespace: str
+        self, memories: Sequence[Memory] | None, namespace: str, shown: Bar | None = None
     ) -> tuple[dict[str, _Decision], GuardReading | None]:
         """Each memory's proposal, the one a pin holds back, and its pin: the history and
         the audit log read once.
@@ -352,6 +364,8 @@ class GovernanceMixin(StoreState):
                 out[m.id] = _Decision(None, p, pin)
             else:
                 out[m.id] = _Decision(p, None, None)
+            if shown is not None:
+                shown.update(1)
         return out, guard
 
     def _probe_proposal(

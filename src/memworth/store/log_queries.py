@@ -17,6 +17,8 @@ from memworth.counts import Counts
 from memworth.errors import ValidationError
 from memworth.holdout import Lift
 from memworth.policy_replay import ReplaySettings
+from memworth.progress import Progress
+from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
 from memworth.store import outcome_log
 from memworth.store.alarms import LiveAlarms
@@ -228,24 +230,29 @@ class LogMixin(StoreState):
             check_memory_id(memory_id, "memory_id")
         return self.backend.audit_log(namespace, memory_id)
 
-    def replay(self, *, apply: bool = False) -> ReplayReport:
-        """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences."""
+    def replay(self, *, apply: bool = False, progress: Progress = False) -> ReplayReport:
+        """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences.
+
+        ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`)."""
         rebuilt: dict[tuple[str, str], list[float]] = {}
         log = list(self.backend.outcome_log())
+        shown = progress_bar(len(log), "outcomes replayed", progress)
         episodes: dict[str, Episode] = {}
         ids = [o.episode_id for o in log]
         for start in range(0, len(ids), 5000):
             episodes |= self.backend.episodes(ids[start : start + 5000])
         parents: dict[str, dict[str, builtins.list[str]]] = {}  # one provenance read per namespace
-        for o in log:
-            ep = episodes[o.episode_id]
-            if ep.namespace not in parents:
-                parents[ep.namespace] = self._provenance(ep.namespace)
-            for inc in self.increments_of(o, ep, parents[ep.namespace]):
-                acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
-                acc[0] += inc.success
-                acc[1] += inc.failure
-                acc[2] += inc.n
+        with shown:
+            for o in log:
+                ep = episodes[o.episode_id]
+                if ep.namespace not in parents:
+                    parents[ep.namespace] = self._provenance(ep.namespace)
+                for inc in self.increments_of(o, ep, parents[ep.namespace]):
+                    acc = rebuilt.setdefault((inc.namespace, inc.memory_id), [0.0, 0.0, 0.0])
+                    acc[0] += inc.success
+                    acc[1] += inc.failure
+                    acc[2] += inc.n
+                shown.update(1)
         counts = {key: Counts(*v) for key, v in rebuilt.items()}
         mismatches = []
         live_all: dict[tuple[str, str], Counts] = {}

@@ -48,6 +48,10 @@ class MemoryBackend:
         with self._lock:
             self._meta[key] = value
 
+    def meta_items(self, prefix: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted((k, v) for k, v in self._meta.items() if k.startswith(prefix))
+
     def generation(self) -> int:
         return self._generation
 

@@ -370,6 +370,14 @@ class PostgresBackend:
             )
         )
 
+    def meta_items(self, prefix: str) -> list[tuple[str, str]]:
+        rows = self._run(
+            lambda c: c.execute(
+                'SELECT key, value FROM meta WHERE left(key, %s) = %s ORDER BY key COLLATE "C"', (len(prefix), prefix)
+            ).fetchall()
+        )
+        return [(str(k), str(v)) for k, v in rows]
+
     def generation(self) -> int:
         rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
         return int(rows[0][0]) if rows else 0

@@ -208,6 +208,10 @@ class SQLiteBackend:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def meta_items(self, prefix: str) -> list[tuple[str, str]]:
+        rows = self._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))
+        return [(str(k), str(v)) for k, v in rows]
+
     def generation(self) -> int:
         return int(self.get_meta("generation") or 0)
 

@@ -36,6 +36,8 @@ from memworth.counts import Counts
 from memworth.encoders import Encoder, HashingEncoder
 from memworth.errors import ErasedMemoryError, SettingsError, StoreError, UnknownMemoryError, ValidationError
 from memworth.governance import GovernancePolicy
+from memworth.progress import Progress
+from memworth.progress import check as check_progress
 from memworth.ranking import ScoreRule
 from memworth.settings import Settings
 from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
@@ -380,7 +382,7 @@ class MemoryStore(
             self._bind_encoder(self._encoder)
         return self._encoder
 
-    def _embed(self, texts: list[str], progress: bool = False) -> np.ndarray:
+    def _embed(self, texts: list[str], progress: Progress = False) -> np.ndarray:
         """Vectors of ``texts``; more than :data:`EMBED_CHUNK` go to the encoder in chunks.
 
         Chunks hold texts of similar length (sorted by characters), so the encoder's own
@@ -388,11 +390,11 @@ class MemoryStore(
         """
         if len(texts) <= EMBED_CHUNK:
             return self._checked(self.encoder.encode(texts), len(texts))
-        from memworth.logs.progress import bar
+        from memworth.progress import bar
 
         order = np.argsort(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), kind="stable")
         vectors = np.empty((len(texts), self.encoder.dimension), dtype=np.float32)
-        shown = bar(len(texts), "embedding", show=progress)
+        shown = bar(len(texts), "embedding", progress)
         try:
             for start in range(0, len(texts), EMBED_CHUNK):
                 rows = order[start : start + EMBED_CHUNK]
@@ -435,7 +437,7 @@ class MemoryStore(
         return self._prepare([dataclasses.replace(new, expires=expires)], namespace)[0]
 
     def add_many(
-        self, items: Sequence[dict[str, Any]], *, namespace: str = "default", progress: bool = False
+        self, items: Sequence[dict[str, Any]], *, namespace: str = "default", progress: Progress = False
     ) -> list[Memory]:
         """Store many memories in one transaction (all or none), embedding them in batches.
 
@@ -454,8 +456,7 @@ class MemoryStore(
         minutes of work (BENCHMARKS.md).
         """
         check_name(namespace, "namespace")
-        if not isinstance(progress, bool):
-            raise ValidationError("progress", f"must be True or False, got {progress!r}")
+        check_progress(progress)
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
         return self._add(
@@ -464,13 +465,13 @@ class MemoryStore(
             progress=progress,
         )
 
-    def _add(self, memories: builtins.list[Memory], namespace: str, progress: bool = False) -> builtins.list[Memory]:
+    def _add(self, memories: builtins.list[Memory], namespace: str, progress: Progress = False) -> builtins.list[Memory]:
         """Check provenance, embed and insert in one backend call (one transaction)."""
         self.backend.insert_memories(self._prepare(memories, namespace, progress))
         return memories
 
     def _prepare(
-        self, memories: builtins.list[Memory], namespace: str, progress: bool = False
+        self, memories: builtins.list[Memory], namespace: str, progress: Progress = False
     ) -> builtins.list[NewMemory]:
         """The rows to insert for ``memories``: provenance checked, embedded; nothing written."""
         known = {m.id for m in memories}

@@ -235,9 +235,7 @@ def governance_page(store: MemoryStore, namespace: str) -> GovernancePage:
     audit = store.audit(namespace=namespace)
     changes = audit[::-1][:RECENT_CHANGES]
     queue = store.queue(namespace=namespace)
-    return GovernancePage(
-        report.proposals, by_id, changes, undoable(changes, by_id), queue, flags(audit), report.guard
-    )
+    return GovernancePage(report.proposals, by_id, changes, undoable(changes, by_id), queue, flags(audit), report.guard)
 
 
 # -- one memory ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from memworth import __version__
 from memworth.server.dashboard.history import Point
-from memworth.server.dashboard.markup import ROOT, esc, memory_url, num, snippet, when
+from memworth.server.dashboard.markup import ROOT, esc, memory_url, num, snippet, when, with_query
 from memworth.server.dashboard.pages import (
     CLASS_RANK,
     COLUMNS,
@@ -381,9 +381,9 @@ def _episodes_table(every: list[Point], number: int, here: str) -> str:
     points = every[max(0, end - LATEST_OUTCOMES) : end]
     links = []
     if number > 1:
-        links.append(f'<a href="{here}?outcomes={number - 1}#outcomes" rel="prev">newer</a>')
+        links.append(f'<a href="{esc(with_query(here, outcomes=number - 1))}#outcomes" rel="prev">newer</a>')
     if number < pages:
-        links.append(f'<a href="{here}?outcomes={number + 1}#outcomes" rel="next">older</a>')
+        links.append(f'<a href="{esc(with_query(here, outcomes=number + 1))}#outcomes" rel="next">older</a>')
     pager = f'<p class="pager">page {number} of {pages} {" ".join(links)}</p>'
     first, last = total - end + 1, total - end + len(points)
     rows = "".join(

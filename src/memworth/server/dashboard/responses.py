@@ -56,7 +56,7 @@ def login_page(next_path: str, problem: str | None = None, status: int = 401) ->
 def refusal_page(exc: Refused) -> HTMLResponse:
     """The page of a refusal: the sign-in page when signing in would help, else why, with its status."""
     if exc.login_next is not None:
-        return login_page(exc.login_next, exc.reason)
+        return login_page(exc.login_next, exc.reason or None)
     return html_page(render.refusal(exc.status, exc.title, exc.reason), exc.status)
 
 

@@ -16,13 +16,13 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from memworth.errors import ConflictError, StoreError
+from memworth.errors import AuthError, ConflictError, StoreError
 from memworth.server.dashboard import pages, render
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
 from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
-from memworth.server.keys import key_record, lookup_key
+from memworth.server.keys import authenticate
 from memworth.store import MemoryStore
 
 __all__ = ["dashboard_router"]
@@ -38,22 +38,25 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
 
     def viewer(request: Request) -> Viewer:
         """Who asks: by API key in a header, else by session cookie; refused (sign in) when neither is valid."""
-        key = request.headers.get("x-api-key")
+        header_key = request.headers.get("x-api-key")
         authorization = request.headers.get("authorization")
-        if key is None and authorization is not None and authorization.startswith("Bearer "):
-            key = authorization[7:].strip()
+        if authorization is not None and not authorization.strip().lower().startswith("bearer "):
+            authorization = None  # another scheme (Basic, for a proxy in front) carries no key
         csrf: str | None = None
-        if key is None:
+        if header_key is None and authorization is None:
             session = sessions.find(request.cookies.get(COOKIE, ""))
             if session is not None:
-                key, csrf = session.key, session.csrf
-        record = None if key is None else call(lambda: key_record(store, key))
-        if record is None:
-            target = quote(request.url.path, safe="/") + (f"?{request.url.query}" if request.url.query else "")
-            if request.method != "GET":
-                target = ROOT
-            raise Refused(401, "Sign in", "sign in with a valid API key", login_next=safe_next(target))
-        return Viewer(str(record["namespace"]), csrf, str(record["name"]))
+                header_key, csrf = session.key, session.csrf
+        target = quote(request.url.path, safe="/") + (f"?{request.url.query}" if request.url.query else "")
+        if request.method != "GET":
+            target = ROOT
+        if header_key is None and authorization is None:  # nobody has tried to sign in: no error to show
+            raise Refused(401, "Sign in", "", login_next=safe_next(target))
+        try:
+            info = call(lambda: authenticate(store, authorization, header_key, write=False))
+        except AuthError as exc:
+            raise Refused(401, "Sign in", exc.reason, login_next=safe_next(target)) from None
+        return Viewer(info.namespace, csrf, info.name, info.read_only)
 
     def changer(request: Request, form: dict[str, str] | None) -> tuple[Viewer, dict[str, str]]:
         """The viewer of a POST that may change something, after the origin and CSRF checks."""
@@ -64,6 +67,10 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         who = viewer(request)
         if who.csrf is not None and not hmac.compare_digest(form.get("csrf", "").encode(), who.csrf.encode()):
             raise Refused(403, "Forbidden", "the form's CSRF token does not match this session; reload the page")
+        if who.read_only and request.url.path != f"{ROOT}/logout":
+            raise Refused(
+                403, "Forbidden", f"API key {who.key_name!r} is read-only: it may look but not change anything"
+            )
         return who, form
 
     def notice(request: Request, namespace: str) -> str:
@@ -86,8 +93,12 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         fields = form or {}
         target = safe_next(fields.get("next"))
         key = fields.get("key", "").strip()
-        if not key or call(lambda: lookup_key(store, key)) is None:
-            return login_page(target, "unknown or revoked API key")
+        if not key:
+            return login_page(target, "give an API key")
+        try:
+            call(lambda: authenticate(store, None, key, write=False))
+        except AuthError as exc:
+            return login_page(target, exc.reason)
         sid = sessions.open(key)
         response = RedirectResponse(target, status_code=303)
         secure = request.url.scheme == "https"
@@ -226,6 +237,16 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         except StoreError as exc:  # the memory changed since that entry
             raise Refused(exc.status, "Not undone", str(exc)) from None
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
+
+    @router.get("/memory")
+    @error_pages
+    def memory_by_query(request: Request) -> Response:
+        """A memory's page by ``?id=``: the address of the ids ``.`` and ``..``, which browsers
+        drop from a path (:func:`memworth.server.dashboard.markup.memory_url`); any id works."""
+        memory_id = request.query_params.get("id")
+        if memory_id is None:
+            raise Refused(422, "Invalid request", "id: give the memory's id, /dashboard/memory?id=...")
+        return memory(memory_id, request)
 
     @router.get("/memories/{memory_id:path}")
     @error_pages

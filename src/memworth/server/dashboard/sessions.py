@@ -43,6 +43,7 @@ class Viewer:
     namespace: str
     csrf: str | None  # None: signed in by header, which no other site can make a browser send
     key_name: str | None = None  # the name of the key: the audit log names it for the changes made here
+    read_only: bool = False  # a read-only key: its pages show, its forms are refused
 
     @property
     def actor(self) -> str:

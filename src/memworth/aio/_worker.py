@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
@@ -121,12 +122,14 @@ class twin(Generic[P, R]):  # lower case: it reads as a method made from another
         self.__doc__ = method.__doc__
 
     @overload
-    def __get__(self, obj: None, owner: type[Any]) -> twin[P, R]: ...
+    def __get__(self, obj: None, owner: type[Any] | None = None) -> twin[P, R]: ...
 
     @overload
-    def __get__(self, obj: Runner[Any], owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, obj: Runner[Any], owner: type[Any] | None = None) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
-    def __get__(self, obj: Runner[Any] | None, owner: type[Any]) -> twin[P, R] | Callable[P, Coroutine[Any, Any, R]]:
+    def __get__(
+        self, obj: Runner[Any] | None, owner: type[Any] | None = None
+    ) -> twin[P, R] | Callable[P, Coroutine[Any, Any, R]]:
         if obj is None:
             return self
         name = self.name
@@ -134,7 +137,15 @@ class twin(Generic[P, R]):  # lower case: it reads as a method made from another
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
             return await obj.run(_method_call, name, args, kwargs)
 
-        return functools.update_wrapper(call, self.method)
+        functools.update_wrapper(call, self.method)
+        call.__signature__ = self.signature  # type: ignore[attr-defined]
+        return call
+
+    @functools.cached_property
+    def signature(self) -> inspect.Signature:
+        """The sync method's signature without ``self``: what ``help()`` and ``inspect`` show of a twin."""
+        sig = inspect.signature(self.method)
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
 def _method_call(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -491,3 +491,40 @@ def test_a_cancelled_write_is_whole_or_absent_never_half_done(
     assert sorted(ids) == sorted(f"r{i}" for i in range(20))  # begun: made whole, answer dropped
     assert "never" not in ids  # not begun: never made
     assert store.replay().consistent
+
+
+def test_an_open_cancelled_midway_leaves_nothing_open(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+    made: list[MemoryStore] = []
+    real_open = MemoryStore.open
+
+    def slow_open(url: str, **settings: Any) -> MemoryStore:
+        entered.set()
+        assert release.wait(10)
+        made.append(real_open(url, **settings))
+        return made[-1]
+
+    monkeypatch.setattr(MemoryStore, "open", slow_open)
+
+    async def run() -> None:
+        opening = asyncio.create_task(AsyncMemoryStore.open(f"sqlite:///{tmp_path}/o.db", encoder=HashingEncoder()))
+        await asyncio.to_thread(entered.wait, 10)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        release.set()
+
+    asyncio.run(run())
+
+    def closed(store: MemoryStore) -> bool:
+        try:
+            store.list()
+        except Exception:
+            return True
+        return False
+
+    for _ in range(500):  # the thread finishes opening, then closes what it opened
+        if made and closed(made[0]):
+            break
+        time.sleep(0.01)
+    assert made and closed(made[0])

@@ -8,17 +8,21 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from memworth.errors import StoreError
 from memworth.store import MemoryStore
+
+if TYPE_CHECKING:
+    from memworth.sidecar import Sidecar
 
 __all__ = ["Runner", "Worker", "twin", "worker_for"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+C = TypeVar("C", "MemoryStore", "Sidecar")
 
 
 class Worker:
@@ -44,6 +48,27 @@ class Worker:
             return await asyncio.wrap_future(future)
         finally:
             self.pending -= 1
+
+    async def open(self, fn: Callable[..., C], /, *args: Any, **kwargs: Any) -> C:
+        """``fn(*args, **kwargs)`` (a store or sidecar ``open``) on this worker's thread: the
+        object opened is bound to this worker; if the awaiting task is cancelled or the
+        opening fails, nothing is left open and the thread stops."""
+        future = self.executor.submit(fn, *args, **kwargs)
+        try:
+            opened = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(self._drop_opened)  # runs once the thread has finished opening
+            raise
+        except BaseException:
+            self.executor.shutdown(wait=False)
+            raise
+        worker_for(opened if isinstance(opened, MemoryStore) else opened.store, self)
+        return opened
+
+    def _drop_opened(self, future: Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            future.result().close()
+        self.executor.shutdown(wait=False)
 
 
 _WORKERS: weakref.WeakKeyDictionary[MemoryStore, Worker] = weakref.WeakKeyDictionary()

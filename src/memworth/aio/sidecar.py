@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memworth.aio._worker import Runner, Worker, twin, worker_for
+from memworth.aio._worker import Runner, Worker, twin
 from memworth.errors import ValidationError
 from memworth.sidecar import Sidecar
 
@@ -41,14 +41,7 @@ class AsyncSidecar(Runner[Sidecar]):
         cls, url: str = "sqlite:///memworth.db", *, auto_register: bool = True, **settings: Any
     ) -> AsyncSidecar:
         """Open the sidecar at ``url`` on its worker thread, as :meth:`memworth.Sidecar.open` does."""
-        worker = Worker()
-        try:
-            sidecar = await worker.call(Sidecar.open, url, auto_register=auto_register, **settings)
-        except BaseException:
-            worker.executor.shutdown(wait=False)
-            raise
-        worker_for(sidecar.store, worker)
-        return cls(sidecar)
+        return cls(await Worker().open(Sidecar.open, url, auto_register=auto_register, **settings))
 
     async def __aenter__(self) -> AsyncSidecar:
         return self

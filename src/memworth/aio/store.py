@@ -79,17 +79,10 @@ class AsyncMemoryStore(Runner[MemoryStore]):
         stores: list[MemoryStore] = []
         try:
             for i in range(workers):
-                worker = Worker()
                 options = dict(settings)
                 if i and isinstance(options.get("seed"), int):
                     options["seed"] += i
-                try:
-                    store = await worker.call(MemoryStore.open, url, **options)
-                except BaseException:
-                    worker.executor.shutdown(wait=False)
-                    raise
-                stores.append(store)
-                worker_for(store, worker)
+                stores.append(await Worker().open(MemoryStore.open, url, **options))
             return cls(*stores)
         except BaseException:
             for store in stores:

@@ -17,7 +17,7 @@ from memworth.store import MemoryStore
 if TYPE_CHECKING:
     from memworth.sidecar import Sidecar
 
-__all__ = ["Runner", "Worker", "twin", "worker_for"]
+__all__ = ["Runner", "Worker", "retire", "twin", "worker_for"]
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -194,6 +197,30 @@ async def test_async_retrieval_and_report(governed: GovernedRetriever) -> None:
     assert [d.id for d in found] == ["reverse", "reversed"]
     await governed.areport(True)
     assert governed.sidecar.worth("reverse").counts.success == 0.5
+
+
+async def test_concurrent_async_searches_run_one_at_a_time_on_the_store_worker(governed: GovernedRetriever) -> None:
+    threads: set[str] = set()
+    busy = {"now": 0, "most": 0}
+    retrieve = governed.sidecar.retrieve
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        try:
+            time.sleep(0.001)  # lets another thread in, were there one
+            return retrieve(*args, **kwargs)
+        finally:
+            busy["now"] -= 1
+
+    governed.sidecar.retrieve = watched  # type: ignore[method-assign]
+    found = await asyncio.gather(*(governed.ainvoke(f"reverse a python list {i}") for i in range(20)))
+    await asyncio.gather(*(governed.areport(i % 2 == 0, docs[0]) for i, docs in enumerate(found)))
+    assert busy["most"] == 1 and len(threads) == 1 and threads.pop().startswith("memworth-aio")
+    assert len({docs[0].metadata["memworth_episode"] for docs in found}) == 20
+    assert governed.sidecar.replay().consistent
+    assert sum(m.counts.n for m in governed.sidecar.store.list()) == pytest.approx(40.0)  # 2 documents x 20
 
 
 def test_import_memworth_does_not_import_langchain() -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from typing import Any
+
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
@@ -116,6 +121,30 @@ async def test_async_search_and_report(store: GovernedStore) -> None:
     await store.areport(False)
     assert store.sidecar.worth(item_id(NS, "reverse"), namespace="alice").worth == 0.0
     assert (await store.aget(NS, "reverse")) is not None
+
+
+async def test_concurrent_async_searches_run_one_at_a_time_on_the_store_worker(store: GovernedStore) -> None:
+    threads: set[str] = set()
+    busy = {"now": 0, "most": 0}
+    retrieve = store.sidecar.retrieve
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        busy["now"] += 1
+        busy["most"] = max(busy["most"], busy["now"])
+        try:
+            time.sleep(0.001)  # lets another thread in, were there one
+            return retrieve(*args, **kwargs)
+        finally:
+            busy["now"] -= 1
+
+    store.sidecar.retrieve = watched  # type: ignore[method-assign]
+    found = await asyncio.gather(*(store.asearch(NS, query=f"reverse a python list {i}", limit=2) for i in range(20)))
+    await asyncio.gather(*(store.areport(i % 2 == 0, items[0]) for i, items in enumerate(found)))
+    assert busy["most"] == 1 and len(threads) == 1 and threads.pop().startswith("memworth-aio")
+    assert len({items[0].episode_id for items in found}) == 20  # type: ignore[attr-defined]
+    assert store.sidecar.replay().consistent
+    assert sum(m.counts.n for m in store.sidecar.store.list(namespace="alice")) == pytest.approx(40.0)  # 2 items x 20
 
 
 def test_long_ids_are_hashed_and_bad_settings_refused() -> None:

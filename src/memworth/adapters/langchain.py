@@ -21,10 +21,10 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr
 
+from memworth.aio import AsyncSidecar
 from memworth.errors import ValidationError
 from memworth.ranking import ScoreRule
 from memworth.sidecar import Retrieval, Sidecar, rank_scores
@@ -116,6 +116,7 @@ class GovernedRetriever(BaseRetriever):
     scoring: ScoreRule | None = None
 
     _last: Episode | None = PrivateAttr(default=None)
+    _async: AsyncSidecar | None = PrivateAttr(default=None)
 
     @classmethod
     def from_vectorstore(
@@ -137,6 +138,14 @@ class GovernedRetriever(BaseRetriever):
         ``metadata["memworth_episode"]`` instead)."""
         return self._last
 
+    @property
+    def async_sidecar(self) -> AsyncSidecar:
+        """The sidecar's async face: the async methods run their sidecar work on its store's
+        one worker thread, so concurrent async searches never race on the store."""
+        if self._async is None or self._async.sidecar is not self.sidecar:
+            self._async = AsyncSidecar(self.sidecar)
+        return self._async
+
     def _inner_kwargs(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
         if self.k_arg is None:
             return kwargs
@@ -156,7 +165,7 @@ class GovernedRetriever(BaseRetriever):
         want = self.k if k is None else k
         config = {"callbacks": run_manager.get_child()}
         docs = await self.retriever.ainvoke(query, config, **self._inner_kwargs(want, kwargs))  # type: ignore[arg-type]
-        return await run_in_executor(None, self._govern, query, docs, want)
+        return await self.async_sidecar.run(lambda _: self._govern(query, docs, want))
 
     def _govern(self, query: str, docs: list[Document], k: int) -> list[Document]:
         by_id: dict[str, Document] = {}
@@ -214,9 +223,9 @@ class GovernedRetriever(BaseRetriever):
         source: str = "explicit",
         confidence: float | None = None,
     ) -> None:
-        """:meth:`report`, off the event loop."""
+        """:meth:`report`, on the sidecar's worker thread (:class:`memworth.aio.AsyncSidecar`)."""
         ref = self._episode(episode)
-        await run_in_executor(None, self.sidecar.record, ref, success, source=source, confidence=confidence)
+        await self.async_sidecar.record(ref, success, source=source, confidence=confidence)
 
 
 def _score(doc: Document, key: str) -> float:

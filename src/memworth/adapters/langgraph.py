@@ -17,7 +17,6 @@ Needs the ``langgraph`` extra.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result, SearchItem, SearchOp
 
+from memworth.aio import AsyncSidecar
 from memworth.errors import ValidationError
 from memworth.ranking import ScoreRule
 from memworth.sidecar import MAX_CANDIDATES, Sidecar
@@ -147,6 +147,9 @@ class GovernedStore(BaseStore):
         self.supports_ttl = store.supports_ttl
         self.ttl_config = store.ttl_config
         self._last: Episode | None = None
+        self.async_sidecar = AsyncSidecar(sidecar)
+        """The sidecar's async face: :meth:`abatch` and :meth:`areport` run their sidecar work on
+        its store's one worker thread, so concurrent async searches never race on the store."""
 
     @property
     def last_episode(self) -> Episode | None:
@@ -201,10 +204,10 @@ class GovernedStore(BaseStore):
         return self._govern_all(ops, self.store.batch([self._widen(op) for op in ops]))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch`, async (the sidecar's database work runs in a thread)."""
+        """:meth:`batch`, async: the sidecar's work runs on its store's worker thread, as one job."""
         ops = list(ops)
         results = await self.store.abatch([self._widen(op) for op in ops])
-        return await asyncio.to_thread(self._govern_all, ops, results)
+        return await self.async_sidecar.run(lambda _: self._govern_all(ops, results))
 
     def _episode(self, episode: Episode | GovernedItem | str | None) -> Episode | str:
         if episode is None:
@@ -234,6 +237,6 @@ class GovernedStore(BaseStore):
         source: str = "explicit",
         confidence: float | None = None,
     ) -> None:
-        """:meth:`report`, with the database work in a thread."""
+        """:meth:`report`, on the sidecar's worker thread (:class:`memworth.aio.AsyncSidecar`)."""
         ref = self._episode(episode)
-        await asyncio.to_thread(self.sidecar.record, ref, success, source=source, confidence=confidence)
+        await self.async_sidecar.record(ref, success, source=source, confidence=confidence)

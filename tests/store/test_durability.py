@@ -420,3 +420,28 @@ def test_batch_with_a_recorded_episode_writes_nothing(tmp_path: Path, kind: str,
         assert log[0].success is True
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(("option", "level"), [("", 2), ("?synchronous=extra", 3), ("?synchronous=normal", 1)])
+def test_a_recall_does_not_wait_for_the_disk_and_an_outcome_does(tmp_path: Path, option: str, level: int) -> None:
+    """Issue 17: the episode row of a recall is committed with synchronous=NORMAL (no fsync);
+    the outcome's commit, at the store's level, syncs the WAL up to and including it."""
+    url = f"sqlite:///{tmp_path / 'sync.db'}{option}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0) as store:
+        store.add("a fact about durability", id="fact")
+        db = store.backend._db  # type: ignore[attr-defined]
+        seen: list[int] = []
+        db.set_trace_callback(
+            lambda sql: (
+                seen.append(int(db.execute("PRAGMA synchronous").fetchone()[0]))
+                if sql.startswith("INSERT INTO episodes")
+                else None
+            )
+        )
+        recall = store.recall("durability", k=1)
+        db.set_trace_callback(None)
+        assert seen == [1]  # NORMAL while the episode row was written
+        assert int(db.execute("PRAGMA synchronous").fetchone()[0]) == level  # back for the outcome
+        store.record(recall.episode, success=True)
+    with MemoryStore.open(url) as store:
+        assert store.get("fact").counts.n == 1

@@ -1,8 +1,12 @@
 """SQLite backend: the embedded default (``sqlite:///path.db``).
 
 Durability: WAL journal with ``synchronous=FULL`` by default, so an outcome that
-``record`` acknowledged survives a killed process and a power cut. ``?synchronous=normal``
-trades the power-cut guarantee for speed (still safe against a killed process).
+``record`` acknowledged survives a killed process and a power cut. A recall's episode row
+is committed without waiting for the disk: the next commit that waits (the outcome's)
+syncs the WAL up to and including it, so what a power cut can lose is recalls whose
+outcome was not yet acknowledged (their outcome is then refused as an unknown episode,
+never counted). ``?synchronous=normal`` trades the power-cut guarantee of outcomes too for
+speed (still safe against a killed process).
 Writers take the write lock up front (``BEGIN IMMEDIATE``) and add to counters inside
 SQL (``success = success + ?``): with several processes writing, no read-then-write race
 can lose an update, and no transaction fails half way on a lock upgrade.
@@ -156,6 +160,7 @@ class SQLiteBackend:
         if path != ":memory:" and not Path(path).parent.exists():
             raise StoreError(f"cannot open {url}: folder {Path(path).parent} does not exist")
         self.url = url
+        self._sync = sync
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
@@ -359,6 +364,21 @@ class SQLiteBackend:
     # -- episodes and outcomes ----------------------------------------------------------
 
     def insert_episode(self, episode: Episode) -> None:
+        """Log a recall without waiting for the disk (``synchronous=NORMAL`` for this commit):
+        the WAL is synced by the next commit that waits (an outcome's, which needs its episode
+        first in the WAL), so an acknowledged outcome is never without its episode; a power cut
+        may lose episodes that have no outcome yet, whose outcome is then refused as unknown."""
+        with self._lock:
+            relaxed = self._sync != "normal"
+            if relaxed:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                self._insert_episode(episode)
+            finally:
+                if relaxed:
+                    self._db.execute(f"PRAGMA synchronous={self._sync.upper()}")
+
+    def _insert_episode(self, episode: Episode) -> None:
         with self._write() as db:
             try:
                 db.execute(

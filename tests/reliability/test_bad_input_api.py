@@ -502,8 +502,9 @@ def test_store_verbs_are_all_or_nothing(verb_store: MemoryStore, tally: Tally, d
 
 # -- the HTTP API: schemathesis with a partial-write check --------------------------
 
-DOCUMENTED = {400, 401, 404, 405, 409, 413, 422, 503}
-"""Statuses the API documents (``memworth.server.app``): 503 only when the database is down."""
+DOCUMENTED = {400, 401, 403, 404, 405, 409, 413, 422, 503}
+"""Statuses the API documents (``memworth.server.app``): 403 only for a key that may not make
+the change (read-only, or not an admin key for the settings), 503 only when the database is down."""
 
 
 def _api(url: str) -> tuple[MemoryStore, str]:

@@ -54,7 +54,7 @@ from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
 from memworth.ranking import Blend, CosineRecencyWorth, LowerBoundBlend, ScoreRule
 from memworth.sources import BurstDetector, Reliability, SourceLimit
-from memworth.validation import check_confidence, check_name
+from memworth.validation import check_confidence, check_name, check_storable
 
 __all__ = [
     "AutomationSettings",
@@ -333,7 +333,10 @@ class Settings:
             raise ValidationError("changes", "must be a non-empty object of setting name to value")
         data = self.to_dict()
         for dotted, value in changes.items():
-            path = resolve(str(dotted))
+            if not isinstance(dotted, str):
+                raise ValidationError("changes", f"setting names must be text, got {dotted!r}")
+            check_storable(dotted, "changes")  # a name is echoed in errors: it must be text any face can show
+            path = resolve(dotted)
             target = data[path[0]]
             for i, step in enumerate(path[1:-1], start=1):
                 inner = target.get(step)

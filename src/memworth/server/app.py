@@ -44,7 +44,7 @@ from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_e
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
-from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT
+from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT, check_actor
 
 __all__ = ["create_app"]
 
@@ -697,6 +697,8 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def put_config(body: ConfigChange, namespace: Writer, request: Request) -> dict[str, Any]:
         """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
         version, kept with the store, recorded with the key that made it. Needs an admin key."""
+        check_actor(body.actor)
+        call(lambda: store.settings.changed(body.changes))  # bad input is a 422, whoever asks
         if not request.state.key_admin:
             raise NotAdminError(
                 "Authorization", "changing the store's settings needs an admin key (memworth keys create --admin)"

@@ -23,6 +23,7 @@ from memworth.governance import GovernancePolicy
 from memworth.settings import HoldoutSettings, Settings
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
+from memworth.validation import check_actor
 from memworth.vector_index import faiss_available
 
 __all__ = ["KEPT", "SETTINGS_KEY", "ConfigMixin", "settings_from_arguments"]
@@ -210,8 +211,9 @@ class ConfigMixin(StoreState):
         >>> store.settings_history()[-1]["changed"]
         ['recall.exploration', 'governance.theta_low']
         """
-        if not isinstance(actor, str) or not actor.strip() or len(actor) > 200:
-            raise ValidationError("actor", "must be a non-empty name of at most 200 characters")
+        if actor is None:
+            raise ValidationError("actor", "must name who changes the settings")
+        check_actor(actor)
         new = changes if isinstance(changes, Settings) else self._settings.changed(changes)
         if new.recall.index == "hnsw" and not faiss_available():
             raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")

@@ -147,13 +147,21 @@ def _path_of(url: str) -> tuple[str, dict[str, str]]:
     return parsed.path[1:], options
 
 
+SYNCHRONOUS = {
+    "full": "PRAGMA synchronous=FULL",
+    "normal": "PRAGMA synchronous=NORMAL",
+    "extra": "PRAGMA synchronous=EXTRA",
+}
+"""The durability levels a store URL may ask for (``?synchronous=``), as the statement that sets each."""
+
+
 class SQLiteBackend:
     """Memories, log and counters in one SQLite file (WAL)."""
 
     def __init__(self, url: str) -> None:
         path, options = _path_of(url)
         sync = options.pop("synchronous", "full").lower()
-        if sync not in ("full", "normal", "extra"):
+        if sync not in SYNCHRONOUS:
             raise ValidationError("synchronous", f"must be full, normal or extra, got {sync!r}")
         if options:
             raise ValidationError("url", f"unknown option(s): {', '.join(sorted(options))}")
@@ -171,7 +179,7 @@ class SQLiteBackend:
             # knows is refused before anything (the journal mode included) is written to it.
             _stored_version(self._db, url)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={sync.upper()}")
+            self._db.execute(SYNCHRONOUS[sync])
             self._db.execute("PRAGMA busy_timeout=60000")
             self._db.execute("PRAGMA secure_delete=ON")  # an erased memory's bytes are overwritten, not left free
             self._migrate()
@@ -371,12 +379,12 @@ class SQLiteBackend:
         with self._lock:
             relaxed = self._sync != "normal"
             if relaxed:
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(SYNCHRONOUS["normal"])
             try:
                 self._insert_episode(episode)
             finally:
                 if relaxed:
-                    self._db.execute(f"PRAGMA synchronous={self._sync.upper()}")
+                    self._db.execute(SYNCHRONOUS[self._sync])
 
     def _insert_episode(self, episode: Episode) -> None:
         with self._write() as db:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,12 +89,13 @@ class NamespaceScan:
         self.shared = self.rule.start(0)
         self.reference = ReferenceRate(policy.change_reference_half_life)
         self.episodes = 0
-        self._y: list[bool] = []
-        self._w: list[float] = []
-        self._ref: list[float] = []
+        # compact columns, one entry per episode (a namespace may hold millions)
+        self._y = array("b")
+        self._w = array("d")
+        self._ref = array("d")
         self._contexts: list[str | None] = []
-        self._frozen: list[frozenset[str]] = []
-        self._at: list[list[int]] = []
+        self._members: list[tuple[int, ...]] = []  # each episode's memories, by row
+        self._at: list[array[int]] = []  # each memory's episodes (positions from 1)
         self._known(ids)
 
     def _known(self, ids: Sequence[str]) -> None:
@@ -104,7 +106,7 @@ class NamespaceScan:
         for mid in fresh:
             self._row[mid] = len(self.ids)
             self.ids.append(mid)
-            self._at.append([])
+            self._at.append(array("q"))
         self.state.grow(len(self.ids))
         self.shared.shared.extend({} for _ in fresh)
 
@@ -130,18 +132,19 @@ class NamespaceScan:
         for t, members in enumerate(unique):
             ok, wt, rt = bool(y[t]), float(w[t]), self.reference.rate
             self.episodes += 1
-            if members:
-                rows = np.array([self._row[mid] for mid in members], dtype=np.int64)
-                steps = self.detector.advance(self.state, rows, ok, wt, rt, self.episodes)
-                self.rule.update(self.shared, self.state, rows, steps)
-                for r in rows.tolist():
+            rows = tuple(self._row[mid] for mid in members)
+            if rows:
+                at = np.array(rows, dtype=np.int64)
+                steps = self.detector.advance(self.state, at, ok, wt, rt, self.episodes)
+                self.rule.update(self.shared, self.state, at, steps)
+                for r in rows:
                     self._at[r].append(self.episodes)
             self.reference.add(ok)
             self._y.append(ok)
             self._w.append(wt)
             self._ref.append(rt)
             self._contexts.append(None if contexts is None else contexts[t])
-            self._frozen.append(frozenset(members))
+            self._members.append(rows)
 
     def read(self) -> NamespaceStreams:
         """Every memory's stream so far, and the change alarms that stand now."""
@@ -149,7 +152,8 @@ class NamespaceScan:
         ids, size = self.ids, len(self.ids)
         if not self.episodes:
             return NamespaceStreams(list(ids), {}, None, {}, math.inf)
-        y, w, reference = np.array(self._y, dtype=bool), np.array(self._w), np.array(self._ref)
+        y = np.array(self._y, dtype=bool)
+        w, reference = np.array(self._w, dtype=float), np.array(self._ref, dtype=float)
         alarm, level = policy.change_flags(state.statistic, state.observations)
         held: dict[str, tuple[str, ...]] = {}
         for m in np.flatnonzero(alarm).tolist():
@@ -157,12 +161,17 @@ class NamespaceScan:
             held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
         flagged = {mid for mid, by in held.items() if not by}
         rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-        at, frozen, contexts = self._at, self._frozen, self._contexts
+        at, members, contexts = self._at, self._members, self._contexts
+
+        def frozen(p: int) -> frozenset[str]:
+            """The memories episode ``p`` (from 1) retrieved, by id."""
+            return frozenset(ids[r] for r in members[p - 1])
+
         window = policy.staleness_window
         fired: set[str] = set()
         explained: dict[str, tuple[str, ...]] = {}
         if policy.window_test:
-            retrievals = {ids[m]: [(bool(y[p - 1]), frozen[p - 1]) for p in at[m]] for m in range(size) if at[m]}
+            retrievals = {ids[m]: [(bool(y[p - 1]), frozen(p)) for p in at[m]] for m in range(size) if at[m]}
             fired, explained = window_hold(
                 retrievals, flagged | rising, window=window, drop=policy.staleness_drop, theta_low=policy.theta_low
             )
@@ -172,10 +181,10 @@ class NamespaceScan:
         for m in range(size):
             if not at[m]:
                 continue
-            mid, pos = ids[m], np.asarray(at[m], dtype=np.int64)
+            mid, pos = ids[m], np.array(at[m], dtype=np.int64)  # a copy: the column grows on
             ys = y[pos - 1]
             tail = zip(pos[-window:].tolist(), ys[-window:].tolist(), strict=True)
-            failed = [frozen[p - 1] for p, ok in tail if not ok]
+            failed = [frozen(p) for p, ok in tail if not ok]
             streams[mid] = OutcomeStream(
                 ys,
                 w[pos - 1],

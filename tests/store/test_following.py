@@ -145,3 +145,25 @@ def test_a_scan_under_one_policy_is_not_reused_under_another() -> None:
     store.set_policy(GovernancePolicy(change_odds_ratio=0.2))
     store.outcome_streams()
     assert store._followed["default"].scan is not scan and store._followed["default"].scan.policy == store.policy  # type: ignore[union-attr]
+
+
+def test_past_the_budget_the_least_recently_read_namespaces_are_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memworth.store import log_queries
+
+    monkeypatch.setattr(log_queries, "FOLLOW_BUDGET", 150)
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    rng = np.random.default_rng(2)
+    for ns in ("a", "b", "c"):
+        store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS], namespace=ns)
+        _feed(store, ns, 60, rng, broken=ns == "b")
+    for ns in ("a", "b", "c"):
+        store.outcome_streams(ns)
+    assert list(store._followed) == ["b", "c"]  # 180 outcomes held: "a", read first, went
+    store.outcome_streams("a")
+    assert list(store._followed) == ["c", "a"]
+    _feed(store, "b", 30, rng, broken=True)
+    warm = store.outcome_streams("b")  # read again from the start
+    assert list(store._followed) == ["a", "b"] and len(store._followed["b"].rows) == 90
+    _same_streams(warm, _from_scratch(store, "b")["streams"])  # type: ignore[arg-type]

@@ -28,7 +28,13 @@ from memworth.store.state import StoreState
 from memworth.streams import NamespaceScan, NamespaceStreams
 from memworth.validation import check_memory_id, check_name
 
-__all__ = ["Followed", "LogMixin", "ReplayReport"]
+__all__ = ["FOLLOW_BUDGET", "Followed", "LogMixin", "ReplayReport"]
+
+
+FOLLOW_BUDGET = 500_000
+"""Most outcomes a store object keeps in memory across the namespaces it follows (about 1 KB
+each with their episodes): past it, the namespaces read least recently are forgotten (read
+again in full when next governed); the namespace being read is kept whatever its size."""
 
 
 @dataclass
@@ -86,9 +92,8 @@ class LogMixin(StoreState):
         mismatch reads the history again from the start. Do not change the list returned.
         """
         with self._follow_lock:
-            followed = self._followed.get(namespace)
-            if followed is None:
-                followed = self._followed[namespace] = Followed()
+            followed = self._followed.pop(namespace, None) or Followed()
+            self._followed[namespace] = followed  # the most recently read last
             tail = self.backend.history(namespace, followed.last_seq)
             if len(followed.rows) + len(tail) != self.backend.outcome_count(namespace):
                 followed = self._followed[namespace] = Followed(self.backend.history(namespace))
@@ -96,6 +101,11 @@ class LogMixin(StoreState):
                 followed.rows.extend(tail)
             if followed.rows:
                 followed.last_seq = followed.rows[-1][0].seq
+            held = sum(len(f.rows) for f in self._followed.values())
+            for other in [ns for ns in self._followed if ns != namespace]:  # least recently read first
+                if held <= FOLLOW_BUDGET:
+                    break
+                held -= len(self._followed.pop(other).rows)
             return followed.rows
 
     def _namespace_scan(self, namespace: str) -> NamespaceStreams:

@@ -167,3 +167,22 @@ def test_past_the_budget_the_least_recently_read_namespaces_are_forgotten(
     warm = store.outcome_streams("b")  # read again from the start
     assert list(store._followed) == ["a", "b"] and len(store._followed["b"].rows) == 90
     _same_streams(warm, _from_scratch(store, "b")["streams"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("window", [1, 5, 20, 1000])
+def test_recent_counts_from_the_row_index_equal_a_scan_of_the_log(store: MemoryStore, window: int) -> None:
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    rng = np.random.default_rng(window)
+    _feed(store, "default", 80, rng, broken=True)
+    helper = Sidecar(store)  # an episode with credit weights of its own
+    store.record(helper.retrieved(["m1", "m2"], weights=[0.7, 0.3], query="weighted"), True)
+    _feed(store, "default", 40, rng, broken=True)
+    want: dict[str, list[float]] = {}
+    for o, ep in reversed(store.backend.history("default")):  # newest first, item by item
+        for item in ep.items:
+            acc = want.setdefault(item.memory_id, [0.0, 0.0, 0.0])
+            if acc[2] < window:
+                acc[0 if o.success else 1] += item.weight * o.confidence
+                acc[2] += 1
+    got = store.recent_counts(window=window)
+    assert {m: (c.success, c.failure, c.n) for m, c in got.items()} == {m: tuple(v) for m, v in want.items()}

@@ -290,13 +290,17 @@ class GovernanceMixin(StoreState):
         last led (action ``rollback``, which :meth:`approve` applies); every face shows it.
         """
         check_name(namespace, "namespace")
-        return self._guard(self._history(namespace))
+        self._history(namespace)
+        return self._guard(namespace)
 
-    def _guard(self, history: Sequence[tuple[OutcomeRow, Episode]]) -> GuardReading | None:
+    def _guard(self, namespace: str) -> GuardReading | None:
+        """The guard over the namespace's history as this store object last read it."""
         if self.holdout <= 0:
             return None
-        held = np.array([ep.holdout for _, ep in history], dtype=bool)
-        success = np.array([o.success for o, _ in history], dtype=bool)
+        with self._follow_lock:
+            followed = self._followed[namespace]
+            held = np.array(followed.held, dtype=bool)
+            success = np.array(followed.won, dtype=bool)
         return self.policy.guard().check(held, success, share=self.holdout)
 
     def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
@@ -318,10 +322,11 @@ class GovernanceMixin(StoreState):
         chosen = everyone if memories is None else builtins.list(memories)
         history = self._history(namespace)
         audit = self.backend.audit_log(namespace)
-        recent = _recent(history, self.policy.staleness_window)
+        with self._follow_lock:
+            recent = _recent(self._followed[namespace], self.policy.staleness_window)
         streams = self._streams(namespace) if self.policy.change_detection else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
-        guard = self._guard(history)
+        guard = self._guard(namespace)
         undone: dict[str, AuditEntry] = {}
         if guard is not None and guard.fired:  # governance's own changes since it last led
             since = history[guard.ahead - 1][0].recorded if guard.ahead > 0 else -math.inf

@@ -6,6 +6,8 @@ replay that rebuilds every counter from the log.
 from __future__ import annotations
 
 import builtins
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +49,26 @@ class Followed:
     last_seq: int = 0
     scan: NamespaceScan | None = None
     scanned: int = 0
+    positions: dict[str, array[int]] = field(default_factory=dict)
+    """Each memory's rows in ``rows`` (indices, oldest first): its retrievals, found without a scan."""
+    held: array[int] = field(default_factory=lambda: array("b"))
+    """Per outcome: whether its episode was held out of governance (the holdout guard's column)."""
+    won: array[int] = field(default_factory=lambda: array("b"))
+    """Per outcome: whether it was a success."""
+
+    def extend(self, tail: Sequence[tuple[OutcomeRow, Episode]]) -> None:
+        """Append outcomes read from the log (oldest first) and index their memories."""
+        start = len(self.rows)
+        self.rows.extend(tail)
+        for i, (o, ep) in enumerate(tail, start):
+            self.held.append(ep.holdout)
+            self.won.append(o.success)
+            for item in ep.items:
+                at = self.positions.get(item.memory_id)
+                if at is None:
+                    at = self.positions[item.memory_id] = array("q")
+                if not at or at[-1] != i:  # a memory listed twice in one episode: one row
+                    at.append(i)
 
 
 @dataclass(frozen=True)
@@ -63,20 +85,24 @@ class ReplayReport:
         return not self.mismatches
 
 
-def _recent(history: list[tuple[OutcomeRow, Episode]], size: int) -> dict[str, Counts]:
-    """Each memory's counts over its last ``size`` direct retrievals in ``history`` (oldest first)."""
-    recent: dict[str, list[float]] = {}
-    full: set[str] = set()
-    for o, ep in reversed(history):  # newest first
-        for item in ep.items:
-            if item.memory_id in full:
-                continue
-            acc = recent.setdefault(item.memory_id, [0.0, 0.0, 0.0])
-            acc[0 if o.success else 1] += item.weight * o.confidence
-            acc[2] += 1
+def _recent(followed: Followed, size: int) -> dict[str, Counts]:
+    """Each memory's counts over its last ``size`` direct retrievals in the followed history
+    (newest first, through each memory's row index, so the cost does not grow with the log)."""
+    rows = followed.rows
+    recent: dict[str, Counts] = {}
+    for mid, at in followed.positions.items():
+        acc = [0.0, 0.0, 0.0]
+        for i in reversed(at):
+            o, ep = rows[i]
+            for item in ep.items:
+                if item.memory_id != mid or acc[2] >= size:
+                    continue
+                acc[0 if o.success else 1] += item.weight * o.confidence
+                acc[2] += 1
             if acc[2] >= size:
-                full.add(item.memory_id)
-    return {mid: Counts(*v) for mid, v in recent.items()}
+                break
+        recent[mid] = Counts(*acc)
+    return recent
 
 
 class LogMixin(StoreState):
@@ -96,9 +122,9 @@ class LogMixin(StoreState):
             self._followed[namespace] = followed  # the most recently read last
             tail = self.backend.history(namespace, followed.last_seq)
             if len(followed.rows) + len(tail) != self.backend.outcome_count(namespace):
-                followed = self._followed[namespace] = Followed(self.backend.history(namespace))
-            else:
-                followed.rows.extend(tail)
+                followed = self._followed[namespace] = Followed()
+                tail = self.backend.history(namespace)
+            followed.extend(tail)
             if followed.rows:
                 followed.last_seq = followed.rows[-1][0].seq
             held = sum(len(f.rows) for f in self._followed.values())
@@ -132,7 +158,9 @@ class LogMixin(StoreState):
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
         size = self.policy.staleness_window if window is None else window
-        return _recent(self._history(namespace), size)
+        self._history(namespace)
+        with self._follow_lock:
+            return _recent(self._followed[namespace], size)
 
     def episode_stats(self, namespace: str = "default") -> EpisodeStats:
         """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.

@@ -180,3 +180,29 @@ def test_a_pool_over_memory_is_refused_and_its_size_is_checked(tmp_path: Path) -
             StorePool(store, bad)  # type: ignore[arg-type]
         assert err.value.field == "workers"
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (["--workers", "0"], None, "workers: must be an integer from 1 to 32, got 0"),
+        (["--workers", "2", "--store", "memory://"], None, "memory:// lives in one store object"),
+        ([], "many", "workers: must be an integer, got 'many'"),
+    ],
+)
+def test_memworth_serve_refuses_a_bad_pool_size_clearly(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: str | None,
+    said: str,
+) -> None:
+    from memworth.cli import main
+
+    if env is not None:
+        monkeypatch.setenv("MEMWORTH_WORKERS", env)
+    store = [] if "--store" in argv else ["--store", f"sqlite:///{tmp_path / 'serve.db'}"]
+    assert main(["serve", *argv, *store, "--encoder", "hashing", "--port", "1"]) != 0
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err

@@ -21,6 +21,14 @@ memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.
 
 Any other error is a bug: it is logged (``memworth.server``) and answered 500 in the same
 shape, and the connection stays open for the client's next request.
+
+Requests run on a pool of store objects over the store's database
+(:class:`memworth.server.pool.StorePool`; ``create_app(store, workers=N)``, ``memworth
+serve --workers N``, default :data:`memworth.server.pool.DEFAULT_WORKERS` = 4, 1 over
+``memory://``): each object is used by one thread at a time, a tenant with calls in flight
+keeps its object (its calls run in order) and one with none takes the least busy, so one
+tenant's long call (govern, replay, holdout) leaves the other tenants free objects.
+``PUT /v1/config`` answers once the new settings are in force on every object.
 """
 
 import logging

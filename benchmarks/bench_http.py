@@ -3,7 +3,7 @@ concurrent recalls of different tenants run at once?
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_http.py [--outcomes 10000] [--reads 200] [--repeats 3] [--workers 4]
+    .venv/bin/python benchmarks/bench_http.py [--outcomes 10000] [--reads 100] [--repeats 3] [--workers 4] [--switch 0.0005]
 
 Two real ``memworth serve`` processes (uvicorn, ``--log-level warning``) over two copies of
 one SQLite store: one with ``--workers 1`` (one store object: every request waits for the
@@ -11,8 +11,12 @@ one before it, as before issue 17) and one with ``--workers N``. The store holds
 (300 memories registered by id, ``--outcomes`` outcomes of 8 memories each) and tenants
 b0..b7 (500 short memories each, HashingEncoder); each tenant has its own API key.
 
-Per repeat, the two servers take turns (the order reversed every other repeat), so load
-from other processes falls on both:
+With ``--switch S``, a third server runs ``--workers N`` in a process whose GIL switch
+interval is ``S`` seconds (``sys.setswitchinterval``; CPython's default is 0.005): how much
+of B's remaining wait under A's load is the wait for the GIL.
+
+Per repeat, the servers take turns (each goes first in turn), so load from other
+processes falls on all of them:
 
 * quiet: tenant B (b0) reads ``--reads`` memories one after the other (``GET
   /v1/memories/{id}``), nothing else running; latency of each request, client side;
@@ -80,10 +84,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(path: Path, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def serve(path: Path, workers: int, log: Path, switch: float | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """``memworth serve`` over ``path``; with ``switch``, in a process whose GIL switch interval is that (seconds)."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "memworth.cli", "serve", "--store", f"sqlite:///{path}", "--port", str(port)]
-    cmd += ["--workers", str(workers), "--log-level", "warning"]
+    argv = ["serve", "--store", f"sqlite:///{path}", "--port", str(port), "--workers", str(workers)]
+    argv += ["--log-level", "warning"]
+    if switch is None:
+        cmd = [sys.executable, "-m", "memworth.cli", *argv]
+    else:
+        code = f"import sys; sys.setswitchinterval({switch!r}); from memworth.cli import main; sys.exit(main({argv!r}))"
+        cmd = [sys.executable, "-c", code]
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -112,8 +122,9 @@ def reads(base: str, key: str, n: int) -> list[float]:
     return out
 
 
-def loaded_reads(base: str, keys: dict[str, str], n: int) -> tuple[list[float], int]:
-    """The reads of :func:`reads` while tenant A loops on replay and govern; (latencies, A's calls)."""
+def loaded_reads(base: str, keys: dict[str, str], n: int) -> tuple[list[float], float]:
+    """The reads of :func:`reads` while tenant A loops on replay and govern; (latencies, A's
+    calls answered per second meanwhile)."""
     stop = threading.Event()
     calls = [0]
 
@@ -129,7 +140,10 @@ def loaded_reads(base: str, keys: dict[str, str], n: int) -> tuple[list[float], 
     looping.start()
     time.sleep(0.5)  # A's first call is under way
     try:
-        return reads(base, keys["b0"], n), calls[0]
+        t = time.perf_counter()
+        before = calls[0]
+        lat = reads(base, keys["b0"], n)
+        return lat, (calls[0] - before) / (time.perf_counter() - t)
     finally:
         stop.set()
         looping.join()
@@ -168,9 +182,15 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--outcomes", type=int, default=10_000)
-    p.add_argument("--reads", type=int, default=200)
+    p.add_argument("--reads", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument(
+        "--switch",
+        type=float,
+        help="also a server of --workers store objects whose GIL switch interval (sys.setswitchinterval) is this, "
+        "in seconds (CPython's default: 0.005)",
+    )
     p.add_argument("--out", type=Path, default=HERE / "results" / "http_tenants.json")
     args = p.parse_args()
     load_start = os.getloadavg()
@@ -182,12 +202,17 @@ def main() -> None:
         print(
             f"built the store ({args.outcomes:,} outcomes of tenant A) in {time.perf_counter() - t:.0f} s", flush=True
         )
-        modes = {"workers=1": 1, f"workers={args.workers}": args.workers}
+        modes: dict[str, tuple[int, float | None]] = {
+            "workers=1": (1, None),
+            f"workers={args.workers}": (args.workers, None),
+        }
+        if args.switch is not None:
+            modes[f"workers={args.workers}, switch {args.switch * 1000:g} ms"] = (args.workers, args.switch)
         bases = {}
-        for name, w in modes.items():
-            copy = folder / f"w{w}.db"
+        for i, (name, (w, switch)) in enumerate(modes.items()):
+            copy = folder / f"s{i}.db"
             shutil.copy(folder / "one.db", copy)
-            proc, bases[name] = serve(copy, w, folder / f"w{w}.log")
+            proc, bases[name] = serve(copy, w, folder / f"s{i}.log", switch)
             procs.append(proc)
         for base in bases.values():  # warm-up: each server's objects read the namespaces once
             reads(base, keys["b0"], 20)
@@ -196,7 +221,7 @@ def main() -> None:
             m: {"quiet": [], "loaded": [], "a_calls": [], "eight": []} for m in modes
         }
         for rep in range(args.repeats):
-            order = list(modes) if rep % 2 == 0 else list(modes)[::-1]
+            order = list(modes)[rep % len(modes) :] + list(modes)[: rep % len(modes)]  # each goes first in turn
             for name in order:
                 base = bases[name]
                 got[name]["quiet"].append(reads(base, keys["b0"], args.reads))
@@ -227,7 +252,7 @@ def main() -> None:
             "p50_ratio": spread([a / b for a, b in zip(per["loaded_p50"], per["quiet_p50"], strict=True)]),
             "p99_ratio": spread([a / b for a, b in zip(per["loaded_p99"], per["quiet_p99"], strict=True)]),
             "eight_recalls_s": spread(g["eight"]),
-            "tenant_a_calls": g["a_calls"],
+            "tenant_a_calls_per_s": spread(g["a_calls"]),
         }
     eight_ratio = spread(
         [a / b for a, b in zip(got[f"workers={args.workers}"]["eight"], got["workers=1"]["eight"], strict=True)]
@@ -239,14 +264,16 @@ def main() -> None:
     )
     print()
     print(
-        "| server | B p50 quiet | B p99 quiet | B p50 loaded | B p99 loaded | p99 loaded/quiet | 8 concurrent recalls |"
+        "| server | B p50 quiet | B p99 quiet | B p50 loaded | B p99 loaded | p99 loaded/quiet | A calls/s "
+        "meanwhile | 8 concurrent recalls |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         print(
             f"| {name} | {r['quiet_p50']['median']:.1f} | {r['quiet_p99']['median']:.1f} | "
             f"{r['loaded_p50']['median']:.1f} | {r['loaded_p99']['median']:.1f} | "
-            f"{r['p99_ratio']['median']:.2f}x | {r['eight_recalls_s']['median'] * 1000:.0f} ms |"
+            f"{r['p99_ratio']['median']:.2f}x | {r['tenant_a_calls_per_s']['median']:.2f} | "
+            f"{r['eight_recalls_s']['median'] * 1000:.0f} ms |"
         )
     print()
     print(

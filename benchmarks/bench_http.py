@@ -3,17 +3,18 @@ concurrent recalls of different tenants run at once?
 
 Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_http.py [--outcomes 10000] [--reads 100] [--repeats 3] [--workers 4] [--switch 0.0005]
+    .venv/bin/python benchmarks/bench_http.py [--outcomes 10000] [--reads 100] [--repeats 3] [--workers 4] [--switch 0.005]
 
-Two real ``memworth serve`` processes (uvicorn, ``--log-level warning``) over two copies of
+Real ``memworth serve`` processes (uvicorn, ``--log-level warning``) over copies of
 one SQLite store: one with ``--workers 1`` (one store object: every request waits for the
 one before it, as before issue 17) and one with ``--workers N``. The store holds tenant A
 (300 memories registered by id, ``--outcomes`` outcomes of 8 memories each) and tenants
 b0..b7 (500 short memories each, HashingEncoder); each tenant has its own API key.
 
-With ``--switch S``, a third server runs ``--workers N`` in a process whose GIL switch
-interval is ``S`` seconds (``sys.setswitchinterval``; CPython's default is 0.005): how much
-of B's remaining wait under A's load is the wait for the GIL.
+``memworth serve`` with more than one worker runs under a GIL switch interval of 0.5 ms
+(``memworth.server.pool.SWITCH_INTERVAL``). With ``--switch S``, a third server runs
+``--workers N --switch-interval S`` (``--switch 0.005``: CPython's default, as before the
+server set it): how much of B's remaining wait under A's load is the wait for the GIL.
 
 Per repeat, the servers take turns (each goes first in turn), so load from other
 processes falls on all of them:
@@ -85,15 +86,12 @@ def _free_port() -> int:
 
 
 def serve(path: Path, workers: int, log: Path, switch: float | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """``memworth serve`` over ``path``; with ``switch``, in a process whose GIL switch interval is that (seconds)."""
+    """``memworth serve`` over ``path``; with ``switch``, ``--switch-interval`` that (seconds)."""
     port = _free_port()
-    argv = ["serve", "--store", f"sqlite:///{path}", "--port", str(port), "--workers", str(workers)]
-    argv += ["--log-level", "warning"]
-    if switch is None:
-        cmd = [sys.executable, "-m", "memworth.cli", *argv]
-    else:
-        code = f"import sys; sys.setswitchinterval({switch!r}); from memworth.cli import main; sys.exit(main({argv!r}))"
-        cmd = [sys.executable, "-c", code]
+    cmd = [sys.executable, "-m", "memworth.cli", "serve", "--store", f"sqlite:///{path}", "--port", str(port)]
+    cmd += ["--workers", str(workers), "--log-level", "warning"]
+    if switch is not None:
+        cmd += ["--switch-interval", str(switch)]
     proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -188,8 +186,8 @@ def main() -> None:
     p.add_argument(
         "--switch",
         type=float,
-        help="also a server of --workers store objects whose GIL switch interval (sys.setswitchinterval) is this, "
-        "in seconds (CPython's default: 0.005)",
+        help="also a server of --workers store objects run with --switch-interval this (seconds; CPython's "
+        "default is 0.005, memworth serve's with several workers 0.0005)",
     )
     p.add_argument("--out", type=Path, default=HERE / "results" / "http_tenants.json")
     args = p.parse_args()
@@ -207,7 +205,7 @@ def main() -> None:
             f"workers={args.workers}": (args.workers, None),
         }
         if args.switch is not None:
-            modes[f"workers={args.workers}, switch {args.switch * 1000:g} ms"] = (args.workers, args.switch)
+            modes[f"workers={args.workers}, --switch-interval {args.switch:g}"] = (args.workers, args.switch)
         bases = {}
         for i, (name, (w, switch)) in enumerate(modes.items()):
             copy = folder / f"s{i}.db"

@@ -188,6 +188,7 @@ def test_a_pool_over_memory_is_refused_and_its_size_is_checked(tmp_path: Path) -
         (["--workers", "0"], None, "workers: must be an integer from 1 to 32, got 0"),
         (["--workers", "2", "--store", "memory://"], None, "memory:// lives in one store object"),
         ([], "many", "workers: must be an integer, got 'many'"),
+        (["--switch-interval", "0"], None, "switch_interval: must be seconds above 0 and at most 1, got 0.0"),
     ],
 )
 def test_memworth_serve_refuses_a_bad_pool_size_clearly(

@@ -946,6 +946,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "else 4; memory:// has 1)",
     )
     p.add_argument(
+        "--switch-interval",
+        type=float,
+        help="the server process's GIL switch interval in seconds (sys.setswitchinterval): how long a request "
+        "waits at most for another tenant's Python work (default 0.0005 with more than one worker, else Python's)",
+    )
+    p.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug"],
         help="server log level; at info every request is logged (access log). Default: $MEMWORTH_LOG_LEVEL or info",
@@ -973,10 +979,17 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
         raise ValidationError("port", f"must be from 1 to 65535, got {args.port}")
     if args.log_level not in ("critical", "error", "warning", "info", "debug"):  # from the environment
         raise ValidationError("log_level", f"must be critical, error, warning, info or debug, got {args.log_level!r}")
-    from memworth.server.pool import default_workers
+    from memworth.server.pool import SWITCH_INTERVAL, default_workers
 
     workers = default_workers(store.backend.url) if args.workers is None else _integer("workers", args.workers)
+    switch = args.switch_interval
+    if switch is None and workers > 1:
+        switch = SWITCH_INTERVAL
+    if switch is not None and not (math.isfinite(switch) and 0 < switch <= 1):
+        raise ValidationError("switch_interval", f"must be seconds above 0 and at most 1, got {switch!r}")
     app = create_app(store, workers=workers)
+    if switch is not None:
+        sys.setswitchinterval(switch)  # this process is the server's: its threads are requests
     print(
         f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs), "
         f"{workers} store object{'s' if workers > 1 else ''}",

@@ -33,7 +33,7 @@ from memworth.errors import ValidationError
 from memworth.settings import Settings
 from memworth.store import MemoryStore
 
-__all__ = ["DEFAULT_WORKERS", "MAX_WORKERS", "StorePool", "default_workers"]
+__all__ = ["DEFAULT_WORKERS", "MAX_WORKERS", "SWITCH_INTERVAL", "StorePool", "default_workers"]
 
 T = TypeVar("T")
 
@@ -44,6 +44,15 @@ copies of the candidate index stay affordable."""
 
 MAX_WORKERS = 32
 """Most store objects one server keeps."""
+
+SWITCH_INTERVAL = 0.0005
+"""The GIL switch interval (seconds, :func:`sys.setswitchinterval`) ``memworth serve`` runs
+under with more than one store object. Tenant A's govern or replay is Python work that holds
+the GIL; tenant B's request needs it a few times (the event loop, the key lookup, the read)
+and each time may wait up to the interval (CPython's default: 5 ms). Measured side by side
+(``benchmarks/bench_http.py``, BENCHMARKS.md) B's p99 under A's load was lower with 0.5 ms
+in both runs (median ratio to quiet 1.95x against 3.11x, and 3.95x against 5.36x), a modest
+and noisy gain; ``--switch-interval`` sets another."""
 
 
 def default_workers(url: str) -> int:

@@ -207,3 +207,41 @@ def test_memworth_serve_refuses_a_bad_pool_size_clearly(
     assert main(["serve", *argv, *store, "--encoder", "hashing", "--port", "1"]) != 0
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+def test_a_pool_over_postgresql_needs_the_url_when_it_holds_a_password() -> None:
+    import os
+    import uuid
+
+    base = os.environ.get("MEMWORTH_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    schema = f"pool_{uuid.uuid4().hex[:12]}"
+    url = base.replace("postgres@", "postgres:trusted-anyway@", 1) + f"?schema={schema}"  # trust auth ignores it
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0)
+    try:
+        assert ":***@" in store.backend.url
+        with pytest.raises(ValidationError) as err:
+            create_app(store, workers=2)
+        assert err.value.field == "url" and "password" in err.value.reason
+        with pytest.raises(ValidationError) as err:
+            create_app(store, workers=2, url=base + "?schema=elsewhere")
+        assert err.value.field == "url"
+        key = create_key(store, "a", "agent")
+        with TestClient(create_app(store, workers=2, url=url)) as client:
+            assert client.app.state.pool.workers == 2  # type: ignore[attr-defined]
+            added = client.post(
+                "/v1/memories", json={"text": "notes about sql joins", "id": "j"}, headers={"X-API-Key": key}
+            )
+            assert added.status_code == 201
+            got = client.post("/v1/recall", json={"query": "sql joins", "k": 1}, headers={"X-API-Key": key})
+            assert got.json()["results"][0]["id"] == "j"
+    finally:
+        with store.backend._pool.connection() as conn:  # type: ignore[attr-defined]
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        store.close()
+
+
+def test_an_in_memory_sqlite_store_is_one_object(tmp_path: Path) -> None:
+    with MemoryStore.open("sqlite:///:memory:", encoder=HashingEncoder()) as store:
+        with pytest.raises(ValidationError) as err:
+            create_app(store, workers=2)
+        assert err.value.field == "workers" and ":memory:" in err.value.reason

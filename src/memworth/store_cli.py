@@ -987,7 +987,7 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
         switch = SWITCH_INTERVAL
     if switch is not None and not (math.isfinite(switch) and 0 < switch <= 1):
         raise ValidationError("switch_interval", f"must be seconds above 0 and at most 1, got {switch!r}")
-    app = create_app(store, workers=workers)
+    app = create_app(store, workers=workers, url=args.store)
     if switch is not None:
         sys.setswitchinterval(switch)  # this process is the server's: its threads are requests
     print(

@@ -312,13 +312,14 @@ class _TooLarge(StarletteHTTPException):
         super().__init__(413, f"request body over {limit} bytes")
 
 
-def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1) -> FastAPI:
+def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1, url: str | None = None) -> FastAPI:
     """The HTTP app over ``store`` (which it does not close), its requests run on ``workers``
     store objects over the store's database: ``store`` and ``workers - 1`` more, opened now and
     closed when the app shuts down (:class:`memworth.server.pool.StorePool`). With 1, every
     request waits for the one before it; ``memworth serve`` runs
-    :data:`memworth.server.pool.DEFAULT_WORKERS`."""
-    pool = StorePool(store, workers)
+    :data:`memworth.server.pool.DEFAULT_WORKERS`. ``url``: the URL ``store`` was opened with,
+    needed when it holds a password (``store.backend.url`` hides it)."""
+    pool = StorePool(store, workers, url=url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

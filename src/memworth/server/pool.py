@@ -15,8 +15,8 @@ the calls of different tenants at once:
   candidate index when another object changed it. Settings are kept in the database and
   :meth:`StorePool.configure` puts a change in force on every object before it returns.
 * SQLite (WAL) lets readers run beside the one writer, and a writer waits for the other
-  (``busy_timeout``); PostgreSQL runs everything at once. ``memory://`` lives in one store
-  object: its pool has one.
+  (``busy_timeout``); PostgreSQL runs everything at once. ``memory://`` (and SQLite's
+  ``:memory:``) lives in one store object: its pool has one.
 
 What each object holds for itself: its copy of the candidate index (memory grows with
 the pool size at large stores), its exploration draws (object ``i`` draws from ``seed + i``)
@@ -32,6 +32,7 @@ from typing import TypeVar
 from memworth.errors import ValidationError
 from memworth.settings import Settings
 from memworth.store import MemoryStore
+from memworth.store.backend import redact
 
 __all__ = ["DEFAULT_WORKERS", "MAX_WORKERS", "SWITCH_INTERVAL", "StorePool", "default_workers"]
 
@@ -55,17 +56,22 @@ in both runs (median ratio to quiet 1.95x against 3.11x, and 3.95x against 5.36x
 and noisy gain; ``--switch-interval`` sets another."""
 
 
+def _in_process(url: str) -> bool:
+    """Whether the database at ``url`` lives in one store object (``memory://``, SQLite ``:memory:``)."""
+    return url == "memory://" or url.split("?", 1)[0].endswith(":memory:")
+
+
 def default_workers(url: str) -> int:
     """The pool size a server over ``url`` gets when none is given."""
-    return 1 if url == "memory://" else DEFAULT_WORKERS
+    return 1 if _in_process(url) else DEFAULT_WORKERS
 
 
 def check_workers(workers: object, url: str) -> int:
     """``workers`` if a server over ``url`` can have that many store objects, else ValidationError."""
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValidationError("workers", f"must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
-    if workers > 1 and url == "memory://":
-        raise ValidationError("workers", "memory:// lives in one store object: it takes 1 worker")
+    if workers > 1 and _in_process(url):
+        raise ValidationError("workers", f"{url} lives in one store object: it takes 1 worker")
     return workers
 
 
@@ -77,21 +83,29 @@ class StorePool:
     store
         The first store object (the pool does not close it).
     workers
-        How many store objects in all: ``workers - 1`` more are opened over
-        ``store.backend.url`` with the first one's encoder, clock, verifier and hot tier, and
-        closed by :meth:`close`.
+        How many store objects in all: ``workers - 1`` more are opened over ``url`` with the
+        first one's encoder, clock, verifier and hot tier, and closed by :meth:`close`.
+    url
+        The database URL the store was opened with (default ``store.backend.url``, which
+        hides a password: a URL with one must be given).
     """
 
-    def __init__(self, store: MemoryStore, workers: int = 1) -> None:
+    def __init__(self, store: MemoryStore, workers: int = 1, *, url: str | None = None) -> None:
         if not isinstance(store, MemoryStore):
             raise ValidationError("store", f"must be a MemoryStore, got {type(store).__name__}")
         check_workers(workers, store.backend.url)
+        if url is None:
+            url = store.backend.url
+            if workers > 1 and ":***@" in url:
+                raise ValidationError("url", "the store's URL hides its password: give the URL it was opened with")
+        elif not isinstance(url, str) or redact(url) != store.backend.url:
+            raise ValidationError("url", f"must be the URL the store was opened with ({store.backend.url})")
         self.stores: list[MemoryStore] = [store]
         seed = store._seed
         try:
             for i in range(1, workers):
                 extra = MemoryStore.open(
-                    store.backend.url,
+                    url,
                     encoder=store.encoder,
                     clock=store.clock,
                     verifier=store.verifier,

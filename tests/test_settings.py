@@ -214,7 +214,8 @@ def _write(tmp_path: Path, text: str) -> Path:
     [
         ("stor = 'x'", "stor"),
         ("[server]\nport = '80'", "server.port"),
-        ("[server]\nworkers = 2", "server.workers"),
+        ("[server]\nthreads = 2", "server.threads"),  # an unknown entry (workers is known since issue 17)
+        ("[server]\nworkers = 'four'", "server.workers"),
         ("[settings.recall]\nexploration = 2.0", "settings.recall.exploration"),
         ("[settings.nope]\nx = 1", "settings.nope.x"),
         ("[server\nport = 1", "config"),

@@ -8,6 +8,7 @@
     host = "127.0.0.1"
     port = 8000
     log_level = "info"
+    workers = 4                       # store objects requests run on (1 over memory://)
     redis = "redis://127.0.0.1:6379/0"
 
     [mcp]                             # memworth mcp
@@ -20,8 +21,8 @@
     theta_low = 0.35
 
 A flag on the command line wins over the file, and the file over the environment
-(``$MEMWORTH_STORE``, ``$MEMWORTH_REDIS``, ``$MEMWORTH_LOG_LEVEL``) and the defaults. The
-``settings`` tables are changes to the store's kept settings: when the server starts they
+(``$MEMWORTH_STORE``, ``$MEMWORTH_REDIS``, ``$MEMWORTH_LOG_LEVEL``, ``$MEMWORTH_WORKERS``) and the
+defaults. The ``settings`` tables are changes to the store's kept settings: when the server starts they
 become a new version of them (recorded as made by the file), which every face then reads.
 
 Examples
@@ -49,7 +50,7 @@ from memworth.settings import Settings
 __all__ = ["ConfigFile", "load"]
 
 SECTIONS = {
-    "server": {"host": str, "port": int, "log_level": str, "redis": str},
+    "server": {"host": str, "port": int, "log_level": str, "redis": str, "workers": int},
     "mcp": {"transport": str, "host": str, "port": int, "namespace": str, "redis": str},
 }
 """What each command's table may hold, with the type of each value."""

@@ -35,6 +35,7 @@ OPTIONS: dict[str, tuple[str | None, Any]] = {
     "log_level": ("MEMWORTH_LOG_LEVEL", "info"),
     "host": (None, "127.0.0.1"),
     "port": (None, 8000),
+    "workers": ("MEMWORTH_WORKERS", None),
     "transport": (None, "stdio"),
     "namespace": (None, "default"),
 }
@@ -939,11 +940,32 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="port (default 8000)")
     p.add_argument("--redis", help="Redis URL of the hot tier (default: $MEMWORTH_REDIS; none)")
     p.add_argument(
+        "--workers",
+        type=int,
+        help="store objects requests run on, so that tenants' calls run at once (default: $MEMWORTH_WORKERS, "
+        "else 4; memory:// has 1)",
+    )
+    p.add_argument(
+        "--switch-interval",
+        type=float,
+        help="the server process's GIL switch interval in seconds (sys.setswitchinterval): how long a request "
+        "waits at most for another tenant's Python work (default 0.0005 with more than one worker, else Python's)",
+    )
+    p.add_argument(
         "--log-level",
         choices=["critical", "error", "warning", "info", "debug"],
         help="server log level; at info every request is logged (access log). Default: $MEMWORTH_LOG_LEVEL or info",
     )
     config_arg(p, "server")
+
+
+def _integer(field: str, value: object) -> int:
+    """``value`` (from a flag, the configuration file or the environment) as an integer, else ValidationError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    raise ValidationError(field, f"must be an integer, got {value!r}")
 
 
 def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -955,13 +977,26 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
         raise ValidationError("serve", f"needs the server extra: pip install 'memworth[server]' ({exc})") from None
     if not 0 < args.port < 65536:
         raise ValidationError("port", f"must be from 1 to 65535, got {args.port}")
-    print(
-        f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs)", flush=True
-    )
     if args.log_level not in ("critical", "error", "warning", "info", "debug"):  # from the environment
         raise ValidationError("log_level", f"must be critical, error, warning, info or debug, got {args.log_level!r}")
+    from memworth.server.pool import SWITCH_INTERVAL, default_workers
+
+    workers = default_workers(store.backend.url) if args.workers is None else _integer("workers", args.workers)
+    switch = args.switch_interval
+    if switch is None and workers > 1:
+        switch = SWITCH_INTERVAL
+    if switch is not None and not (math.isfinite(switch) and 0 < switch <= 1):
+        raise ValidationError("switch_interval", f"must be seconds above 0 and at most 1, got {switch!r}")
+    app = create_app(store, workers=workers, url=args.store)
+    if switch is not None:
+        sys.setswitchinterval(switch)  # this process is the server's: its threads are requests
+    print(
+        f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs), "
+        f"{workers} store object{'s' if workers > 1 else ''}",
+        flush=True,
+    )
     uvicorn.run(
-        create_app(store),
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,

@@ -21,11 +21,19 @@ memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.
 
 Any other error is a bug: it is logged (``memworth.server``) and answered 500 in the same
 shape, and the connection stays open for the client's next request.
+
+Requests run on a pool of store objects over the store's database
+(:class:`memworth.server.pool.StorePool`; ``create_app(store, workers=N)``, ``memworth
+serve --workers N``, default :data:`memworth.server.pool.DEFAULT_WORKERS` = 4, 1 over
+``memory://``): each object is used by one thread at a time, a tenant with calls in flight
+keeps its object (its calls run in order) and one with none takes the least busy, so one
+tenant's long call (govern, replay, holdout) leaves the other tenants free objects.
+``PUT /v1/config`` answers once the new settings are in force on every object.
 """
 
 import logging
-import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Self
 
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
@@ -41,6 +49,7 @@ from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import authenticate, list_keys
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_errors, document, errors
+from memworth.server.pool import StorePool
 from memworth.server.sidecar_routes import sidecar_router
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
@@ -303,18 +312,31 @@ class _TooLarge(StarletteHTTPException):
         super().__init__(413, f"request body over {limit} bytes")
 
 
-def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
-    """The HTTP app over ``store`` (which it does not close)."""
-    app = FastAPI(title="memworth", version=__version__, description="Memory Worth: governed agent memory.")
-    metrics = Metrics(store)
-    lock = threading.Lock()  # the store is not thread-safe; the threadpool is
+def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1, url: str | None = None) -> FastAPI:
+    """The HTTP app over ``store`` (which it does not close), its requests run on ``workers``
+    store objects over the store's database: ``store`` and ``workers - 1`` more, opened now and
+    closed when the app shuts down (:class:`memworth.server.pool.StorePool`). With 1, every
+    request waits for the one before it; ``memworth serve`` runs
+    :data:`memworth.server.pool.DEFAULT_WORKERS`. ``url``: the URL ``store`` was opened with,
+    needed when it holds a password (``store.backend.url`` hides it)."""
+    pool = StorePool(store, workers, url=url)
 
-    def call(fn: Callable[[], Any]) -> Any:
-        with lock:
-            return fn()
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            pool.close()
+
+    app = FastAPI(
+        title="memworth", version=__version__, description="Memory Worth: governed agent memory.", lifespan=lifespan
+    )
+    app.state.pool = pool
+    metrics = Metrics(lambda: pool.run(None, lambda s: s.backend.quarantined()))
+    call = pool.run  # call(namespace, fn): fn(store object) on the tenant's object, under its lock
 
     def key_namespace(request: Request, authorization: str | None, x_api_key: str | None, write: bool) -> str:
-        info = call(lambda: authenticate(store, authorization, x_api_key, write=write))
+        info = call(None, lambda s: authenticate(s, authorization, x_api_key, write=write))
         request.state.key_name = info.name  # the audit log names the key a change came through
         request.state.key_admin = info.admin  # may change the store's settings
         return info.namespace
@@ -384,15 +406,15 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         ok = True
         detail = "ok"
         try:
-            call(lambda: store.backend.generation())
+            call(None, lambda s: s.backend.generation())
         except MemworthError as exc:
             ok, detail = False, str(exc)
-        return {"ok": ok, "version": __version__, "backend": store.backend.url.split("@")[-1], "detail": detail}
+        return {"ok": ok, "version": __version__, "backend": pool.first.backend.url.split("@")[-1], "detail": detail}
 
     @app.post("/v1/memories", status_code=201, responses=errors(404, 409))
     def add_memory(body: NewMemory, namespace: Writer) -> dict[str, Any]:
-        m = call(lambda: store.add_many([body.model_dump(exclude_none=True)], namespace=namespace)[0])
-        return _memory(store, m)
+        item = body.model_dump(exclude_none=True)
+        return dict(call(namespace, lambda s: _memory(s, s.add_many([item], namespace=namespace)[0])))
 
     @app.post("/v1/batch/memories", status_code=201, responses=errors(404, 409))
     def add_memories(body: NewMemories, namespace: Writer) -> dict[str, Any]:
@@ -400,8 +422,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         position: ``items.3.text`` for a field this route checks, or the field with ``(items[3])``
         ending the reason for one the store checks (nothing is written either way)."""
         items = [item.model_dump(exclude_none=True) for item in body.items]
-        memories = call(lambda: store.add_many(items, namespace=namespace))
-        return {"memories": [_memory(store, m) for m in memories]}
+        return {"memories": call(namespace, lambda s: [_memory(s, m) for m in s.add_many(items, namespace=namespace)])}
 
     @app.post("/v1/batch/outcomes", responses=errors(404, 409, 429))
     def record_outcomes(body: OutcomeBatch, namespace: Writer) -> dict[str, Any]:
@@ -409,7 +430,10 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
         an outcome already is a 409 whose reason names it and its position."""
         pairs = [(o.episode, o.ok) for o in body.outcomes]
-        call(lambda: store.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace))
+        call(
+            namespace,
+            lambda s: s.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace),
+        )
         for o in body.outcomes:
             metrics.outcomes.labels(body.source, "success" if o.ok else "failure").inc()
         return {
@@ -429,29 +453,35 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         """The namespace's memories in insertion order: all of them as a list, or with ``limit``
         (or ``cursor``) one page, ``{"memories": [...], "next_cursor": ...}`` (null on the last)."""
         if limit is None and cursor is None:
-            return [
-                _memory(store, m) for m in call(lambda: store.list(namespace=namespace, status=status, context=context))
-            ]
-        page = call(
-            lambda: store.list_page(
+            return list(
+                call(
+                    namespace,
+                    lambda s: [_memory(s, m) for m in s.list(namespace=namespace, status=status, context=context)],
+                )
+            )
+
+        def one_page(s: MemoryStore) -> dict[str, Any]:
+            page = s.list_page(
                 limit=DEFAULT_PAGE if limit is None else limit,
                 cursor=cursor,
                 namespace=namespace,
                 status=status,
                 context=context,
             )
-        )
-        return {"memories": [_memory(store, m) for m in page.items], "next_cursor": page.next_cursor}
+            return {"memories": [_memory(s, m) for m in page.items], "next_cursor": page.next_cursor}
+
+        return dict(call(namespace, one_page))
 
     # Ids in paths: one percent-encoded segment, read as sent (memworth.server.ids); a bare id
     # (convertor memory_id) never ends in a literal /worth, /resolve, /pin or /unpin: those are sub-resources.
     @app.get("/v1/memories/{memory_id:path}/worth")
     def worth(memory_id: PathId, namespace: Reader) -> dict[str, Any]:
-        return call(lambda: store.report(path_id(memory_id), namespace=namespace).row())
+        return call(namespace, lambda s: s.report(path_id(memory_id), namespace=namespace).row())
 
     @app.get("/v1/memories/{memory_id:memory_id}")
     def get_memory(memory_id: PathId, namespace: Reader) -> dict[str, Any]:
-        return _memory(store, call(lambda: store.get(path_id(memory_id), namespace=namespace)))
+        mid = path_id(memory_id)
+        return dict(call(namespace, lambda s: _memory(s, s.get(mid, namespace=namespace))))
 
     @app.delete("/v1/memories/{memory_id:memory_id}", responses=errors(409))
     def delete_memory(
@@ -468,7 +498,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         it was erased; adding it again is a 409 (an erased id is never reused)."""
         mid = path_id(memory_id)
         who = _actor(request, actor)
-        return decided(call(lambda: store.delete(mid, reason=reason, actor=who, namespace=namespace)))
+        return decided(call(namespace, lambda s: s.delete(mid, reason=reason, actor=who, namespace=namespace)))
 
     @app.patch("/v1/memories/{memory_id:memory_id}", responses=errors(409, 429))
     def change_memory(memory_id: PathId, body: MemoryChange, namespace: Writer, request: Request) -> dict[str, Any]:
@@ -481,53 +511,54 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         if body.text is not None:
             text = body.text
 
-            def edit() -> dict[str, Any]:
-                entry = store.edit(
+            def edit(s: MemoryStore) -> dict[str, Any]:
+                entry = s.edit(
                     mid, text, reason=body.reason, actor=who, new_id=body.new_id, keep_old=body.keep_old,
                     namespace=namespace,
                 )  # fmt: skip
                 return {
                     **decided(entry),
-                    "memory": _memory(store, store.get(entry.settings["replaced_by"], namespace=namespace)),
+                    "memory": _memory(s, s.get(entry.settings["replaced_by"], namespace=namespace)),
                 }
 
-            return dict(call(edit))
+            return dict(call(namespace, edit))
         if body.status is not None:
             status = body.status
             return decided(
-                call(lambda: store.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace))
+                call(namespace, lambda s: s.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace))
             )
         standing = str(body.standing)
         return decided(
-            call(lambda: store.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace))
+            call(namespace, lambda s: s.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace))
         )
 
     @app.get("/v1/ttl")
     def get_ttl(namespace: Reader) -> dict[str, Any]:
         """The namespace's time to live for new memories, in seconds (null: they never expire)."""
-        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+        return {"ttl": call(namespace, lambda s: s.ttl(namespace=namespace))}
 
     @app.put("/v1/ttl")
     def put_ttl(body: TTLRequest, namespace: Writer) -> dict[str, Any]:
         """Give memories added to the namespace from now on ``ttl`` seconds to live (null: forever)."""
         ttl = body.ttl
-        call(lambda: store.set_ttl(ttl, namespace=namespace))
-        return {"ttl": call(lambda: store.ttl(namespace=namespace))}
+        call(namespace, lambda s: s.set_ttl(ttl, namespace=namespace))
+        return {"ttl": call(namespace, lambda s: s.ttl(namespace=namespace))}
 
     @app.post("/v1/expire")
     def expire(body: ExpireRequest, namespace: Writer) -> dict[str, Any]:
         """Erase the namespace's expired memories now (recall also does it first): their tombstones;
         with ``list_only``, the expired memories, erasing nothing."""
         if body.list_only:
-            return {"expired": [_memory(store, m) for m in call(lambda: store.expired(namespace=namespace))]}
-        return {"erased": [decided(e) for e in call(lambda: store.purge_expired(namespace=namespace))]}
+            return {"expired": call(namespace, lambda s: [_memory(s, m) for m in s.expired(namespace=namespace)])}
+        return {"erased": [decided(e) for e in call(namespace, lambda s: s.purge_expired(namespace=namespace))]}
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Writer) -> dict[str, Any]:
         r = call(
-            lambda: store.recall(
+            namespace,
+            lambda s: s.recall(
                 body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
-            )
+            ),
         )
         return {
             "episode": r.episode.id,
@@ -553,9 +584,10 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429))
     def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> dict[str, Any]:
         call(
-            lambda: store.record(
+            namespace,
+            lambda s: s.record(
                 episode_id, body.ok, source=body.source, confidence=body.confidence, namespace=namespace
-            )
+            ),
         )
         outcome = "success" if body.ok else "failure"
         metrics.outcomes.labels(body.source, outcome).inc()
@@ -563,24 +595,24 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
 
     @app.post("/v1/govern", responses=errors(429))
     def govern(body: GovernRequest, namespace: Writer) -> dict[str, Any]:
-        report = call(lambda: store.govern(apply=body.apply, namespace=namespace))
+        report = call(namespace, lambda s: s.govern(apply=body.apply, namespace=namespace))
         for e in report.applied:
             metrics.actions.labels(e.action).inc()
         return report.row()
 
     @app.post("/v1/episodes/{episode_id}/verify", responses=errors(409))
     def verify(episode_id: str, body: VerifyRequest, namespace: Writer) -> dict[str, Any]:
-        v = call(lambda: store.verify(episode_id, body.ok, namespace=namespace))
+        v = call(namespace, lambda s: s.verify(episode_id, body.ok, namespace=namespace))
         return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
 
     @app.get("/v1/sources")
     def sources(namespace: Reader) -> list[dict[str, Any]]:
-        return [r.row() for r in call(lambda: store.source_reliability(namespace)).values()]
+        return [r.row() for r in call(namespace, lambda s: s.source_reliability(namespace)).values()]
 
     @app.get("/v1/holdout")
     def holdout(namespace: Reader) -> dict[str, Any]:
-        r = call(lambda: store.holdout_report(namespace=namespace))
-        guard = call(lambda: store.holdout_guard(namespace=namespace))
+        r = call(namespace, lambda s: s.holdout_report(namespace=namespace))
+        guard = call(namespace, lambda s: s.holdout_guard(namespace=namespace))
         numbers = {"lift": r.lift, "lower": r.lower, "upper": r.upper}
         return {
             "governed": {"successes": r.governed_successes, "episodes": r.governed_n},
@@ -594,14 +626,15 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.get("/v1/queue")
     def queue(namespace: Reader) -> list[dict[str, Any]]:
         """Memories awaiting verification (quarantined), each with its report."""
-        return [r.row() for r in call(lambda: store.queue(namespace=namespace))]
+        return [r.row() for r in call(namespace, lambda s: s.queue(namespace=namespace))]
 
     @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429))
     def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> dict[str, Any]:
         """Resolve a quarantined memory: confirmed, stale or edited (audited; a person's decision sticks)."""
         mid = path_id(memory_id)
         entry = call(
-            lambda: store.resolve(
+            namespace,
+            lambda s: s.resolve(
                 mid,
                 body.verdict,
                 reason=body.reason,
@@ -609,7 +642,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
                 new_id=body.new_id,
                 status=body.status,
                 namespace=namespace,
-            )
+            ),
         )
         return decided(entry)
 
@@ -617,19 +650,19 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     def pin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
         """Keep governance away from a memory until it is unpinned (audited)."""
         mid = path_id(memory_id)
-        entry = call(lambda: store.pin(mid, reason=body.reason, namespace=namespace))
+        entry = call(namespace, lambda s: s.pin(mid, reason=body.reason, namespace=namespace))
         return decided(entry)
 
     @app.post("/v1/memories/{memory_id:path}/unpin", responses=errors(409))
     def unpin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
         """End a memory's pin (audited)."""
         mid = path_id(memory_id)
-        entry = call(lambda: store.unpin(mid, reason=body.reason, namespace=namespace))
+        entry = call(namespace, lambda s: s.unpin(mid, reason=body.reason, namespace=namespace))
         return decided(entry)
 
     @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429))
     def restore(seq: int, body: RestoreRequest, namespace: Writer) -> dict[str, Any]:
-        entry = call(lambda: store.restore(seq, reason=body.reason, namespace=namespace))
+        entry = call(namespace, lambda s: s.restore(seq, reason=body.reason, namespace=namespace))
         return decided(entry)
 
     @app.get("/v1/audit")
@@ -642,11 +675,12 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         """The audit log, oldest first: all of it, or with ``limit`` (or ``cursor``) one page,
         ``{"entries": [...], "next_cursor": ...}``."""
         if limit is None and cursor is None:
-            return [e.__dict__ for e in call(lambda: store.audit(memory_id, namespace=namespace))]
+            return [e.__dict__ for e in call(namespace, lambda s: s.audit(memory_id, namespace=namespace))]
         page = call(
-            lambda: store.audit_page(
+            namespace,
+            lambda s: s.audit_page(
                 memory_id, limit=DEFAULT_PAGE if limit is None else limit, cursor=cursor, namespace=namespace
-            )
+            ),
         )
         return {"entries": [e.__dict__ for e in page.items], "next_cursor": page.next_cursor}
 
@@ -658,7 +692,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     ) -> dict[str, Any]:
         """The namespace's outcome log in commit order, a page at a time:
         ``{"outcomes": [...], "next_cursor": ...}`` (null on the last page)."""
-        page = call(lambda: store.outcome_page(limit=limit, cursor=cursor, namespace=namespace))
+        page = call(namespace, lambda s: s.outcome_page(limit=limit, cursor=cursor, namespace=namespace))
         rows = [
             {
                 "seq": o.seq,
@@ -677,11 +711,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
         """The namespace's API keys, oldest first, revoked and expired ones too: id, name, created,
         expires, read_only, revoked, state; never a key or its hash. Keys are made and revoked
         with ``memworth keys``."""
-        return [k.row() for k in call(lambda: list_keys(store, namespace))]
+        return [k.row() for k in call(namespace, lambda s: list_keys(s, namespace))]
 
     @app.get("/v1/replay")
     def replay(namespace: Reader) -> dict[str, Any]:
-        r = call(lambda: store.replay())
+        r = call(namespace, lambda s: s.replay())
         mine = [(mid, live, want) for ns, mid, live, want in r.mismatches if ns == namespace]
         return {
             "consistent": not mine,
@@ -691,28 +725,24 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY) -> FastAPI:
     @app.get("/v1/config")
     def get_config(namespace: Reader) -> dict[str, Any]:
         """The store's settings in force and their version (every namespace works under them)."""
-        return dict(call(store.config))
+        return dict(call(namespace, lambda s: s.config()))
 
     @app.put("/v1/config")
     def put_config(body: ConfigChange, namespace: Writer, request: Request) -> dict[str, Any]:
         """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
         version, kept with the store, recorded with the key that made it. Needs an admin key."""
         check_actor(body.actor)
-        call(lambda: store.settings.changed(body.changes))  # bad input is a 422, whoever asks
+        call(namespace, lambda s: s.settings.changed(body.changes))  # bad input is a 422, whoever asks
         if not request.state.key_admin:
             raise NotAdminError(
                 "Authorization", "changing the store's settings needs an admin key (memworth keys create --admin)"
             )
         actor = _actor(request, body.actor)
+        pool.configure(body.changes, actor=actor, namespace=namespace)  # in force on every store object
+        return dict(call(namespace, lambda s: s.config()))
 
-        def change() -> dict[str, Any]:
-            store.configure(body.changes, actor=actor)
-            return store.config()
-
-        return dict(call(change))
-
-    app.include_router(dashboard_router(store, call))  # the web dashboard, /dashboard
-    sidecar = sidecar_router(store, call, writer, reader)
+    app.include_router(dashboard_router(pool))  # the web dashboard, /dashboard
+    sidecar = sidecar_router(pool, writer, reader)
     declare_errors(sidecar.routes, reader, writer)
     app.include_router(sidecar)  # memories kept elsewhere, by id: /v1/sidecar
     declare_errors(app.routes, reader, writer)

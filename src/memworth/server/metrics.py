@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-if TYPE_CHECKING:
-    from memworth.store import MemoryStore
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "TimedRoutes"]
 
@@ -36,18 +33,20 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 class _QueueLength(Collector):
     """The verification queue's length, read from the store when scraped."""
 
-    def __init__(self, store: MemoryStore) -> None:
-        self.store = store
+    def __init__(self, quarantined: Callable[[], int]) -> None:
+        self.quarantined = quarantined
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        total = self.store.backend.quarantined()  # one count query per scrape, whatever the store holds
+        total = self.quarantined()  # one count query per scrape, whatever the store holds
         yield GaugeMetricFamily("memworth_verification_queue", "memories quarantined for re-verification", total)
 
 
 class Metrics:
     """One server's metrics, in a registry of its own (two apps in one process never mix)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, quarantined: Callable[[], int]) -> None:
+        """``quarantined``: counts the memories quarantined in every namespace (the store's
+        ``backend.quarantined()``, called on a store object the caller may use)."""
         self.registry = CollectorRegistry()
         self.requests = Histogram(
             "memworth_request_seconds",
@@ -64,7 +63,7 @@ class Metrics:
             registry=self.registry,
         )
         self.errors = Counter("memworth_errors", "errors answered", ["type", "status"], registry=self.registry)
-        self.registry.register(_QueueLength(store))
+        self.registry.register(_QueueLength(quarantined))
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""

@@ -8,18 +8,20 @@ memories are memories of the key's namespace like any other.
 
 import dataclasses
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworth.errors import ValidationError
 from memworth.server.openapi import errors
+from memworth.server.pool import StorePool
 from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar
-from memworth.store import MemoryStore
 from memworth.validation import MAX_K, MAX_TEXT
 
 __all__ = ["sidecar_router"]
+
+T = TypeVar("T")
 
 MemoryId = Annotated[str, Field(min_length=1, max_length=200)]
 Label = Annotated[str, Field(min_length=1, max_length=200)]
@@ -78,16 +80,16 @@ def _ranked(r: Ranked) -> dict[str, Any]:
     return out
 
 
-def sidecar_router(
-    store: MemoryStore,
-    call: Callable[[Callable[[], Any]], Any],
-    writer: Callable[..., str],
-    reader: Callable[..., str],
-) -> APIRouter:
-    """Routes of a :class:`memworth.Sidecar` over ``store``; ``call`` runs store work under the
-    app's lock; ``writer`` and ``reader`` are the dependencies that turn an API key into its
-    namespace, for a route that writes (refusing read-only keys) and for one that only reads."""
-    sidecar = Sidecar(store)
+def sidecar_router(pool: StorePool, writer: Callable[..., str], reader: Callable[..., str]) -> APIRouter:
+    """Routes of a :class:`memworth.Sidecar` over each store object of ``pool`` (a call runs on
+    the tenant's object, under its lock); ``writer`` and ``reader`` are the dependencies that
+    turn an API key into its namespace, for a route that writes (refusing read-only keys) and
+    for one that only reads."""
+    sidecars = {id(s): Sidecar(s) for s in pool.stores}
+
+    def call(namespace: str, fn: Callable[[Sidecar], T]) -> T:
+        return pool.run(namespace, lambda s: fn(sidecars[id(s)]))
+
     router = APIRouter(prefix="/v1/sidecar", tags=["sidecar"])
     Tenant = Annotated[str, Depends(writer)]
     Reader = Annotated[str, Depends(reader)]
@@ -96,23 +98,29 @@ def sidecar_router(
     def register(body: RegisterRequest, namespace: Tenant) -> dict[str, Any]:
         """Register external memory ids (idempotent); answers which were new."""
         new = call(
-            lambda: sidecar.register(body.ids, namespace=namespace, contexts=body.contexts, metadata=body.metadata)
+            namespace,
+            lambda sidecar: sidecar.register(
+                body.ids, namespace=namespace, contexts=body.contexts, metadata=body.metadata
+            ),
         )
         return {"registered": new, "already": len(body.ids) - len(new)}
 
     @router.post("/rerank")
     def rerank(body: RerankRequest, namespace: Reader) -> dict[str, Any]:
         """Re-rank candidates by similarity blended with worth, without the inactive ones; logs nothing."""
-        ranked = call(lambda: sidecar.rerank(_candidates(body.candidates), body.k, namespace=namespace))
+        ranked = call(
+            namespace, lambda sidecar: sidecar.rerank(_candidates(body.candidates), body.k, namespace=namespace)
+        )
         return {"results": [_ranked(r) for r in ranked]}
 
     @router.post("/retrieve", responses=errors(409))
     def retrieve(body: RetrieveRequest, namespace: Tenant) -> dict[str, Any]:
         """Pick k candidates (re-rank, exploration floor) and log the episode."""
         got = call(
-            lambda: sidecar.retrieve(
+            namespace,
+            lambda sidecar: sidecar.retrieve(
                 _candidates(body.candidates), body.k, query=body.query, context=body.context, namespace=namespace
-            )
+            ),
         )
         return {"episode": got.episode.id, "results": [_ranked(r) for r in got.results]}
 
@@ -120,20 +128,25 @@ def sidecar_router(
     def retrieved(body: RetrievedRequest, namespace: Tenant) -> dict[str, Any]:
         """Log that the other store retrieved these ids in one episode."""
         episode = call(
-            lambda: sidecar.retrieved(
+            namespace,
+            lambda sidecar: sidecar.retrieved(
                 body.ids, weights=body.weights, query=body.query, context=body.context, namespace=namespace
-            )
+            ),
         )
         return {"episode": episode.id, "ids": [i.memory_id for i in episode.items]}
 
     @router.post("/filter")
     def filter_ids(body: IdsRequest, namespace: Reader) -> dict[str, Any]:
         """The ids without the suppressed, deprecated and archived ones, in the order given."""
-        return {"ids": call(lambda: sidecar.filter(body.ids, namespace=namespace))}
+        return {"ids": call(namespace, lambda sidecar: sidecar.filter(body.ids, namespace=namespace))}
 
     @router.post("/worth", responses=errors(404))
     def worth(body: IdsRequest, namespace: Reader) -> dict[str, Any]:
         """Worth, interval, evidence, class, standing and suggested action of registered ids."""
-        return {"results": [w.row() for w in call(lambda: sidecar.worth_many(body.ids, namespace=namespace))]}
+        return {
+            "results": [
+                w.row() for w in call(namespace, lambda sidecar: sidecar.worth_many(body.ids, namespace=namespace))
+            ]
+        }
 
     return router

@@ -2,7 +2,7 @@
 
 Each ``*_page`` function reads one namespace of a store and returns the numbers its page
 prints; :mod:`memworth.server.dashboard.render` writes them as HTML. A route runs one of
-them under the app's store lock.
+them on a store object of the app's pool, under its lock.
 """
 
 from collections.abc import Callable, Iterable, Mapping

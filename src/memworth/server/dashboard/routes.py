@@ -1,16 +1,14 @@
 """The dashboard's routes: sign in and out, the three pages, and the changes (approve, undo,
 resolve, pin, and on a memory's page: edit, status, standing, erase).
 
-Each page route finds the viewer, reads its page data under the app's store lock
-(:mod:`memworth.server.dashboard.pages`) and writes it out
+Each page route finds the viewer, reads its page data on the viewer's store object of the
+app's pool, under its lock (:mod:`memworth.server.dashboard.pages`) and writes it out
 (:mod:`memworth.server.dashboard.render`). A change is a POST, checked for its origin and
 CSRF token, answered with a redirect (POST-redirect-GET) whose page announces the change.
 """
 
 import hmac
-from collections.abc import Callable
 from importlib import resources
-from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -23,15 +21,15 @@ from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
 from memworth.server.keys import authenticate
-from memworth.store import MemoryStore
+from memworth.server.pool import StorePool
 
 __all__ = ["dashboard_router"]
 
-Call = Callable[[Callable[[], Any]], Any]
 
-
-def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
-    """The dashboard's routes over ``store``; ``call`` runs a store call under the app's store lock."""
+def dashboard_router(pool: StorePool) -> APIRouter:
+    """The dashboard's routes over the store objects of ``pool`` (a call runs on the viewer's
+    tenant's object, under its lock: :meth:`StorePool.run`)."""
+    call = pool.run
     router = APIRouter(prefix=ROOT, include_in_schema=False)
     sessions = Sessions()
     css = resources.files("memworth.server").joinpath("static/dashboard.css").read_text(encoding="utf-8")
@@ -53,7 +51,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         if header_key is None and authorization is None:  # nobody has tried to sign in: no error to show
             raise Refused(401, "Sign in", "", login_next=safe_next(target))
         try:
-            info = call(lambda: authenticate(store, authorization, header_key, write=False))
+            info = call(None, lambda s: authenticate(s, authorization, header_key, write=False))
         except AuthError as exc:
             raise Refused(401, "Sign in", exc.reason, login_next=safe_next(target)) from None
         return Viewer(info.namespace, csrf, info.name, info.read_only)
@@ -75,7 +73,9 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
 
     def notice(request: Request, namespace: str) -> str:
         seq = request.query_params.get("notice", "")
-        return render.notice(call(lambda: pages.notice_entry(store, namespace, seq)) if seq.isdigit() else None)
+        return render.notice(
+            call(namespace, lambda s: pages.notice_entry(s, namespace, seq)) if seq.isdigit() else None
+        )
 
     @router.get("/static/dashboard.css")
     def stylesheet() -> Response:
@@ -96,7 +96,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         if not key:
             return login_page(target, "give an API key")
         try:
-            call(lambda: authenticate(store, None, key, write=False))
+            call(None, lambda s: authenticate(s, None, key, write=False))
         except AuthError as exc:
             return login_page(target, exc.reason)
         sid = sessions.open(key)
@@ -127,8 +127,9 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         if problem is not None:
             raise Refused(422, "Invalid request", problem)
         data = call(
-            lambda: pages.memories_page(
-                store,
+            who.namespace,
+            lambda s: pages.memories_page(
+                s,
                 who.namespace,
                 status=status,
                 context=context,
@@ -136,7 +137,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
                 sort=sort,
                 order=order,
                 page=int(page),
-            )
+            ),
         )
         return html_page(render.memories(data, who, notice(request, who.namespace)))
 
@@ -144,7 +145,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
     @error_pages
     def governance(request: Request) -> Response:
         who = viewer(request)
-        data = call(lambda: pages.governance_page(store, who.namespace))
+        data = call(who.namespace, lambda s: pages.governance_page(s, who.namespace))
         return html_page(render.governance(data, who, notice(request, who.namespace)))
 
     @router.post("/governance/approve")
@@ -153,7 +154,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, action = fields.get("memory_id", ""), fields.get("action", "")
         try:
-            entry = call(lambda: store.approve(memory_id, action, namespace=who.namespace))
+            entry = call(who.namespace, lambda s: s.approve(memory_id, action, namespace=who.namespace))
         except StoreError as exc:  # rate-limited, or changed meanwhile
             raise Refused(exc.status, "Not applied", str(exc)) from None  # 409 changed, 429 rate limit
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
@@ -166,7 +167,10 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         reason = fields.get("reason") or "resolved in the dashboard"
         text = fields.get("text") or None
         try:
-            entry = call(lambda: store.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace))
+            entry = call(
+                who.namespace,
+                lambda s: s.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace),
+            )
         except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
             raise Refused(409, "Not resolved", str(exc)) from None
         return RedirectResponse(with_notice(f"{ROOT}/governance", entry.seq), 303)
@@ -184,8 +188,10 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
     def _pin_or_unpin(request: Request, form: Form, verb: str) -> Response:
         who, fields = changer(request, form)
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
-        act = store.pin if verb == "pin" else store.unpin
-        entry = call(lambda: act(memory_id, reason=reason, namespace=who.namespace))
+        entry = call(
+            who.namespace,
+            lambda s: (s.pin if verb == "pin" else s.unpin)(memory_id, reason=reason, namespace=who.namespace),
+        )
         return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
     @router.post("/delete")
@@ -196,7 +202,9 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason", "")
         if fields.get("confirm") != memory_id:
             raise Refused(422, "Not erased", "type the memory's id to confirm that it is to be erased for good")
-        entry = call(lambda: store.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace))
+        entry = call(
+            who.namespace, lambda s: s.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace)
+        )
         return RedirectResponse(with_notice(ROOT, entry.seq), 303)
 
     @router.post("/edit")
@@ -206,7 +214,10 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, reason, text = fields.get("memory_id", ""), fields.get("reason", ""), fields.get("text", "")
         try:
-            entry = call(lambda: store.edit(memory_id, text, reason=reason, actor=who.actor, namespace=who.namespace))
+            entry = call(
+                who.namespace,
+                lambda s: s.edit(memory_id, text, reason=reason, actor=who.actor, namespace=who.namespace),
+            )
         except ConflictError as exc:  # archived meanwhile (replaced already)
             raise Refused(409, "Not edited", str(exc)) from None
         return RedirectResponse(with_notice(memory_url(entry.settings["replaced_by"]), entry.seq), 303)
@@ -219,9 +230,13 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         memory_id, reason, field, value = (fields.get(k, "") for k in ("memory_id", "reason", "field", "value"))
         if field not in ("status", "standing"):
             raise Refused(422, "Invalid request", f"field must be status or standing, got {field!r}")
-        act = store.set_status if field == "status" else store.set_standing
         try:
-            entry = call(lambda: act(memory_id, value, reason=reason, actor=who.actor, namespace=who.namespace))
+            entry = call(
+                who.namespace,
+                lambda s: (s.set_status if field == "status" else s.set_standing)(
+                    memory_id, value, reason=reason, actor=who.actor, namespace=who.namespace
+                ),
+            )
         except StoreError as exc:  # changed meanwhile
             raise Refused(exc.status, "Not changed", str(exc)) from None
         return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
@@ -233,7 +248,9 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         if not seq.isdigit():
             raise Refused(404, "Not found", f"no audit entry {seq!r}")
         try:
-            entry = call(lambda: store.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace))
+            entry = call(
+                who.namespace, lambda s: s.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace)
+            )
         except StoreError as exc:  # the memory changed since that entry
             raise Refused(exc.status, "Not undone", str(exc)) from None
         return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
@@ -255,7 +272,7 @@ def dashboard_router(store: MemoryStore, call: Call) -> APIRouter:
         number = request.query_params.get("outcomes") or "1"
         if not number.isdigit() or int(number) < 1 or len(number) > 9:
             raise Refused(422, "Invalid request", f"outcomes must be a page number from 1, got {number!r}")
-        data = call(lambda: pages.memory_page(store, memory_id, who.namespace))
+        data = call(who.namespace, lambda s: pages.memory_page(s, memory_id, who.namespace))
         return html_page(render.memory(data, who, notice(request, who.namespace), int(number)))
 
     @router.get("/{rest:path}")

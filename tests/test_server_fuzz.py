@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import hypothesis
+import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from schemathesis.checks import (
@@ -16,6 +17,7 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.config import SchemathesisConfig
 
 from memworth import HashingEncoder, MemoryStore
 from memworth.server import create_app, create_key
@@ -26,6 +28,9 @@ READER = create_key(STORE, "fuzz", "reader", read_only=True)
 STORE.add_many([{"id": f"m{i}", "text": f"memory number {i} about topic {i % 3}"} for i in range(5)], namespace="fuzz")
 APP = create_app(STORE)
 SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
+QUICK = schemathesis.openapi.from_asgi(  # the default suite: generated requests, without the coverage phase's
+    "/openapi.json", APP, config=SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}})
+)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -36,9 +41,7 @@ CHECKS = [
 HEADERS = ({"Authorization": f"Bearer {KEY}"}, {"X-API-Key": READER}, {})  # a key, a read-only key, none
 
 
-@SCHEMA.parametrize()
-@hypothesis.settings(max_examples=15, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
-def test_every_answer_conforms_to_the_openapi_document(case: schemathesis.Case) -> None:
+def _conforms(case: schemathesis.Case) -> None:
     for headers in HEADERS:
         response = case.call(headers=headers)
         case.validate_response(response, checks=CHECKS)
@@ -46,6 +49,22 @@ def test_every_answer_conforms_to_the_openapi_document(case: schemathesis.Case) 
             body = response.json()
             assert body["ok"] is False and {"type", "field", "reason", "status"} == set(body["error"])
             assert body["error"]["status"] == response.status_code
+
+
+@QUICK.parametrize()
+@hypothesis.settings(max_examples=15, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+def test_every_answer_conforms_to_the_openapi_document(case: schemathesis.Case) -> None:
+    """Fifteen generated requests an operation, each with three keys (the default suite; the
+    coverage phase's edge cases run at length, with the slow marker)."""
+    _conforms(case)
+
+
+@pytest.mark.slow  # the full run: `make test-full`
+@SCHEMA.parametrize()
+@hypothesis.settings(max_examples=40, deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+def test_every_answer_conforms_to_the_openapi_document_at_length(case: schemathesis.Case) -> None:
+    """Forty generated requests an operation and the coverage phase's edge cases, each with three keys."""
+    _conforms(case)
 
 
 def test_a_method_a_path_does_not_take_is_405_with_allow_listing_the_documented_methods() -> None:

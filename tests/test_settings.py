@@ -125,6 +125,7 @@ def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp
         assert store.config()["version"] == 1
         store.configure({"recall.exploration": 0.05})
         assert store.settings.governance.theta_low == 0.33 and store.config()["version"] == 2
+        assert [(v["version"], v["actor"]) for v in store.settings_history()] == [(1, "before settings"), (2, "python")]
 
 
 def test_the_recall_planner_is_a_setting(tmp_path: Path) -> None:

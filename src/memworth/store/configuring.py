@@ -80,14 +80,10 @@ def settings_from_arguments(
     for arg, value in given.items():
         if arg in _WHERE:
             part, name = _WHERE[arg]
-            if arg == "sources" and value is None:
-                value = {}
-            if arg == "limits" and value is None:
-                value = {}
-            changes[part][name] = value
+            changes[part][name] = {} if arg in ("sources", "limits") and value is None else value
         elif arg == "holdout":
             if value is not None:
-                changes["holdout"] = {"share": value, "seed": 0 if seed is None else seed}
+                changes["holdout"] = {"share": value, "seed": 0 if seed is None else int(seed)}
         elif arg == "ablation":
             kind, share, planner = _planner_setting(value)
             changes["recall"]["planner"] = kind
@@ -235,7 +231,7 @@ class ConfigMixin(StoreState):
             "actor": actor,
             "changed": Settings.diff(old, new),
         }
-        history = self.settings_history() if self.backend.get_meta(SETTINGS_KEY + "_history") is not None else []
+        history = self.settings_history()  # a store made before settings were kept: its first version too
         self.backend.set_meta(SETTINGS_KEY + "_history", json.dumps([*history, record], sort_keys=True))
         self.backend.set_meta(SETTINGS_KEY, json.dumps(record, sort_keys=True))
         return version

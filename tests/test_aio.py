@@ -27,8 +27,7 @@ from memworth.errors import (
     UnknownMemoryError,
     ValidationError,
 )
-from memworth.store.postgres import PostgresBackend
-from tests.store.conftest import NO_DISK_WAIT, POSTGRES, with_query
+from tests.store.conftest import NO_DISK_WAIT, POSTGRES, drop, with_query
 
 KINDS = ["sqlite", "postgres"]
 NOW = 1_700_000_000.0
@@ -47,12 +46,6 @@ def url_of(kind: str, tmp_path: Path, name: str = "store") -> str:
     if kind == "postgres":
         return with_query(POSTGRES, schema=f"t_{uuid.uuid4().hex[:16]}", pool_size="2", options=NO_DISK_WAIT)
     return f"sqlite:///{tmp_path / name}.db"
-
-
-def drop(store: MemoryStore) -> None:
-    if isinstance(store.backend, PostgresBackend):
-        store.backend.drop()
-    store.close()
 
 
 @pytest.fixture(params=KINDS)
@@ -266,6 +259,17 @@ def test_the_event_loop_keeps_ticking_while_govern_reads_thousands_of_outcomes()
     episodes = [sidecar.retrieved([ids[(i * 7 + j * 13) % 300] for j in range(4)]) for i in range(3000)]
     sidecar.store.record_many([(e, i % 3 != 0 if i % 300 < 150 else i % 5 == 0) for i, e in enumerate(episodes)])
     store = sidecar.store
+    real = store.govern
+
+    def slow_govern(**kwargs: Any) -> Any:
+        """CPU-bound Python work first (as a larger log would need), so that the call lasts
+        whatever the machine's speed (govern of 3000 outcomes alone can take 0.2 s)."""
+        until = time.perf_counter() + 0.4
+        while time.perf_counter() < until:
+            pass
+        return real(**kwargs)
+
+    store.govern = slow_govern  # type: ignore[method-assign]
 
     async def run() -> tuple[float, float, int]:
         async with AsyncMemoryStore(store) as asynced:  # its first govern reads the whole log
@@ -291,8 +295,7 @@ def test_the_event_loop_keeps_ticking_while_govern_reads_thousands_of_outcomes()
             return took, max(gaps), len(gaps)
 
     took, worst_gap, ticks = asyncio.run(run())
-    assert took > 0.3, "govern was too quick to show anything"
-    assert ticks > 10
+    assert ticks > 10  # the loop ran while govern did: had govern run on it, one gap would be all of it
     assert worst_gap < took / 3, (worst_gap, took)
 
 

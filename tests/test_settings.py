@@ -75,6 +75,14 @@ def test_settings_round_trip_through_json_with_every_kind_of_value() -> None:
         ({"sources.limits": {"ghost": {"type": "SourceLimit"}}}, "sources.limits"),
         ({"sources.limits": {"judge": {"max_outcomes": 3}}}, "sources.limits.judge"),
         ({"governance.theta_low": 0.9}, "governance.theta_low"),
+        ({"governance.classes.theta_low": 0.9}, "governance.classes.theta_low"),
+        ({"governance.change.threshold": -1}, "governance.change.threshold"),
+        ({"change_threshold": 0}, "change_threshold"),
+        ({"governance.change": {"threshold": 0}}, "governance.change.threshold"),
+        ({"governance.change": {"thresh": 1}}, "governance.change.thresh"),
+        ({"governance.change.thresh": 1}, "governance.change.thresh"),
+        ({"governance.nope": 1}, "governance.nope"),
+        ({"governance.change.threshold.x": 1}, "governance.change.threshold.x"),
         ({"holdout.share": 1.0}, "holdout.share"),
         ({"automation.govern_every": 0}, "automation.govern_every"),
     ],
@@ -83,6 +91,22 @@ def test_a_bad_setting_is_refused_naming_it(changes: dict[str, Any], field: str)
     with pytest.raises(ValidationError) as err:
         Settings().changed(changes)
     assert err.value.field == field, err.value
+
+
+def test_governance_shows_its_parts_and_takes_the_flat_names_as_aliases() -> None:
+    shown = Settings().to_dict()["governance"]
+    assert list(shown) == ["classes", "standing", "low_worth", "staleness", "change", "probes", "limits", "holdout_guard"]
+    assert shown["change"]["threshold"] == 12.0 and shown["low_worth"]["rule"] == "sequential"
+    want = Settings().changed({"governance.change.threshold": 9})
+    assert want.governance.change.threshold == 9 and want.governance.change.alpha == 0.05
+    for alias in (
+        {"governance.change_threshold": 9},
+        {"change_threshold": 9},
+        {"change.threshold": 9},
+        {"governance.change": {"threshold": 9}},  # a part as an object: only what it names changes
+    ):
+        assert Settings().changed(alias) == want, alias
+    assert Settings.diff(Settings(), want) == ["governance.change.threshold"]
 
 
 # -- kept with the store -------------------------------------------------------------------
@@ -97,7 +121,7 @@ def test_a_store_keeps_its_settings_and_every_change_is_a_version(tmp_path: Path
         assert store.settings_record()["changed"] == [
             "recall.exploration",
             "credit.propagation",
-            "governance.theta_low",
+            "governance.classes.theta_low",
         ]
     with MemoryStore.open(url) as store:  # names nothing: works under the kept settings
         assert (store.exploration, store.propagation, store.policy.theta_low) == (0.0, 0.2, 0.3)
@@ -110,14 +134,14 @@ def test_a_store_keeps_its_settings_and_every_change_is_a_version(tmp_path: Path
     with MemoryStore.open(url) as store:
         history = store.settings_history()
         assert [(v["version"], v["actor"]) for v in history] == [(1, "python"), (2, "ops")]
-        assert history[1]["changed"] == ["credit.rule", "governance.theta_high"]
+        assert history[1]["changed"] == ["credit.rule", "governance.classes.theta_high"]
         assert store.credit == "score"
 
 
 def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:  # as an older memworth left it
-        policy = dataclasses.asdict(GovernancePolicy(theta_low=0.33))
+        policy = GovernancePolicy(theta_low=0.33).flat_settings()  # flat: before the policy had parts
         store.backend.set_meta("policy", json.dumps({"version": 4, "settings": policy, "at": 1.0}))
         store.backend.set_meta("holdout", json.dumps({"share": 0.2, "seed": 7}))
     with MemoryStore.open(url) as store:
@@ -126,6 +150,24 @@ def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp
         store.configure({"recall.exploration": 0.05})
         assert store.settings.governance.theta_low == 0.33 and store.config()["version"] == 2
         assert [(v["version"], v["actor"]) for v in store.settings_history()] == [(1, "before settings"), (2, "python")]
+
+
+def test_a_store_that_kept_the_flat_governance_shape_loads_unchanged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flat.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.05) as store:
+        record = store.settings_record()
+        assert record is not None
+        policy = GovernancePolicy(theta_low=0.33, change_threshold=9.0, deprecation="fixed")
+        record["settings"]["governance"] = policy.flat_settings()  # as memworth kept it before the parts
+        store.backend.set_meta("settings", json.dumps(record))
+        store.backend.set_meta("settings_history", json.dumps([record]))
+    with MemoryStore.open(url) as store:
+        assert store.policy == policy and store.exploration == 0.05 and store.config()["version"] == 1
+        assert store.config()["settings"]["governance"]["change"]["threshold"] == 9.0  # shown in parts
+        # the history shows every version in today's shape
+        assert store.settings_history()[0]["settings"]["governance"]["classes"]["theta_low"] == 0.33
+        assert store.configure({"governance.change.threshold": 10}) == 2
+        assert store.policy == dataclasses.replace(policy, change_threshold=10)
 
 
 def test_the_recall_planner_is_a_setting(tmp_path: Path) -> None:
@@ -276,7 +318,7 @@ def test_memworth_serve_reads_a_configuration_file(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=30)
     assert served["settings"]["recall"]["exploration"] == 0.03
-    assert served["settings"]["governance"]["theta_low"] == 0.31
+    assert served["settings"]["governance"]["classes"]["theta_low"] == 0.31
     with MemoryStore.open(url) as store:
         assert store.exploration == 0.03
         assert store.settings_history()[-1]["actor"] == f"config file {path}"

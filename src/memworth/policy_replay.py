@@ -102,7 +102,8 @@ class ReplaySettings:
             raise ValidationError("every", f"must be a positive integer, got {self.every!r}")
 
     def describe(self) -> dict[str, Any]:
-        changed = {k: v for k, v in self.policy.settings().items() if v != GovernancePolicy().settings()[k]}
+        default = GovernancePolicy().flat_settings()
+        changed = {k: v for k, v in self.policy.flat_settings().items() if v != default[k]}
         return {"name": self.name, "half_life": self.half_life, "estimator": self.estimator, "every": self.every} | {
             "policy": changed
         }

@@ -102,7 +102,8 @@ def settings_from_arguments(
             raise ValidationError("policy", f"must be a GovernancePolicy, got {type(given['policy']).__name__}")
         governance = given["policy"]
     elif kept is None and "min_evidence" in given:  # a new store: the policy's evidence floor follows
-        governance = dataclasses.replace(governance, min_evidence=parts["recall"].min_evidence)
+        classes = dataclasses.replace(governance.classes, min_evidence=parts["recall"].min_evidence)
+        governance = dataclasses.replace(governance, classes=classes)
     return Settings(governance=governance, **parts), planner
 
 

@@ -373,6 +373,26 @@ class Settings:
         return out + [f"governance.{p}.{k}" for p in gb for k in gb[p] if ga.get(p, {}).get(k) != gb[p][k]]
 
 
+def by_setting(data: Mapping[str, Any]) -> list[tuple[str, str, object]]:
+    """The settings JSON (:meth:`Settings.to_dict`) a setting at a time: ``(part, name,
+    value)``, a governance part's settings named ``part.setting``; the rows ``memworth
+    config show`` and the dashboard's settings page print.
+
+    Examples
+    --------
+    >>> rows = by_setting(Settings().to_dict())
+    >>> rows[1], [r for r in rows if r[1] == "change.threshold"]
+    (('recall', 'exploration', 0.1), [('governance', 'change.threshold', 12.0)])
+    """
+    rows: list[tuple[str, str, object]] = []
+    for part, values in data.items():
+        if part == "governance":
+            rows += [(part, f"{inner}.{name}", v) for inner, group in values.items() for name, v in group.items()]
+        else:
+            rows += [(part, name, v) for name, v in values.items()]
+    return rows
+
+
 def resolve(dotted: str) -> list[str]:
     """``dotted`` as a path ``[part, setting, ...]``; a bare name must belong to one part.
 

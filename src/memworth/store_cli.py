@@ -445,10 +445,11 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
         ]
         _emit(args, versions, "\n".join(lines) or "never set: the defaults are in force")
         return 0
+    from memworth.settings import by_setting
+
     data = store.config()
     text = [f"settings version {data['version']}{' (defaults, never set)' if data['version'] == 0 else ''}"]
-    for part, values in data["settings"].items():
-        text += [f"  {part}.{k} = {json.dumps(v)}" for k, v in values.items()]
+    text += [f"  {part}.{name} = {json.dumps(v)}" for part, name, v in by_setting(data["settings"])]
     _emit(args, data, "\n".join(text))
     return 0
 

@@ -26,10 +26,10 @@ every face and every process that opens it works under the same ones.
 Examples
 --------
 >>> s = Settings()
->>> s.recall.exploration, s.governance.theta_low
+>>> s.recall.exploration, s.governance.classes.theta_low
 (0.1, 0.4)
 >>> t = s.changed({"recall.exploration": 0.05, "theta_low": 0.35})
->>> t.recall.exploration, t.governance.theta_low
+>>> t.recall.exploration, t.governance.classes.theta_low
 (0.05, 0.35)
 >>> sorted(Settings.diff(s, t))
 ['governance.classes.theta_low', 'recall.exploration']

@@ -30,6 +30,7 @@ from memworth.config_file import load
 from memworth.coretrieval import AblationPlanner, AlarmSplitter
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
 from memworth.mcp_server import create_server
 from memworth.ranking import LowerBoundBlend
 from memworth.server.app import create_app
@@ -95,7 +96,8 @@ def test_a_bad_setting_is_refused_naming_it(changes: dict[str, Any], field: str)
 
 def test_governance_shows_its_parts_and_takes_the_flat_names_as_aliases() -> None:
     shown = Settings().to_dict()["governance"]
-    assert list(shown) == ["classes", "standing", "low_worth", "staleness", "change", "probes", "limits", "holdout_guard"]
+    order = ["classes", "standing", "low_worth", "staleness", "change", "probes", "limits", "holdout_guard"]
+    assert list(shown) == list(GOVERNANCE_PARTS) == order
     assert shown["change"]["threshold"] == 12.0 and shown["low_worth"]["rule"] == "sequential"
     want = Settings().changed({"governance.change.threshold": 9})
     assert want.governance.change.threshold == 9 and want.governance.change.alpha == 0.05
@@ -228,6 +230,34 @@ def test_every_face_shows_and_changes_the_same_settings(tmp_path: Path, capsys: 
         assert from_mcp == store.config() and from_mcp["version"] == 3
     with MemoryStore.open(url) as store:
         assert store.exploration == 0.07 and store.policy.theta_high == 0.55 and store.policy.theta_low == 0.2
+
+
+def test_a_running_server_follows_memworth_config_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0) as store:
+        store.add("Prague is the capital of the Czech Republic.", id="prague", namespace="team")
+        key = create_key(store, "team", "agent")
+        app = create_app(store, workers=2, url=url)
+        with TestClient(app) as client:
+            objects = app.state.pool.stores
+            assert len(objects) == 2
+            for obj in objects:
+                obj.settings_check_interval = 0.0  # look at every call (the default: at most once a second)
+            h = {"X-API-Key": key}
+            assert client.get("/v1/config", headers=h).json()["version"] == 0
+            # another process, while the server runs
+            assert main(["config", "set", "recall.exploration=0.04", "change.threshold=9", "--store", url]) == 0
+            capsys.readouterr()
+            assert all(obj.exploration == 0.1 for obj in objects)
+            r = client.post("/v1/recall", json={"query": "capital of czechia", "k": 1}, headers=h)
+            assert r.status_code == 200
+            served_by = [obj for obj in objects if obj.exploration == 0.04]  # the object the recall ran on
+            assert len(served_by) == 1 and served_by[0].policy.change.threshold == 9
+            served = client.get("/v1/config", headers=h).json()
+            assert served["version"] == 1 and served["settings"]["recall"]["exploration"] == 0.04
+            for obj in objects:  # every other object at its next call
+                obj.govern(namespace="team")
+                assert obj.exploration == 0.04 and obj.policy.change.threshold == 9
 
 
 async def _mcp_settings(store: MemoryStore) -> dict[str, Any]:

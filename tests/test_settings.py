@@ -31,6 +31,7 @@ from memworth.coretrieval import AblationPlanner, AlarmSplitter
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
+from memworth.governance_parts import ChangeSettings
 from memworth.mcp_server import create_server
 from memworth.ranking import LowerBoundBlend
 from memworth.server.app import create_app
@@ -291,6 +292,9 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("[server]\nworkers = 'four'", "server.workers"),
         ("[settings.recall]\nexploration = 2.0", "settings.recall.exploration"),
         ("[settings.nope]\nx = 1", "settings.nope.x"),
+        ("[settings.governance.change]\nthresh = 9", "settings.governance.change.thresh"),
+        ("[settings.governance.change]\nthreshold = -9", "settings.governance.change.threshold"),
+        ("[settings.governance]\nchange_threshold = 0", "settings.governance.change_threshold"),
         ("[server\nport = 1", "config"),
     ],
 )
@@ -298,6 +302,13 @@ def test_a_bad_configuration_file_is_refused_naming_the_entry(tmp_path: Path, te
     with pytest.raises(ValidationError) as err:
         load(_write(tmp_path, text))
     assert err.value.field == field and str(tmp_path) in err.value.reason
+
+
+def test_a_configuration_file_takes_the_governance_parts_and_the_flat_names(tmp_path: Path) -> None:
+    text = "[settings.governance.change]\nthreshold = 9\n[settings.governance]\ntheta_low = 0.3\n"
+    found = load(_write(tmp_path, text))
+    settings = Settings().changed(found.settings)
+    assert settings.governance.change == ChangeSettings(threshold=9) and settings.governance.classes.theta_low == 0.3
 
 
 def test_a_flag_wins_over_the_file_and_the_file_over_the_environment(

@@ -36,6 +36,7 @@ from memworth.mcp_server import create_server
 from memworth.ranking import LowerBoundBlend
 from memworth.server.app import create_app
 from memworth.server.keys import create_key
+from memworth.server.pool import StorePool
 from memworth.settings import RecallSettings, Settings
 from memworth.sources import SourceLimit
 
@@ -259,6 +260,29 @@ def test_a_running_server_follows_memworth_config_set(tmp_path: Path, capsys: py
             for obj in objects:  # every other object at its next call
                 obj.govern(namespace="team")
                 assert obj.exploration == 0.04 and obj.policy.change.threshold == 9
+
+
+def test_a_pool_change_never_puts_back_an_older_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:
+        pool = StorePool(store, 2, url=url)
+        try:
+            configure = store.configure
+
+            def then_another_process(*args: Any, **kwargs: Any) -> int:
+                version = configure(*args, **kwargs)
+                with MemoryStore.open(url) as other:  # keeps the next version before the pool's loop
+                    other.configure({"credit.propagation": 0.2}, actor="other")
+                return version
+
+            monkeypatch.setattr(store, "configure", then_another_process)
+            assert pool.configure({"recall.exploration": 0.03}, actor="ops", namespace="a") == 1
+            history = store.settings_history()
+            assert [(v["version"], v["actor"]) for v in history] == [(1, "ops"), (2, "other")]  # nothing reverted
+            for obj in pool.stores:
+                assert (obj.exploration, obj.propagation) == (0.03, 0.2)
+        finally:
+            pool.close()
 
 
 async def _mcp_settings(store: MemoryStore) -> dict[str, Any]:

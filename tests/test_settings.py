@@ -111,6 +111,11 @@ def test_governance_shows_its_parts_and_takes_the_flat_names_as_aliases() -> Non
     ):
         assert Settings().changed(alias) == want, alias
     assert Settings.diff(Settings(), want) == ["governance.change.threshold"]
+    # a bare name keeps the meaning it had: limits is sources.limits, rule is credit.rule
+    limited = Settings().changed({"limits": {"implicit": {"type": "SourceLimit", "max_per_memory": 2}}})
+    assert limited.sources.limits["implicit"].max_per_memory == 2
+    assert Settings().changed({"rule": "score"}).credit.rule == "score"
+    assert Settings().changed({"governance.limits.pin_evidence": 5}).governance.limits.pin_evidence == 5
 
 
 # -- kept with the store -------------------------------------------------------------------

@@ -399,7 +399,8 @@ def resolve(dotted: str) -> list[str]:
     The governance part has parts of its own (``governance.change.threshold``); the flat
     names it had before (``governance.change_threshold``, bare ``change_threshold``) are
     aliases (:data:`memworth.governance_parts.FLAT_NAMES`), and so is a governance part
-    named without ``governance.`` (``change.threshold``).
+    named without ``governance.`` (``change.threshold``), unless another part has a setting
+    of that name (``limits`` is ``sources.limits``: ``governance.limits.pin_evidence``).
 
     Examples
     --------
@@ -407,8 +408,9 @@ def resolve(dotted: str) -> list[str]:
     (['governance', 'change', 'threshold'], ['governance', 'classes', 'theta_low'], ['governance', 'change', 'threshold'])
     """
     path = dotted.split(".")
-    if path[0] in GOVERNANCE_PARTS:  # a governance part named without "governance."
-        path = ["governance", *path]
+    elsewhere = {f.name for p in PARTS if p != "governance" for f in _fields(p)}
+    if path[0] in GOVERNANCE_PARTS and path[0] not in elsewhere:  # a governance part without "governance."
+        path = ["governance", *path]  # (not "limits": that bare name stays sources.limits, as before)
     if path[0] == "governance":
         if len(path) == 2 and path[1] in FLAT_NAMES:
             return ["governance", *FLAT_NAMES[path[1]]]
@@ -426,7 +428,7 @@ def resolve(dotted: str) -> list[str]:
             known = ", ".join(f"{path[0]}.{f.name}" for f in _fields(path[0]))
             raise ValidationError(dotted, f"not a setting (known: {known})")
         return path
-    owners = [p for p in PARTS if path[0] in {f.name for f in _fields(p)}]
+    owners = [p for p in PARTS if p != "governance" and path[0] in {f.name for f in _fields(p)}]
     if path[0] in FLAT_NAMES and len(path) == 1:
         owners.append("governance")
     if len(owners) != 1:

@@ -125,8 +125,10 @@ class MemoryStore(
         single ones. A store keeps its settings with its data, versioned: a setting not
         given here is the kept one (else its default), so every face and process that
         opens the store works under the same ones; settings that differ from the kept ones
-        become a new version (:meth:`configure`, :meth:`settings_history`). ``encoder``,
-        ``seed``, ``clock``, ``hot_tier`` and ``verifier`` belong to this store object only.
+        become a new version (:meth:`configure`, :meth:`settings_history`). A version another
+        store object (another process) keeps later is followed within a second and wins over
+        these arguments (:meth:`follow_settings`). ``encoder``, ``seed``, ``clock``,
+        ``hot_tier`` and ``verifier`` belong to this store object only.
     scoring
         How candidates are ranked: :class:`memworth.ranking.Blend` (default, the paper's
         0.6 x similarity + 0.4 x worth), ``CosineRecencyWorth`` or ``LowerBoundBlend``.

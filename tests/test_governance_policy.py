@@ -156,6 +156,10 @@ def test_kept_settings_load_in_the_flat_and_the_nested_shape() -> None:
     assert set(nested) == set(PARTS) and nested["change"]["threshold"] == 8.0
     assert GovernancePolicy.from_settings(nested) == policy
     assert GovernancePolicy.from_settings(policy.flat_settings()) == policy  # a store kept before the parts
+    assert GovernancePolicy(**nested) == policy == GovernancePolicy(**policy.flat_settings())
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy(change={"threshold": -1.0})
+    assert err.value.field == "change.threshold"
 
 
 def test_good_settings_are_kept_as_given() -> None:

@@ -144,7 +144,8 @@ class GovernancePolicy:
     :data:`memworth.governance_parts.FLAT_NAMES`) still work as constructor arguments
     (``GovernancePolicy(theta_low=0.2)``, ``dataclasses.replace(policy, theta_low=0.2)``:
     each changes its part) and as read-only attributes (``policy.change_threshold`` is
-    ``policy.change.threshold``); a refusal of a flat argument names the flat name.
+    ``policy.change.threshold``); a refusal of a flat argument names the flat name. A part
+    may also be given as a dict of its settings (``GovernancePolicy(**policy.settings())``).
 
     The change-detection test of re-verify (``change.enabled``) runs
     :class:`memworth.change.BernoulliCusum` with ``change.odds_ratio`` (the alternative:
@@ -237,14 +238,14 @@ class GovernancePolicy:
     def __init__(
         self,
         *,
-        classes: ClassSettings | None = None,
-        standing: StandingSettings | None = None,
-        low_worth: LowWorthSettings | None = None,
-        staleness: StalenessSettings | None = None,
-        change: ChangeSettings | None = None,
-        probes: ProbeSettings | None = None,
-        limits: LimitSettings | None = None,
-        holdout_guard: GuardSettings | None = None,
+        classes: ClassSettings | Mapping[str, Any] | None = None,
+        standing: StandingSettings | Mapping[str, Any] | None = None,
+        low_worth: LowWorthSettings | Mapping[str, Any] | None = None,
+        staleness: StalenessSettings | Mapping[str, Any] | None = None,
+        change: ChangeSettings | Mapping[str, Any] | None = None,
+        probes: ProbeSettings | Mapping[str, Any] | None = None,
+        limits: LimitSettings | Mapping[str, Any] | None = None,
+        holdout_guard: GuardSettings | Mapping[str, Any] | None = None,
         **flat: Any,
     ) -> None:
         given = {
@@ -260,6 +261,8 @@ class GovernancePolicy:
         parts: dict[str, Any] = {}
         for name, kind in PARTS.items():
             part = given[name]
+            if isinstance(part, Mapping):  # its settings, as settings() gives them
+                part = make_part(name, part)
             if part is not None and not isinstance(part, kind):
                 raise ValidationError(name, f"must be a {kind.__name__}, got {type(part).__name__}")
             parts[name] = kind() if part is None else part

@@ -100,6 +100,46 @@ def test_memory_text_and_ids_are_escaped(client: TestClient, store: MemoryStore)
     assert 'href="/dashboard/memories/a%2F%22%3Cb%3E"' in client.get("/dashboard", headers=h).text
 
 
+def test_the_settings_page_shows_each_part_and_the_versions_escaped(client: TestClient, store: MemoryStore) -> None:
+    h = {"X-API-Key": create_key(store, "team", "t")}
+    assert '<a href="/dashboard/settings">Settings</a>' in client.get("/dashboard", headers=h).text  # in the nav
+    evil = "<script>alert('x')</script> & <img src=x>"
+    store.configure({"sources.confidences": {"judge": 0.4}, "governance.change.threshold": 9}, actor=evil)
+    other = MemoryStore(store.backend, encoder=HashingEncoder())  # another process keeps the next version
+    other.configure({"recall.exploration": 0.05}, actor="ops")
+    r = client.get("/dashboard/settings", headers=h)
+    assert r.status_code == 200
+    page = r.text
+    assert "<script>" not in page and "<img" not in page  # the actor's name is text someone typed
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;img src=x&gt;" in page
+
+    def value(setting: str) -> str:
+        found = re.search(rf'<tr data-setting="{re.escape(setting)}"><td>[^<]*</td><td><code>([^<]*)</code>', page)
+        assert found is not None, setting
+        return found.group(1)
+
+    assert value("recall.exploration") == "0.05"  # the version the other object kept: followed
+    assert value("governance.change.threshold") == "9" and value("governance.classes.theta_low") == "0.4"
+    assert value("credit.propagation") == "0.7" and value("holdout.share") == "0.0"
+    assert value("sources.confidences") == '{"judge": 0.4}'.replace('"', "&quot;")
+    assert re.findall(r'<h2 id="part-([a-z]+)">', page) == [
+        "recall",
+        "credit",
+        "sources",
+        "holdout",
+        "automation",
+        "governance",
+    ]
+    history = re.search(r'<table id="history">.*?</table>', page, re.S)
+    assert history is not None
+    versions = re.findall(
+        r'<tr data-version="(\d+)"><td>\d+</td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>', history.group(0)
+    )
+    assert [v for v, _, _ in versions] == ["3", "2", "1"]  # newest first
+    assert versions[0][1:] == ("ops", "recall.exploration")
+    assert versions[1][2] == "sources.confidences, governance.change.threshold"
+
+
 def test_filters_and_sorting(client: TestClient, store: MemoryStore) -> None:
     seed(store)
     h = {"X-API-Key": create_key(store, "team", "t")}
@@ -530,7 +570,7 @@ def test_a_phone_wide_window_and_the_dot_ids_in_a_real_browser(served: tuple[str
         older.click()
         assert "two dots" in d.find_element(By.ID, "text").text
         assert d.find_element(By.ID, "outcomes").text == "Outcomes 11-12 of 12, newest first"
-        for page in ("/dashboard/governance", "/dashboard/login"):
+        for page in ("/dashboard/governance", "/dashboard/settings", "/dashboard/login"):
             d.get(base + page)
             fits()
     finally:

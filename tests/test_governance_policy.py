@@ -22,6 +22,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memworth import Counts, HashingEncoder, MemoryStore, ValidationError
 from memworth.cli import main
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import (
+    FLAT_NAMES,
+    PARTS,
+    ChangeSettings,
+    ClassSettings,
+    GuardSettings,
+    LowWorthSettings,
+)
 from memworth.mcp_server import create_server
 from memworth.policy_replay import ReplaySettings
 from memworth.server import create_app, create_key
@@ -93,8 +101,65 @@ def test_a_bad_setting_is_refused_when_the_policy_is_made(settings: dict[str, An
 
 
 def test_every_setting_is_covered_by_a_refusal() -> None:
-    names = {f.name for f in dataclasses.fields(GovernancePolicy)}
-    assert names == {field for _, field, _ in BAD}
+    # every setting, by its flat name (the compatibility table covers every part's every setting)
+    assert set(FLAT_NAMES) == {field for _, field, _ in BAD}
+    assert set(FLAT_NAMES.values()) == {(p, f.name) for p, kind in PARTS.items() for f in dataclasses.fields(kind)}
+
+
+@pytest.mark.parametrize(("settings", "field", "reason"), BAD)
+def test_a_bad_setting_is_refused_by_its_part_naming_the_dotted_setting(
+    settings: dict[str, Any], field: str, reason: str
+) -> None:
+    # the same refusals, given as parts (as the store keeps them): named part.setting
+    nested: dict[str, dict[str, Any]] = {}
+    for flat, value in settings.items():
+        part, name = FLAT_NAMES[flat]
+        nested.setdefault(part, {})[name] = value
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy.from_settings(nested)
+    part, name = FLAT_NAMES[field]
+    assert err.value.field == f"{part}.{name}" and reason in err.value.reason
+
+
+def test_the_flat_names_are_a_compatibility_layer_over_the_parts() -> None:
+    policy = GovernancePolicy(theta_low=0.2, change_threshold=9, deprecation="fixed", guard_alpha=0.1)
+    assert (policy.classes.theta_low, policy.change.threshold, policy.low_worth.rule) == (0.2, 9, "fixed")
+    assert (policy.theta_low, policy.change_threshold, policy.deprecation, policy.guard_alpha) == (0.2, 9, "fixed", 0.1)
+    built = GovernancePolicy(
+        classes=ClassSettings(theta_low=0.2),
+        change=ChangeSettings(threshold=9),
+        low_worth=LowWorthSettings(rule="fixed"),
+        holdout_guard=GuardSettings(alpha=0.1),
+    )
+    # equal and hashed alike whichever way it was made (the store compares policies to decide a rescan)
+    assert built == policy and hash(built) == hash(policy) and len({built, policy}) == 1
+    assert built != GovernancePolicy(theta_low=0.2) and dataclasses.replace(built, theta_low=0.25) != built
+    # replace() by a flat name changes only that setting of its part
+    moved = dataclasses.replace(policy, change_threshold=10)
+    assert moved.change == dataclasses.replace(policy.change, threshold=10) and moved.classes == policy.classes
+    # every flat name reads its part's setting
+    assert policy.flat_settings() == {f: getattr(getattr(policy, p), n) for f, (p, n) in FLAT_NAMES.items()}
+    assert all(getattr(policy, f) == v for f, v in policy.flat_settings().items())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.theta_low = 0.3  # type: ignore[misc]
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy(theta_lo=0.2)
+    assert err.value.field == "theta_lo"
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy(change=ClassSettings())  # type: ignore[arg-type]
+    assert err.value.field == "change" and "ChangeSettings" in err.value.reason
+
+
+def test_kept_settings_load_in_the_flat_and_the_nested_shape() -> None:
+    policy = GovernancePolicy(theta_low=0.3, change_threshold=8.0, probe_beta=0.1)
+    nested = policy.settings()
+    assert set(nested) == set(PARTS) and nested["change"]["threshold"] == 8.0
+    assert GovernancePolicy.from_settings(nested) == policy
+    assert GovernancePolicy.from_settings(policy.flat_settings()) == policy  # a store kept before the parts
+    assert GovernancePolicy(**nested) == policy == GovernancePolicy(**policy.flat_settings())
+    with pytest.raises(ValidationError) as err:
+        GovernancePolicy(change={"threshold": -1.0})
+    assert err.value.field == "change.threshold"
 
 
 def test_good_settings_are_kept_as_given() -> None:

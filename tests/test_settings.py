@@ -30,10 +30,13 @@ from memworth.config_file import load
 from memworth.coretrieval import AblationPlanner, AlarmSplitter
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
+from memworth.governance_parts import ChangeSettings
 from memworth.mcp_server import create_server
 from memworth.ranking import LowerBoundBlend
 from memworth.server.app import create_app
 from memworth.server.keys import create_key
+from memworth.server.pool import StorePool
 from memworth.settings import RecallSettings, Settings
 from memworth.sources import SourceLimit
 
@@ -75,6 +78,14 @@ def test_settings_round_trip_through_json_with_every_kind_of_value() -> None:
         ({"sources.limits": {"ghost": {"type": "SourceLimit"}}}, "sources.limits"),
         ({"sources.limits": {"judge": {"max_outcomes": 3}}}, "sources.limits.judge"),
         ({"governance.theta_low": 0.9}, "governance.theta_low"),
+        ({"governance.classes.theta_low": 0.9}, "governance.classes.theta_low"),
+        ({"governance.change.threshold": -1}, "governance.change.threshold"),
+        ({"change_threshold": 0}, "change_threshold"),
+        ({"governance.change": {"threshold": 0}}, "governance.change.threshold"),
+        ({"governance.change": {"thresh": 1}}, "governance.change.thresh"),
+        ({"governance.change.thresh": 1}, "governance.change.thresh"),
+        ({"governance.nope": 1}, "governance.nope"),
+        ({"governance.change.threshold.x": 1}, "governance.change.threshold.x"),
         ({"holdout.share": 1.0}, "holdout.share"),
         ({"automation.govern_every": 0}, "automation.govern_every"),
     ],
@@ -83,6 +94,28 @@ def test_a_bad_setting_is_refused_naming_it(changes: dict[str, Any], field: str)
     with pytest.raises(ValidationError) as err:
         Settings().changed(changes)
     assert err.value.field == field, err.value
+
+
+def test_governance_shows_its_parts_and_takes_the_flat_names_as_aliases() -> None:
+    shown = Settings().to_dict()["governance"]
+    order = ["classes", "standing", "low_worth", "staleness", "change", "probes", "limits", "holdout_guard"]
+    assert list(shown) == list(GOVERNANCE_PARTS) == order
+    assert shown["change"]["threshold"] == 12.0 and shown["low_worth"]["rule"] == "sequential"
+    want = Settings().changed({"governance.change.threshold": 9})
+    assert want.governance.change.threshold == 9 and want.governance.change.alpha == 0.05
+    for alias in (
+        {"governance.change_threshold": 9},
+        {"change_threshold": 9},
+        {"change.threshold": 9},
+        {"governance.change": {"threshold": 9}},  # a part as an object: only what it names changes
+    ):
+        assert Settings().changed(alias) == want, alias
+    assert Settings.diff(Settings(), want) == ["governance.change.threshold"]
+    # a bare name keeps the meaning it had: limits is sources.limits, rule is credit.rule
+    limited = Settings().changed({"limits": {"implicit": {"type": "SourceLimit", "max_per_memory": 2}}})
+    assert limited.sources.limits["implicit"].max_per_memory == 2
+    assert Settings().changed({"rule": "score"}).credit.rule == "score"
+    assert Settings().changed({"governance.limits.pin_evidence": 5}).governance.limits.pin_evidence == 5
 
 
 # -- kept with the store -------------------------------------------------------------------
@@ -97,7 +130,7 @@ def test_a_store_keeps_its_settings_and_every_change_is_a_version(tmp_path: Path
         assert store.settings_record()["changed"] == [
             "recall.exploration",
             "credit.propagation",
-            "governance.theta_low",
+            "governance.classes.theta_low",
         ]
     with MemoryStore.open(url) as store:  # names nothing: works under the kept settings
         assert (store.exploration, store.propagation, store.policy.theta_low) == (0.0, 0.2, 0.3)
@@ -110,14 +143,14 @@ def test_a_store_keeps_its_settings_and_every_change_is_a_version(tmp_path: Path
     with MemoryStore.open(url) as store:
         history = store.settings_history()
         assert [(v["version"], v["actor"]) for v in history] == [(1, "python"), (2, "ops")]
-        assert history[1]["changed"] == ["credit.rule", "governance.theta_high"]
+        assert history[1]["changed"] == ["credit.rule", "governance.classes.theta_high"]
         assert store.credit == "score"
 
 
 def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:  # as an older memworth left it
-        policy = dataclasses.asdict(GovernancePolicy(theta_low=0.33))
+        policy = GovernancePolicy(theta_low=0.33).flat_settings()  # flat: before the policy had parts
         store.backend.set_meta("policy", json.dumps({"version": 4, "settings": policy, "at": 1.0}))
         store.backend.set_meta("holdout", json.dumps({"share": 0.2, "seed": 7}))
     with MemoryStore.open(url) as store:
@@ -126,6 +159,24 @@ def test_a_store_made_before_settings_were_kept_reads_its_policy_and_holdout(tmp
         store.configure({"recall.exploration": 0.05})
         assert store.settings.governance.theta_low == 0.33 and store.config()["version"] == 2
         assert [(v["version"], v["actor"]) for v in store.settings_history()] == [(1, "before settings"), (2, "python")]
+
+
+def test_a_store_that_kept_the_flat_governance_shape_loads_unchanged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'flat.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.05) as store:
+        record = store.settings_record()
+        assert record is not None
+        policy = GovernancePolicy(theta_low=0.33, change_threshold=9.0, deprecation="fixed")
+        record["settings"]["governance"] = policy.flat_settings()  # as memworth kept it before the parts
+        store.backend.set_meta("settings", json.dumps(record))
+        store.backend.set_meta("settings_history", json.dumps([record]))
+    with MemoryStore.open(url) as store:
+        assert store.policy == policy and store.exploration == 0.05 and store.config()["version"] == 1
+        assert store.config()["settings"]["governance"]["change"]["threshold"] == 9.0  # shown in parts
+        # the history shows every version in today's shape
+        assert store.settings_history()[0]["settings"]["governance"]["classes"]["theta_low"] == 0.33
+        assert store.configure({"governance.change.threshold": 10}) == 2
+        assert store.policy == dataclasses.replace(policy, change_threshold=10)
 
 
 def test_the_recall_planner_is_a_setting(tmp_path: Path) -> None:
@@ -188,6 +239,57 @@ def test_every_face_shows_and_changes_the_same_settings(tmp_path: Path, capsys: 
         assert store.exploration == 0.07 and store.policy.theta_high == 0.55 and store.policy.theta_low == 0.2
 
 
+def test_a_running_server_follows_memworth_config_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0) as store:
+        store.add("Prague is the capital of the Czech Republic.", id="prague", namespace="team")
+        key = create_key(store, "team", "agent")
+        app = create_app(store, workers=2, url=url)
+        with TestClient(app) as client:
+            objects = app.state.pool.stores
+            assert len(objects) == 2
+            for obj in objects:
+                obj.settings_check_interval = 0.0  # look at every call (the default: at most once a second)
+            h = {"X-API-Key": key}
+            assert client.get("/v1/config", headers=h).json()["version"] == 0
+            # another process, while the server runs
+            assert main(["config", "set", "recall.exploration=0.04", "change.threshold=9", "--store", url]) == 0
+            capsys.readouterr()
+            assert all(obj.exploration == 0.1 for obj in objects)
+            r = client.post("/v1/recall", json={"query": "capital of czechia", "k": 1}, headers=h)
+            assert r.status_code == 200
+            served_by = [obj for obj in objects if obj.exploration == 0.04]  # the object the recall ran on
+            assert len(served_by) == 1 and served_by[0].policy.change.threshold == 9
+            served = client.get("/v1/config", headers=h).json()
+            assert served["version"] == 1 and served["settings"]["recall"]["exploration"] == 0.04
+            for obj in objects:  # every other object at its next call
+                obj.govern(namespace="team")
+                assert obj.exploration == 0.04 and obj.policy.change.threshold == 9
+
+
+def test_a_pool_change_never_puts_back_an_older_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:
+        pool = StorePool(store, 2, url=url)
+        try:
+            configure = store.configure
+
+            def then_another_process(*args: Any, **kwargs: Any) -> int:
+                version = configure(*args, **kwargs)
+                with MemoryStore.open(url) as other:  # keeps the next version before the pool's loop
+                    other.configure({"credit.propagation": 0.2}, actor="other")
+                return version
+
+            monkeypatch.setattr(store, "configure", then_another_process)
+            assert pool.configure({"recall.exploration": 0.03}, actor="ops", namespace="a") == 1
+            history = store.settings_history()
+            assert [(v["version"], v["actor"]) for v in history] == [(1, "ops"), (2, "other")]  # nothing reverted
+            for obj in pool.stores:
+                assert (obj.exploration, obj.propagation) == (0.03, 0.2)
+        finally:
+            pool.close()
+
+
 async def _mcp_settings(store: MemoryStore) -> dict[str, Any]:
     async with Client(create_server(store)) as client:
         (content,) = (await client.read_resource("memworth://settings")).contents
@@ -219,6 +321,9 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("[server]\nworkers = 'four'", "server.workers"),
         ("[settings.recall]\nexploration = 2.0", "settings.recall.exploration"),
         ("[settings.nope]\nx = 1", "settings.nope.x"),
+        ("[settings.governance.change]\nthresh = 9", "settings.governance.change.thresh"),
+        ("[settings.governance.change]\nthreshold = -9", "settings.governance.change.threshold"),
+        ("[settings.governance]\nchange_threshold = 0", "settings.governance.change_threshold"),
         ("[server\nport = 1", "config"),
     ],
 )
@@ -226,6 +331,13 @@ def test_a_bad_configuration_file_is_refused_naming_the_entry(tmp_path: Path, te
     with pytest.raises(ValidationError) as err:
         load(_write(tmp_path, text))
     assert err.value.field == field and str(tmp_path) in err.value.reason
+
+
+def test_a_configuration_file_takes_the_governance_parts_and_the_flat_names(tmp_path: Path) -> None:
+    text = "[settings.governance.change]\nthreshold = 9\n[settings.governance]\ntheta_low = 0.3\n"
+    found = load(_write(tmp_path, text))
+    settings = Settings().changed(found.settings)
+    assert settings.governance.change == ChangeSettings(threshold=9) and settings.governance.classes.theta_low == 0.3
 
 
 def test_a_flag_wins_over_the_file_and_the_file_over_the_environment(
@@ -276,7 +388,7 @@ def test_memworth_serve_reads_a_configuration_file(tmp_path: Path) -> None:
         proc.terminate()
         proc.communicate(timeout=30)
     assert served["settings"]["recall"]["exploration"] == 0.03
-    assert served["settings"]["governance"]["theta_low"] == 0.31
+    assert served["settings"]["governance"]["classes"]["theta_low"] == 0.31
     with MemoryStore.open(url) as store:
         assert store.exploration == 0.03
         assert store.settings_history()[-1]["actor"] == f"config file {path}"

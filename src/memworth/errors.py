@@ -15,6 +15,7 @@
     │   └── NotAdminError                a key that is not an admin key asked to change settings (403)
     ├── ConflictError                    the request is at odds with the store's state (409)
     │   ├── DuplicateError(ValueError)   a memory id or an episode's outcome that exists already
+    │   ├── SettingsConflictError        other writers kept new settings versions each time; nothing was written
     │   └── ChangedError(StoreError)     the memory changed since it was read; nothing was written
     └── StoreError                       the database, its schema or the store's settings (500)
         ├── UnavailableError             the database or the hot tier cannot be reached (503)
@@ -48,6 +49,7 @@ __all__ = [
     "OutcomeError",
     "RateLimitError",
     "ReadOnlyError",
+    "SettingsConflictError",
     "SettingsError",
     "StoreError",
     "UnavailableError",
@@ -214,6 +216,12 @@ class ConflictError(MemworthError):
     """The request is at odds with what the store holds now."""
 
     status = 409
+
+
+class SettingsConflictError(ConflictError):
+    """A new version of a store's settings could not be kept: each time it was about to be
+    written, another store object (another process) had kept a newer one first. Nothing
+    was written; the settings in force are the newest kept ones."""
 
 
 class DuplicateError(ConflictError, ValueError):

@@ -34,16 +34,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
-from memworth.counts import Counts, check_counts, check_unit
+from memworth.counts import Counts, check_counts
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
+from memworth.governance_parts import (
+    FLAT_NAMES,
+    FLAT_OF,
+    PARTS,
+    ChangeSettings,
+    ClassSettings,
+    GuardSettings,
+    LimitSettings,
+    LowWorthSettings,
+    ProbeSettings,
+    StalenessSettings,
+    StandingSettings,
+)
 from memworth.guard import HoldoutGuard
 from memworth.multiplicity import ebh, ebh_level
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
@@ -103,44 +117,65 @@ class WorthFlag:
     upper: float = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class GovernancePolicy:
-    """Settings of the governance rules (defaults: the paper's and the notes' numbers).
+    """Settings of the governance rules (defaults: the paper's and the notes' numbers),
+    composed of one frozen part per rule (:mod:`memworth.governance_parts`):
 
-    The change-detection test of re-verify (``change_detection``) runs
-    :class:`memworth.change.BernoulliCusum` with ``change_odds_ratio`` (the alternative:
-    odds of success that many times lower), ``change_threshold`` (about
-    ``exp(threshold)`` retrievals between false alarms) and ``change_min_history``
+    * ``classes`` (:class:`~memworth.governance_parts.ClassSettings`): ``theta_high``,
+      ``theta_low``, ``min_evidence``, ``hot_worth``;
+    * ``standing`` (:class:`~memworth.governance_parts.StandingSettings`): note 003's
+      ``promote_above``, ``demote_below``, ``min_confidence``;
+    * ``low_worth`` (:class:`~memworth.governance_parts.LowWorthSettings`): the test that
+      suppresses and deprecates: ``rule`` (``"sequential"`` or ``"fixed"``), ``alpha``,
+      ``evidence``, ``deprecate_below``;
+    * ``staleness`` (:class:`~memworth.governance_parts.StalenessSettings`): the window
+      test: ``window_test``, ``window``, ``drop``;
+    * ``change`` (:class:`~memworth.governance_parts.ChangeSettings`): the change-detection
+      test: ``enabled``, ``odds_ratio``, ``threshold``, ``min_history``,
+      ``reference_half_life``, ``context_strength``, ``alpha``;
+    * ``probes`` (:class:`~memworth.governance_parts.ProbeSettings`): ``alpha``, ``beta``;
+    * ``limits`` (:class:`~memworth.governance_parts.LimitSettings`):
+      ``max_changes_per_day``, ``max_quarantined``, ``pin_evidence``;
+    * ``holdout_guard`` (:class:`~memworth.governance_parts.GuardSettings`): ``alpha``.
+
+    **Compatibility.** The flat names the policy had before it was composed
+    (``theta_low``, ``change_threshold``, ``deprecation``, ``probe_alpha``, ...; the table
+    :data:`memworth.governance_parts.FLAT_NAMES`) still work as constructor arguments
+    (``GovernancePolicy(theta_low=0.2)``, ``dataclasses.replace(policy, theta_low=0.2)``:
+    each changes its part) and as read-only attributes (``policy.change_threshold`` is
+    ``policy.change.threshold``); a refusal of a flat argument names the flat name. A part
+    may also be given as a dict of its settings (``GovernancePolicy(**policy.settings())``).
+
+    The change-detection test of re-verify (``change.enabled``) runs
+    :class:`memworth.change.BernoulliCusum` with ``change.odds_ratio`` (the alternative:
+    odds of success that many times lower), ``change.threshold`` (about
+    ``exp(threshold)`` retrievals between false alarms) and ``change.min_history``
     (retrievals before a memory is watched), against the success rate of all episodes
-    with half-life ``change_reference_half_life`` episodes. When the stream has context
+    with half-life ``change.reference_half_life`` episodes. When the stream has context
     labels, an alarm whose failures the memory's own record in those contexts explains is
-    held (:class:`memworth.change.ContextCheck` with ``change_context_strength``
+    held (:class:`memworth.change.ContextCheck` with ``change.context_strength``
     pseudo-observations per context), and the window test compares the window's worth
     with what that record predicts for the window's contexts instead of with the
     lifetime worth alone. The window test is also held when at least half of the
     window's failures came with a memory whose change alarm stands
-    (``OutcomeStream.window_explained_by``). ``deprecation`` is
+    (``OutcomeStream.window_explained_by``). ``low_worth.rule`` is
     ``"fixed"`` (V_min and worth thresholds) or ``"sequential"`` (a
-    ``1 - deprecation_alpha`` confidence sequence over ``deprecation_evidence``:
+    ``1 - low_worth.alpha`` confidence sequence over ``low_worth.evidence``:
     ``"weighted"`` hits, valid for any credit, or ``"retrievals"``, one observation per
     retrieval, valid when credit is uniform).
 
     A person's decision holds governance back: after a restore, an approval, a verdict
     on a quarantined memory or a status or standing set by hand, nothing is proposed for
-    that memory until it has ``pin_evidence`` more retrievals (an explicit pin holds until
-    unpinned). A quarantined memory (standing ``re-verify``) is released or suppressed by
-    the probe test (:class:`memworth.verification.ProbeTest` with ``probe_alpha``, the
-    chance of releasing a memory still broken, and ``probe_beta``, of suppressing one that
-    recovered).
+    that memory until it has ``limits.pin_evidence`` more retrievals (an explicit pin holds
+    until unpinned). A quarantined memory (standing ``re-verify``) is released or
+    suppressed by the probe test (:class:`memworth.verification.ProbeTest` with
+    ``probes.alpha``, the chance of releasing a memory still broken, and ``probes.beta``,
+    of suppressing one that recovered).
 
-    Every setting is checked when the policy is made (``dataclasses.replace`` included):
-    probabilities and worth thresholds in [0, 1] with ``theta_low <= theta_high`` and
-    ``demote_below <= promote_above``, ``min_evidence`` a finite number >= 0,
-    ``staleness_window`` an integer >= 1, ``max_changes_per_day`` an integer >= 0,
-    ``change_odds_ratio`` and ``deprecation_alpha`` in (0, 1), ``change_threshold`` and
-    ``change_reference_half_life`` and ``change_context_strength`` finite and > 0,
-    ``change_min_history`` >= 0, ``pin_evidence`` >= 0, ``probe_alpha`` and ``probe_beta``
-    in (0, 0.5), ``change_detection`` a bool. A bool is not a number and a string is not either.
+    Every setting is checked when its part is made (``dataclasses.replace`` included),
+    with the bounds each part's documentation gives. A bool is not a number and a string
+    is not either. Policies compare and hash by their parts.
 
     Raises
     ------
@@ -176,6 +211,13 @@ class GovernancePolicy:
     >>> print(fixed.propose("m", Counts(success=1.0, failure=4.0, n=20), "active", "normal").reason)
     worth 0.200 < 0.3 with evidence 20 >= 10
 
+    The parts, and the flat names of the compatibility layer:
+
+    >>> from memworth.governance_parts import ChangeSettings
+    >>> strict = GovernancePolicy(change=ChangeSettings(threshold=9.0))
+    >>> strict.change.threshold, strict.change_threshold, strict == GovernancePolicy(change_threshold=9.0)
+    (9.0, 9.0, True)
+
     Settings that cannot work are refused when the policy is made:
 
     >>> GovernancePolicy(theta_low=0.7)
@@ -184,63 +226,107 @@ class GovernancePolicy:
     memworth.errors.ValidationError: theta_low: must be <= theta_high (0.6), got 0.7
     """
 
-    theta_high: float = 0.60
-    theta_low: float = 0.40
-    min_evidence: float = 10
-    deprecate_below: float = 0.30
-    promote_above: float = 0.70
-    demote_below: float = 0.30
-    min_confidence: float = 0.50
-    staleness_window: int = 20
-    staleness_drop: float = 0.25
-    max_changes_per_day: int = 3
-    hot_worth: float = 0.50
-    change_detection: bool = True
-    change_odds_ratio: float = 0.05
-    change_threshold: float = 12.0
-    change_min_history: float = 10.0
-    change_reference_half_life: float = 50.0
-    change_context_strength: float = 0.25
-    deprecation: str = "sequential"
-    deprecation_alpha: float = 0.05
-    deprecation_evidence: str = "retrievals"
-    pin_evidence: float = 50.0
-    probe_alpha: float = 0.05
-    probe_beta: float = 0.05
-    max_quarantined: float = 0.1
-    change_alpha: float = 0.05
-    window_test: bool = False
-    guard_alpha: float = 0.05
+    classes: ClassSettings = dataclasses.field(default_factory=ClassSettings)
+    standing: StandingSettings = dataclasses.field(default_factory=StandingSettings)
+    low_worth: LowWorthSettings = dataclasses.field(default_factory=LowWorthSettings)
+    staleness: StalenessSettings = dataclasses.field(default_factory=StalenessSettings)
+    change: ChangeSettings = dataclasses.field(default_factory=ChangeSettings)
+    probes: ProbeSettings = dataclasses.field(default_factory=ProbeSettings)
+    limits: LimitSettings = dataclasses.field(default_factory=LimitSettings)
+    holdout_guard: GuardSettings = dataclasses.field(default_factory=GuardSettings)
 
-    def __post_init__(self) -> None:
-        _check_policy(self)
+    def __init__(
+        self,
+        *,
+        classes: ClassSettings | Mapping[str, Any] | None = None,
+        standing: StandingSettings | Mapping[str, Any] | None = None,
+        low_worth: LowWorthSettings | Mapping[str, Any] | None = None,
+        staleness: StalenessSettings | Mapping[str, Any] | None = None,
+        change: ChangeSettings | Mapping[str, Any] | None = None,
+        probes: ProbeSettings | Mapping[str, Any] | None = None,
+        limits: LimitSettings | Mapping[str, Any] | None = None,
+        holdout_guard: GuardSettings | Mapping[str, Any] | None = None,
+        **flat: Any,
+    ) -> None:
+        given = {
+            "classes": classes,
+            "standing": standing,
+            "low_worth": low_worth,
+            "staleness": staleness,
+            "change": change,
+            "probes": probes,
+            "limits": limits,
+            "holdout_guard": holdout_guard,
+        }
+        parts: dict[str, Any] = {}
+        for name, kind in PARTS.items():
+            part = given[name]
+            if isinstance(part, Mapping):  # its settings, as settings() gives them
+                part = make_part(name, part)
+            if part is not None and not isinstance(part, kind):
+                raise ValidationError(name, f"must be a {kind.__name__}, got {type(part).__name__}")
+            parts[name] = kind() if part is None else part
+        by_part: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            if name not in FLAT_NAMES:
+                known = ", ".join([*PARTS, *FLAT_NAMES])
+                raise ValidationError(str(name), f"not a governance setting (known: {known})")
+            part_name, setting = FLAT_NAMES[name]
+            by_part.setdefault(part_name, {})[setting] = value
+        for part_name, values in by_part.items():
+            try:
+                parts[part_name] = dataclasses.replace(parts[part_name], **values)
+            except ValidationError as exc:  # named as the caller named it: the flat name
+                raise ValidationError(FLAT_OF.get((part_name, exc.field), exc.field), exc.reason) from None
+        for name, part in parts.items():
+            object.__setattr__(self, name, part)
+
+    if TYPE_CHECKING:  # the flat names (FLAT_NAMES), generated below the class
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def settings(self) -> dict[str, Any]:
-        """The settings as a plain dict, for the audit log."""
+        """The settings as plain JSON, one object per part (for the audit log and the store)."""
         return asdict(self)
+
+    def flat_settings(self) -> dict[str, Any]:
+        """The settings by their flat names (:data:`memworth.governance_parts.FLAT_NAMES`)."""
+        return {flat: getattr(getattr(self, part), name) for flat, (part, name) in FLAT_NAMES.items()}
 
     @classmethod
     def from_settings(cls, settings: object) -> GovernancePolicy:
-        """The policy :meth:`settings` describes (as a store keeps it); an unknown setting is
-        refused, naming it.
+        """The policy :meth:`settings` describes (as a store keeps it): one object per part,
+        or the flat names a store kept before the policy was composed of parts (both may
+        be mixed; a flat name wins over its part's object). An unknown setting is refused,
+        naming it.
 
         Examples
         --------
-        >>> GovernancePolicy.from_settings({"theta_low": 0.2}).theta_low
+        >>> GovernancePolicy.from_settings({"classes": {"theta_low": 0.2}}).classes.theta_low
         0.2
-        >>> try:
-        ...     GovernancePolicy.from_settings({"theta_lo": 0.2})
-        ... except ValidationError as exc:
-        ...     print(exc.field)
+        >>> GovernancePolicy.from_settings({"theta_low": 0.2}).classes.theta_low
+        0.2
+        >>> for bad in ({"theta_lo": 0.2}, {"change": {"threshold": -1}}):
+        ...     try:
+        ...         GovernancePolicy.from_settings(bad)
+        ...     except ValidationError as exc:
+        ...         print(exc.field)
         theta_lo
+        change.threshold
         """
-        if not isinstance(settings, dict):
+        if not isinstance(settings, Mapping):
             raise ValidationError("policy", f"must be a dict of settings, got {type(settings).__name__}")
-        known = sorted(f.name for f in dataclasses.fields(cls))
-        for name in settings:
-            if name not in known:
-                raise ValidationError(str(name), f"not a governance setting (known: {', '.join(known)})")
-        return cls(**settings)
+        parts: dict[str, Any] = {}
+        flat: dict[str, Any] = {}
+        for name, value in settings.items():
+            if name in PARTS:
+                parts[name] = make_part(name, value)
+            elif name in FLAT_NAMES:
+                flat[name] = value
+            else:
+                known = ", ".join([*PARTS, *FLAT_NAMES])
+                raise ValidationError(str(name), f"not a governance setting (known: {known})")
+        return cls(**parts, **flat)
 
     def quarantine_budget(self, active: int) -> int:
         """How many of ``active`` memories governance may keep quarantined at once by itself:
@@ -248,19 +334,19 @@ class GovernancePolicy:
         recall, so the memories retrieved for the same tasks start failing and can be flagged
         in turn; the budget keeps such a cascade from emptying a store (measured on the
         ``upgrade`` agent world). A person's approval is not held by it."""
-        return max(1, math.floor(self.max_quarantined * active))
+        return max(1, math.floor(self.limits.max_quarantined * active))
 
     def guard(self) -> HoldoutGuard:
         """The holdout guard (:mod:`memworth.guard`) at ``guard_alpha``."""
-        return HoldoutGuard(self.guard_alpha)
+        return HoldoutGuard(self.holdout_guard.alpha)
 
     def probe_test(self) -> ProbeTest:
         """The sequential test that resolves a quarantined memory from its probe outcomes."""
-        return ProbeTest(self.probe_alpha, self.probe_beta)
+        return ProbeTest(self.probes.alpha, self.probes.beta)
 
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
-        return BernoulliCusum(self.change_odds_ratio, self.change_threshold, self.change_min_history)
+        return BernoulliCusum(self.change.odds_ratio, self.change.threshold, self.change.min_history)
 
     def change_evalues(self, statistic: object, observations: object) -> np.ndarray:
         """Each memory's e-value against "its success rate has not broken", from its CUSUM.
@@ -274,7 +360,7 @@ class GovernancePolicy:
         known; with the rate estimated from the memory's own history (as here) approximate.
         """
         stat = np.asarray(statistic, dtype=float)
-        watched = np.asarray(observations, dtype=float) - float(self.change_min_history)
+        watched = np.asarray(observations, dtype=float) - float(self.change.min_history)
         with np.errstate(over="ignore"):
             e = np.exp(stat) / np.maximum(watched, 1.0)
         return np.asarray(np.where(watched > 0, e, 0.0))
@@ -292,19 +378,19 @@ class GovernancePolicy:
         # A memory below the detector's own threshold (its per-memory false-alarm rate) takes part
         # with an e-value of 0: lowering an e-value keeps it one, so the FDR guarantee holds for
         # the alarms that clear both bars.
-        e = np.where(stat >= float(self.change_threshold), self.change_evalues(stat, observations), 0.0)
-        watched = np.asarray(observations, dtype=float) > float(self.change_min_history)
+        e = np.where(stat >= float(self.change.threshold), self.change_evalues(stat, observations), 0.0)
+        watched = np.asarray(observations, dtype=float) > float(self.change.min_history)
         out = np.zeros(e.size, dtype=bool)
         if not watched.any():
             return out, math.inf
-        out[watched] = ebh(e[watched], self.change_alpha)
-        return out, ebh_level(e[watched], self.change_alpha)
+        out[watched] = ebh(e[watched], self.change.alpha)
+        return out, ebh_level(e[watched], self.change.alpha)
 
     def change_bar(self, level: float, observations: float) -> float:
         """The CUSUM statistic a memory with ``observations`` needs to alarm when e-BH asks an
         e-value of ``level``: that e-value's statistic, and at least ``change_threshold``."""
-        needed = math.log(level) + math.log(max(float(observations) - float(self.change_min_history), 1.0))
-        return max(float(self.change_threshold), needed)
+        needed = math.log(level) + math.log(max(float(observations) - float(self.change.min_history), 1.0))
+        return max(float(self.change.threshold), needed)
 
     def worth_flags(self, counts: list[Counts]) -> list[WorthFlag]:
         """The namespace's test of low worth: for each memory, whether e-BH at
@@ -335,13 +421,13 @@ class GovernancePolicy:
             np.array([c.failure for c in counts], dtype=float),
             np.array([c.n for c in counts], dtype=float),
         )
-        cs = self.sequential(self.theta_low).sequence()
+        cs = self.sequential(self.classes.theta_low).sequence()
         lower, upper = (np.atleast_1d(np.asarray(x, dtype=float)) for x in cs.interval(table))  # all at once
         s, f = cs._sf(table)
         v = s + f
         ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
         evalues = []
-        for theta in (self.theta_low, self.deprecate_below):
+        for theta in (self.classes.theta_low, self.low_worth.deprecate_below):
             theta = min(max(float(theta), 1e-9), 1 - 1e-9)
             log_m = np.asarray(cs.log_martingale(table, theta), dtype=float)
             with np.errstate(over="ignore"):
@@ -351,9 +437,9 @@ class GovernancePolicy:
         rejected = np.zeros((2, len(counts)), dtype=bool)
         level = math.inf
         if tested.size:
-            mask = ebh(pooled, self.deprecation_alpha)
+            mask = ebh(pooled, self.low_worth.alpha)
             rejected[0, tested], rejected[1, tested] = mask[: tested.size], mask[tested.size :]
-            level = ebh_level(pooled, self.deprecation_alpha)
+            level = ebh_level(pooled, self.low_worth.alpha)
         return [
             WorthFlag(
                 "deprecate" if rejected[1, i] else "suppress" if rejected[0, i] else None,
@@ -372,7 +458,7 @@ class GovernancePolicy:
         since then (no labels: no)."""
         if stream.context is None or since is None:
             return False
-        check = ContextCheck(self.change_context_strength)
+        check = ContextCheck(self.change.context_strength)
         return check.holds(
             self.detector(), stream.episode, stream.context, stream.success, since=since, weight=stream.weight
         )
@@ -383,21 +469,22 @@ class GovernancePolicy:
         if stream is None or stream.context is None or len(stream) <= recent.n:
             return None
         start = int(stream.episode[-int(recent.n)])
-        check = ContextCheck(self.change_context_strength)
+        check = ContextCheck(self.change.context_strength)
         return check.expected(stream.episode, stream.context, stream.success, since=start, weight=stream.weight)
 
     def sequential(self, threshold: float) -> SequentialDeprecation:
         """The confidence-sequence rule at ``threshold`` (for ``deprecation="sequential"``)."""
-        return SequentialDeprecation(threshold, self.deprecation_alpha, evidence=self.deprecation_evidence)
+        return SequentialDeprecation(threshold, self.low_worth.alpha, evidence=self.low_worth.evidence)
 
     def taxonomy(self) -> Taxonomy:
         """The value classes (the paper's 3.4) at this policy's thresholds: the one taxonomy every face shows."""
-        return Taxonomy(self.theta_high, self.theta_low, self.min_evidence, evidence="retrievals")
+        c = self.classes
+        return Taxonomy(c.theta_high, c.theta_low, c.min_evidence, evidence="retrievals")
 
     def deprecation_rule(self) -> DeprecationRule:
         """The fixed deprecation rule (note 004's test) at this policy's settings: worth below
         ``deprecate_below`` with at least ``min_evidence`` retrievals."""
-        return DeprecationRule(self.min_evidence, self.deprecate_below, evidence="retrievals")
+        return DeprecationRule(self.classes.min_evidence, self.low_worth.deprecate_below, evidence="retrievals")
 
     def propose(
         self,
@@ -435,15 +522,15 @@ class GovernancePolicy:
             return None if old == new else Proposal(memory_id, action, fld, old, new, reason, numbers)
 
         stale: list[str] = []
-        if recent is not None and recent.n >= self.staleness_window:
+        if recent is not None and recent.n >= self.staleness.window:
             now = float(RawWorth().value(recent))
             numbers["recent_worth"] = round(now, 6)
             numbers["recent_retrievals"] = recent.n
             predicted = self._context_expects(stream, recent)
             if predicted is not None:
                 numbers["window_expected_from_contexts"] = round(predicted, 6)
-            fired = self.window_test and now < worth - self.staleness_drop and now < self.theta_low
-            if fired and predicted is not None and now >= predicted - self.staleness_drop:
+            fired = self.staleness.window_test and now < worth - self.staleness.drop and now < self.classes.theta_low
+            if fired and predicted is not None and now >= predicted - self.staleness.drop:
                 numbers["window_explained_by_context"] = True
             elif fired and stream is not None and stream.window_explained_by:  # their failures, not its
                 numbers["window_explained_by"] = list(stream.window_explained_by)
@@ -453,9 +540,9 @@ class GovernancePolicy:
                 )
                 stale.append(
                     f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall{expected} "
-                    f"(drop > {self.staleness_drop:g}, below {self.theta_low:g})"
+                    f"(drop > {self.staleness.drop:g}, below {self.classes.theta_low:g})"
                 )
-        if stream is not None and self.change_detection and len(stream):
+        if stream is not None and self.change.enabled and len(stream):
             reading = stream.reading or self.detector().scan(  # a namespace scan read it already
                 stream.success, stream.weight, stream.reference, stream.episode
             )
@@ -480,7 +567,7 @@ class GovernancePolicy:
                 stale.append(
                     f"success rate broke: CUSUM {reading.statistic:.1f} >= {bar:.1f} since episode "
                     f"{reading.change_point} (e-value {evalue:.3g} >= e-BH bar {level:.3g} at false "
-                    f"discovery rate {self.change_alpha:g})"
+                    f"discovery rate {self.change.alpha:g})"
                 )
         if stale:
             found = make("re-verify", "; ".join(stale))
@@ -495,16 +582,16 @@ class GovernancePolicy:
                 return self._standing(counts, numbers, make, standing)
             return make(action, reason)
 
-        if self.deprecation == "sequential":
+        if self.low_worth.rule == "sequential":
             return self._sequential(counts, numbers, make, standing, worth_flag, protect)
-        if counts.n >= self.min_evidence:
+        if counts.n >= self.classes.min_evidence:
             deprecation = self.deprecation_rule().check(counts)
             if deprecation.action == "deprecate":
                 return protect("deprecate", deprecation.reason)
             if self.taxonomy().classify(counts).value_class is ValueClass.LOW:
                 return protect(
                     "suppress",
-                    f"low value: worth {worth:.3f} < theta_low {self.theta_low:g} with {counts.n:g} retrievals",
+                    f"low value: worth {worth:.3f} < theta_low {self.classes.theta_low:g} with {counts.n:g} retrievals",
                 )
         return self._standing(counts, numbers, make, standing)
 
@@ -524,13 +611,13 @@ class GovernancePolicy:
         numbers["suppress_evalue"], numbers["deprecate_evalue"] = flag.suppress_evalue, flag.deprecate_evalue
         numbers["worth_level"], numbers["worth_tests"] = flag.level, flag.tests
         if flag.action is not None:
-            numbers["alpha"] = self.deprecation_alpha
-            theta = self.deprecate_below if flag.action == "deprecate" else self.theta_low
+            numbers["alpha"] = self.low_worth.alpha
+            theta = self.low_worth.deprecate_below if flag.action == "deprecate" else self.classes.theta_low
             e = flag.deprecate_evalue if flag.action == "deprecate" else flag.suppress_evalue
             reason = (
                 f"worth {numbers['worth']:.3f} over {counts.n:g} retrievals: e-value {e:.3g} against a rate "
                 f">= {theta:g} clears the e-BH bar {flag.level:.3g} (false discovery rate "
-                f"{self.deprecation_alpha:g} over {flag.tests} tests)"
+                f"{self.low_worth.alpha:g} over {flag.tests} tests)"
             )
             return protect(flag.action, reason)
         return self._standing(counts, numbers, make, standing)
@@ -540,7 +627,8 @@ class GovernancePolicy:
     ) -> Proposal | None:
         if standing == "re-verify":  # only a person (set_standing / restore) clears a re-verify flag
             return None
-        rule = DecisionRule(self.promote_above, self.demote_below, self.min_confidence, evidence="retrievals")
+        s = self.standing
+        rule = DecisionRule(s.promote_above, s.demote_below, s.min_confidence, evidence="retrievals")
         decision = rule.decide(counts)
         numbers["confidence"] = round(decision.numbers["confidence"], 6)
         if decision.action in ("promote", "demote"):
@@ -553,8 +641,8 @@ class GovernancePolicy:
         return (
             status == "active"
             and standing != "re-verify"
-            and counts.n >= self.min_evidence
-            and float(RawWorth().value(counts)) >= self.hot_worth
+            and counts.n >= self.classes.min_evidence
+            and float(RawWorth().value(counts)) >= self.classes.hot_worth
         )
 
     def may_consolidate(self, counts: Counts) -> bool:
@@ -562,80 +650,25 @@ class GovernancePolicy:
         return self.taxonomy().classify(counts).value_class is not ValueClass.HIGH
 
 
-# -- settings ------------------------------------------------------------------------------
-
-DEPRECATION_MODES = ("fixed", "sequential")
-
-
-def _number(
-    policy: GovernancePolicy, name: str, low: float, high: float = math.inf, *, open_ends: bool = False
-) -> None:
-    """Refuse the setting ``name`` unless it is a real number within the bounds.
-
-    A bool or a string is not a number (no coercion); the bounds are inclusive unless
-    ``open_ends``.
-    """
-    value = getattr(policy, name)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValidationError(name, f"must be a number, got {type(value).__name__} {value!r}")
-    v = float(value)
-    inside = (low < v < high) if open_ends else (low <= v <= high)
-    if not math.isfinite(v) or not inside:
-        if math.isfinite(high):
-            span = f"in ({low:g}, {high:g})" if open_ends else f"in [{low:g}, {high:g}]"
-        else:
-            span = f"> {low:g}" if open_ends else f">= {low:g}"
-        raise ValidationError(name, f"must be a finite number {span}, got {value!r}")
+def make_part(name: str, values: object) -> Any:
+    """The part ``name`` of a policy from its settings (a mapping); a refusal names the
+    dotted setting (``change.threshold``)."""
+    kind = PARTS[name]
+    if not isinstance(values, Mapping):
+        raise ValidationError(name, f"must be an object of settings, got {type(values).__name__}")
+    known = [f.name for f in dataclasses.fields(kind)]
+    for key in values:
+        if key not in known:
+            raise ValidationError(f"{name}.{key}", f"not a setting (known: {', '.join(known)})")
+    try:
+        return kind(**values)
+    except ValidationError as exc:
+        raise ValidationError(f"{name}.{exc.field}", exc.reason) from None
 
 
-def _count(policy: GovernancePolicy, name: str, low: int) -> None:
-    value = getattr(policy, name)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValidationError(name, f"must be an integer, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValidationError(name, f"must be >= {low}, got {value!r}")
+def _alias(part: str, name: str) -> property:
+    return property(attrgetter(f"{part}.{name}"), doc=f"``{part}.{name}`` by its flat name (compatibility).")
 
 
-def _check_policy(policy: GovernancePolicy) -> None:
-    """Refuse a policy whose settings the rules cannot read, naming the setting and why."""
-    for name in (
-        "theta_high",
-        "theta_low",
-        "deprecate_below",
-        "promote_above",
-        "demote_below",
-        "min_confidence",
-        "staleness_drop",
-        "hot_worth",
-    ):
-        _number(policy, name, 0.0, 1.0)
-    if float(policy.theta_low) > float(policy.theta_high):
-        raise ValidationError("theta_low", f"must be <= theta_high ({policy.theta_high!r}), got {policy.theta_low!r}")
-    if float(policy.demote_below) > float(policy.promote_above):
-        raise ValidationError(
-            "demote_below", f"must be <= promote_above ({policy.promote_above!r}), got {policy.demote_below!r}"
-        )
-    _number(policy, "min_evidence", 0.0)
-    _count(policy, "staleness_window", 1)
-    _count(policy, "max_changes_per_day", 0)
-    if not isinstance(policy.change_detection, (bool, np.bool_)):
-        raise ValidationError(
-            "change_detection", f"must be True or False, got {type(policy.change_detection).__name__}"
-        )
-    _number(policy, "change_odds_ratio", 0.0, 1.0, open_ends=True)
-    _number(policy, "change_threshold", 0.0, open_ends=True)
-    _number(policy, "change_min_history", 0.0)
-    _number(policy, "change_reference_half_life", 0.0, open_ends=True)
-    _number(policy, "change_context_strength", 0.0, open_ends=True)
-    if not isinstance(policy.deprecation, str) or policy.deprecation not in DEPRECATION_MODES:
-        raise ValidationError("deprecation", f"must be 'fixed' or 'sequential', got {policy.deprecation!r}")
-    _number(policy, "deprecation_alpha", 0.0, 1.0, open_ends=True)
-    _number(policy, "pin_evidence", 0.0)
-    _number(policy, "probe_alpha", 0.0, 0.5, open_ends=True)
-    _number(policy, "probe_beta", 0.0, 0.5, open_ends=True)
-    _number(policy, "max_quarantined", 0.0, 1.0)
-    _number(policy, "change_alpha", 0.0, 1.0, open_ends=True)
-    _number(policy, "guard_alpha", 0.0, 1.0, open_ends=True)
-    if not isinstance(policy.window_test, (bool, np.bool_)):
-        raise ValidationError("window_test", f"must be True or False, got {type(policy.window_test).__name__}")
-    check_unit(policy.deprecation_evidence, "deprecation_evidence")
+for _flat, (_part, _name) in FLAT_NAMES.items():  # the compatibility layer: one property per FLAT_NAMES entry
+    setattr(GovernancePolicy, _flat, _alias(_part, _name))

@@ -102,7 +102,8 @@ class ReplaySettings:
             raise ValidationError("every", f"must be a positive integer, got {self.every!r}")
 
     def describe(self) -> dict[str, Any]:
-        changed = {k: v for k, v in self.policy.settings().items() if v != GovernancePolicy().settings()[k]}
+        default = GovernancePolicy().flat_settings()
+        changed = {k: v for k, v in self.policy.flat_settings().items() if v != default[k]}
         return {"name": self.name, "half_life": self.half_life, "estimator": self.estimator, "every": self.every} | {
             "policy": changed
         }
@@ -192,7 +193,7 @@ def replay_governance(
     settings.validate()
     policy = settings.policy
     decay = 0.5 ** (1.0 / settings.half_life) if settings.half_life is not None else 1.0
-    window = int(policy.staleness_window)
+    window = int(policy.staleness.window)
     counts: dict[str, list[float]] = {m: [0.0, 0.0, 0.0] for m in memory_ids}
     touched: dict[str, int] = {m: 0 for m in memory_ids}  # step of the last decay applied
     recent: dict[str, deque[tuple[float, float]]] = {}
@@ -232,7 +233,7 @@ def replay_governance(
                 continue
             if p.action in RATE_LIMITED:
                 times = [t for t in changes.get(mid, []) if t >= at - 86400]
-                if len(times) >= policy.max_changes_per_day:
+                if len(times) >= policy.limits.max_changes_per_day:
                     continue
                 changes.setdefault(mid, []).append(at)
             if p.field == "status":

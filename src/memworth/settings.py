@@ -12,12 +12,13 @@ holds them all, composed of one part per question:
   reliability, the burst alert;
 * :class:`HoldoutSettings` (``holdout``): the share of episodes recalled without governance;
 * :class:`AutomationSettings` (``automation``): continuous governance and the verifier's time limit;
-* ``governance``: the :class:`memworth.governance.GovernancePolicy` (thresholds, detectors,
-  deprecation rule, error rates).
+* ``governance``: the :class:`memworth.governance.GovernancePolicy`, itself of named parts
+  (``classes``, ``standing``, ``low_worth``, ``staleness``, ``change``, ``probes``,
+  ``limits``, ``holdout_guard``: :mod:`memworth.governance_parts`).
 
 The object is pure data: :meth:`Settings.to_dict` gives plain JSON and
 :meth:`Settings.from_dict` reads it back, refusing an unknown name or a bad value with the
-setting's dotted name (``governance.theta_low``). :meth:`Settings.changed` applies changes
+setting's dotted name (``governance.classes.theta_low``). :meth:`Settings.changed` applies changes
 given by dotted name, as ``memworth config set``, ``PUT /v1/config`` and a TOML file give
 them. A store keeps its settings, versioned (:meth:`memworth.MemoryStore.configure`), so
 every face and every process that opens it works under the same ones.
@@ -25,13 +26,13 @@ every face and every process that opens it works under the same ones.
 Examples
 --------
 >>> s = Settings()
->>> s.recall.exploration, s.governance.theta_low
+>>> s.recall.exploration, s.governance.classes.theta_low
 (0.1, 0.4)
 >>> t = s.changed({"recall.exploration": 0.05, "theta_low": 0.35})
->>> t.recall.exploration, t.governance.theta_low
+>>> t.recall.exploration, t.governance.classes.theta_low
 (0.05, 0.35)
 >>> sorted(Settings.diff(s, t))
-['governance.theta_low', 'recall.exploration']
+['governance.classes.theta_low', 'recall.exploration']
 >>> Settings.from_dict(t.to_dict()) == t
 True
 >>> try:
@@ -52,6 +53,8 @@ from typing import Any
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import FLAT_NAMES
+from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
 from memworth.ranking import Blend, CosineRecencyWorth, LowerBoundBlend, ScoreRule
 from memworth.sources import BurstDetector, Reliability, SourceLimit
 from memworth.validation import check_confidence, check_name, check_storable
@@ -308,7 +311,13 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: one object per part; an object-valued setting carries its ``type``."""
-        return {name: {f.name: _encode(getattr(getattr(self, name), f.name)) for f in _fields(name)} for name in PARTS}
+        out: dict[str, Any] = {
+            name: {f.name: _encode(getattr(getattr(self, name), f.name)) for f in _fields(name)}
+            for name in PARTS
+            if name != "governance"
+        }
+        out["governance"] = self.governance.settings()  # its own parts, as plain objects
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> Settings:
@@ -332,11 +341,13 @@ class Settings:
         if not isinstance(changes, Mapping) or not changes:
             raise ValidationError("changes", "must be a non-empty object of setting name to value")
         data = self.to_dict()
+        given_as: dict[str, str] = {}  # a refusal names the setting as the caller named it
         for dotted, value in changes.items():
             if not isinstance(dotted, str):
                 raise ValidationError("changes", f"setting names must be text, got {dotted!r}")
             check_storable(dotted, "changes")  # a name is echoed in errors: it must be text any face can show
             path = resolve(dotted)
+            given_as[".".join(path)] = dotted
             target = data[path[0]]
             for i, step in enumerate(path[1:-1], start=1):
                 inner = target.get(step)
@@ -345,28 +356,86 @@ class Settings:
                 target = inner
             if len(path) > 2 and path[-1] not in target:
                 raise ValidationError(str(dotted), f"not a setting of {'.'.join(path[:-1])}")
+            if len(path) == 2 and path[0] == "governance" and isinstance(value, Mapping):
+                value = {**target[path[-1]], **value}  # a governance part given as an object: its settings changed
             target[path[-1]] = value
-        return Settings.from_dict(data)
+        try:
+            return Settings.from_dict(data)
+        except ValidationError as exc:
+            raise ValidationError(given_as.get(exc.field, exc.field), exc.reason) from None
 
     @staticmethod
     def diff(old: Settings, new: Settings) -> list[str]:
         """The dotted names of the settings that differ between ``old`` and ``new``."""
         a, b = old.to_dict(), new.to_dict()
-        return [f"{p}.{k}" for p in PARTS for k in b[p] if a[p].get(k) != b[p][k]]
+        out = [f"{p}.{k}" for p in PARTS if p != "governance" for k in b[p] if a[p].get(k) != b[p][k]]
+        ga, gb = a["governance"], b["governance"]
+        return out + [f"governance.{p}.{k}" for p in gb for k in gb[p] if ga.get(p, {}).get(k) != gb[p][k]]
+
+
+def by_setting(data: Mapping[str, Any]) -> list[tuple[str, str, object]]:
+    """The settings JSON (:meth:`Settings.to_dict`) a setting at a time: ``(part, name,
+    value)``, a governance part's settings named ``part.setting``; the rows ``memworth
+    config show`` and the dashboard's settings page print.
+
+    Examples
+    --------
+    >>> rows = by_setting(Settings().to_dict())
+    >>> rows[1], [r for r in rows if r[1] == "change.threshold"]
+    (('recall', 'exploration', 0.1), [('governance', 'change.threshold', 12.0)])
+    """
+    rows: list[tuple[str, str, object]] = []
+    for part, values in data.items():
+        if part == "governance":
+            rows += [(part, f"{inner}.{name}", v) for inner, group in values.items() for name, v in group.items()]
+        else:
+            rows += [(part, name, v) for name, v in values.items()]
+    return rows
 
 
 def resolve(dotted: str) -> list[str]:
-    """``dotted`` as a path ``[part, setting, ...]``; a bare name must belong to one part."""
+    """``dotted`` as a path ``[part, setting, ...]``; a bare name must belong to one part.
+
+    The governance part has parts of its own (``governance.change.threshold``); the flat
+    names it had before (``governance.change_threshold``, bare ``change_threshold``) are
+    aliases (:data:`memworth.governance_parts.FLAT_NAMES`), and so is a governance part
+    named without ``governance.`` (``change.threshold``), unless another part has a setting
+    of that name (``limits`` is ``sources.limits``: ``governance.limits.pin_evidence``).
+
+    Examples
+    --------
+    >>> resolve("governance.change_threshold"), resolve("theta_low"), resolve("change.threshold")
+    (['governance', 'change', 'threshold'], ['governance', 'classes', 'theta_low'], ['governance', 'change', 'threshold'])
+    """
     path = dotted.split(".")
+    elsewhere = {f.name for p in PARTS if p != "governance" for f in _fields(p)}
+    if path[0] in GOVERNANCE_PARTS and path[0] not in elsewhere:  # a governance part without "governance."
+        path = ["governance", *path]  # (not "limits": that bare name stays sources.limits, as before)
+    if path[0] == "governance":
+        if len(path) == 2 and path[1] in FLAT_NAMES:
+            return ["governance", *FLAT_NAMES[path[1]]]
+        inner = GOVERNANCE_PARTS.get(path[1]) if len(path) > 1 else None
+        if inner is None:
+            known = ", ".join(f"governance.{p}" for p in GOVERNANCE_PARTS)
+            raise ValidationError(dotted, f"not a setting (parts: {known}; or a flat name such as theta_low)")
+        names = [f.name for f in dataclasses.fields(inner)]
+        if len(path) > 3 or (len(path) == 3 and path[2] not in names):
+            known = ", ".join(f"governance.{path[1]}.{name}" for name in names)
+            raise ValidationError(dotted, f"not a setting (known: {known})")
+        return path  # a setting, or a whole part (an object of its settings)
     if path[0] in PARTS:
         if len(path) < 2 or path[1] not in {f.name for f in _fields(path[0])}:
             known = ", ".join(f"{path[0]}.{f.name}" for f in _fields(path[0]))
             raise ValidationError(dotted, f"not a setting (known: {known})")
         return path
-    owners = [p for p in PARTS if path[0] in {f.name for f in _fields(p)}]
+    owners = [p for p in PARTS if p != "governance" and path[0] in {f.name for f in _fields(p)}]
+    if path[0] in FLAT_NAMES and len(path) == 1:
+        owners.append("governance")
     if len(owners) != 1:
         why = "is in " + " and ".join(owners) + ": name the part" if owners else "is not a setting"
         raise ValidationError(dotted, f"{why} (parts: {', '.join(PARTS)}; `memworth config show` lists them)")
+    if owners == ["governance"]:
+        return ["governance", *FLAT_NAMES[path[0]]]
     return [owners[0], *path]
 
 
@@ -417,6 +486,11 @@ def _decode(value: object, name: str) -> object:
 
 
 def _part(name: str, given: Mapping[str, object]) -> Any:
+    if name == "governance":  # its parts, or (kept before it had parts) its flat names
+        try:
+            return GovernancePolicy.from_settings(given)
+        except ValidationError as exc:
+            raise ValidationError(f"governance.{exc.field}", exc.reason) from None
     known = {f.name for f in _fields(name)}
     args: dict[str, object] = {}
     for key, value in given.items():

@@ -362,7 +362,7 @@ class _Scorer:
             )
         }
         policy = self.settings.policy
-        rows = _rows_of(items) if policy.change_detection else None
+        rows = _rows_of(items) if policy.change.enabled else None
         got = score_namespace(self.settings, namespace, arrays, streams_of(rows, policy, recent))
         frame = pd.DataFrame({name: list(got[name]) for name, _ in COLUMNS_OUT if name != "change_point"})
         point = np.asarray(got["change_point"], dtype=np.int64)
@@ -489,7 +489,7 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
     )
     # The window test's counts: the DuckDB engine's SQL text, run by Spark SQL.
     recent = spark.sql(
-        RECENT_SQL.format(log="{log}", window=int(settings.policy.staleness_window)),
+        RECENT_SQL.format(log="{log}", window=int(settings.policy.staleness.window)),
         log=joined.select("namespace", "pos", "memory_id", "credit", "confidence", "success"),
     )
     counts = counts.join(recent, ["namespace", "memory_id"], "left")

@@ -414,8 +414,9 @@ def _config_args(p: argparse.ArgumentParser) -> None:
         "settings",
         nargs="*",
         metavar="NAME=VALUE",
-        help="with set: settings to change, by dotted name (recall.exploration=0.05, governance.theta_low=0.35; "
-        "a name only one part has may go bare: theta_low=0.35); values are JSON, or a word",
+        help="with set: settings to change, by dotted name (recall.exploration=0.05, "
+        "governance.classes.theta_low=0.35; a name only one part has may go bare: theta_low=0.35); "
+        "values are JSON, or a word",
     )
     p.add_argument("--actor", default="cli", help="who changes the settings, for their history (default: cli)")
 
@@ -432,7 +433,7 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
             try:
                 changes[name] = json.loads(text)
             except json.JSONDecodeError:
-                changes[name] = text  # a word: governance.deprecation=sequential
+                changes[name] = text  # a word: governance.low_worth.rule=sequential
         store.configure(changes, actor=args.actor)
     if args.action == "history":
         versions = store.settings_history()
@@ -445,10 +446,11 @@ def _config(store: MemoryStore, args: argparse.Namespace) -> int:
         ]
         _emit(args, versions, "\n".join(lines) or "never set: the defaults are in force")
         return 0
+    from memworth.settings import by_setting
+
     data = store.config()
     text = [f"settings version {data['version']}{' (defaults, never set)' if data['version'] == 0 else ''}"]
-    for part, values in data["settings"].items():
-        text += [f"  {part}.{k} = {json.dumps(v)}" for k, v in values.items()]
+    text += [f"  {part}.{name} = {json.dumps(v)}" for part, name, v in by_setting(data["settings"])]
     _emit(args, data, "\n".join(text))
     return 0
 

@@ -28,7 +28,6 @@ errors), fails the test. How many inputs were tried is printed at the end of the
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,6 +66,7 @@ from memworth import (
     uniform,
 )
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import FLAT_NAMES
 from memworth.server import create_app, create_key
 
 from .conftest import Tally, drop
@@ -252,7 +252,7 @@ def test_policy_rules(
     attempt(tally, "core", GovernancePolicy().propose, "m", counts, status, standing, counts)
 
 
-POLICY_SETTINGS = [f.name for f in dataclasses.fields(GovernancePolicy)]
+POLICY_SETTINGS = list(FLAT_NAMES)  # every setting, by the flat names the constructor takes
 policy_value = st.one_of(number, st.sampled_from(["fixed", "sequential", "retrievals", True, False, 3, 0.05]))
 
 

@@ -35,7 +35,7 @@ def test_a_failing_memory_is_proposed_for_deprecation_then_applied_and_restored(
     applied = filled.govern(apply=True)
     entry = next(e for e in applied.applied if e.memory_id == target)
     assert filled.get(target).status == "deprecated"
-    assert entry.settings["policy"]["deprecate_below"] == 0.3 and "0.048" in entry.reason
+    assert entry.settings["policy"]["low_worth"]["deprecate_below"] == 0.3 and "0.048" in entry.reason
     assert target not in {r.memory.id for r in filled.recall("capital of czechoslovakia", k=6)}
     back = filled.restore(entry.seq, reason="a historian needs it")
     assert filled.get(target).status == "active" and back.action == "restore" and str(entry.seq) in back.reason

@@ -113,21 +113,20 @@ class AsyncMemoryStore(Runner[MemoryStore]):
         """:meth:`memworth.MemoryStore.configure`, on every store object of the pool: the first
         keeps the new version, the others adopt it."""
         version = await self._workers[0].call(_configure, self._targets[0], changes, actor)
-        await self._adopt_first(actor)
+        await self._others_follow()
         return version
 
     async def set_policy(self, policy: GovernancePolicy) -> int:
         """:meth:`memworth.MemoryStore.set_policy`, on every store object of the pool."""
         version = await self._workers[0].call(MemoryStore.set_policy, self._targets[0], policy)
-        await self._adopt_first("python")
+        await self._others_follow()
         return version
 
-    async def _adopt_first(self, actor: str) -> None:
-        """The other store objects of a pool work under the first one's settings (kept already:
-        no new version)."""
-        first = self._targets[0].settings
+    async def _others_follow(self) -> None:
+        """The other store objects of a pool work under the newest kept version: the one the
+        first just kept, or one another process kept since (never the one before it)."""
         for worker, store in zip(self._workers[1:], self._targets[1:], strict=True):
-            await worker.call(_configure, store, first, actor)
+            await worker.call(_follow, store)
 
     # -- memories ------------------------------------------------------------------------
     add = twin(MemoryStore.add)
@@ -177,6 +176,7 @@ class AsyncMemoryStore(Runner[MemoryStore]):
     replay_policy = twin(MemoryStore.replay_policy)
     # -- settings as kept ------------------------------------------------------------------
     config = twin(MemoryStore.config)
+    follow_settings = twin(MemoryStore.follow_settings)
     settings_record = twin(MemoryStore.settings_record)
     settings_history = twin(MemoryStore.settings_history)
     policy_record = twin(MemoryStore.policy_record)
@@ -189,3 +189,7 @@ class AsyncMemoryStore(Runner[MemoryStore]):
 
 def _configure(store: MemoryStore, changes: Settings | Mapping[str, object], actor: str) -> int:
     return store.configure(changes, actor=actor)
+
+
+def _follow(store: MemoryStore) -> bool:
+    return store.follow_settings(now=True)

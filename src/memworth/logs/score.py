@@ -267,7 +267,7 @@ def score_namespace(
     action: list[str | None] = [None] * size
     proposed: list[str | None] = [None] * size
     reason: list[str | None] = [None] * size
-    rule = policy.sequential(policy.deprecate_below)  # the confidence sequence, over every memory at once
+    rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
     seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
     where = {mid: i for i, mid in enumerate(found.ids)}

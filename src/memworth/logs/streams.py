@@ -91,10 +91,10 @@ def recent_counts(con: Any, namespace: str, window: int) -> dict[str, Counts]:
 def streams_of(rows: NamespaceRows | None, policy: GovernancePolicy, recent: dict[str, Counts]) -> Streams:
     """Streams and CUSUM state of every memory of one namespace's rows, with its window counts ``recent``.
 
-    Without ``policy.change_detection`` no streams are built (the store reads none then
+    Without ``policy.change.enabled`` no streams are built (the store reads none then
     either) and ``rows`` may be ``None``.
     """
-    if not policy.change_detection or rows is None:
+    if not policy.change.enabled or rows is None:
         return Streams(sorted(recent), {}, recent, None, {})
     names = rows.memory_id.astype(str)
     uniq, inv = np.unique(names, return_inverse=True)
@@ -137,6 +137,6 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
 
     The item log is read into memory only with change detection on.
     """
-    recent = recent_counts(con, namespace, policy.staleness_window)
-    rows = namespace_rows(con, namespace) if policy.change_detection else None
+    recent = recent_counts(con, namespace, policy.staleness.window)
+    rows = namespace_rows(con, namespace) if policy.change.enabled else None
     return streams_of(rows, policy, recent)

@@ -727,10 +727,11 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1
         """The store's settings in force and their version (every namespace works under them)."""
         return dict(call(namespace, lambda s: s.config()))
 
-    @app.put("/v1/config")
+    @app.put("/v1/config", responses=errors(409))
     def put_config(body: ConfigChange, namespace: Writer, request: Request) -> dict[str, Any]:
         """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
-        version, kept with the store, recorded with the key that made it. Needs an admin key."""
+        version, kept with the store, recorded with the key that made it. Needs an admin key.
+        409: other processes kept new versions each time this one was about to be written."""
         check_actor(body.actor)
         call(namespace, lambda s: s.settings.changed(body.changes))  # bad input is a 422, whoever asks
         if not request.state.key_admin:

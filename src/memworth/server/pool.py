@@ -13,7 +13,9 @@ the calls of different tenants at once:
   object is free.
 * The objects agree on the data: each follows each namespace's log and rebuilds its
   candidate index when another object changed it. Settings are kept in the database and
-  :meth:`StorePool.configure` puts a change in force on every object before it returns.
+  :meth:`StorePool.configure` puts a change in force on every object before it returns; a
+  version another process keeps (``memworth config set``) each object follows at its next
+  call, within a second (:meth:`memworth.MemoryStore.follow_settings`).
 * SQLite (WAL) lets readers run beside the one writer, and a writer waits for the other
   (``busy_timeout``); PostgreSQL runs everything at once. ``memory://`` (and SQLite's
   ``:memory:``) lives in one store object: its pool has one.
@@ -166,17 +168,12 @@ class StorePool:
 
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str, namespace: str | None = None) -> int:
         """:meth:`memworth.MemoryStore.configure` on one object (which keeps the new version),
-        then the same settings in force on every other one; the version in force."""
-
-        def change(store: MemoryStore) -> tuple[int, Settings]:
-            return store.configure(changes, actor=actor), store.settings
-
-        version, settings = self.run(namespace, change)
-        wanted = settings.to_dict()
+        then the newest kept version in force on every other one (that version, or one another
+        process kept since: never the one before it); the version written."""
+        version = self.run(namespace, lambda store: store.configure(changes, actor=actor))
         for lock, store in zip(self._locks, self.stores, strict=True):
             with lock:
-                if store.settings.to_dict() != wanted:
-                    store.configure(settings, actor=actor)  # the kept version already: no new one
+                store.follow_settings(now=True)
         return version
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ same tests against every backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -67,6 +67,13 @@ class Backend(Protocol):
 
     def set_meta(self, key: str, value: str) -> None:
         """Store a setting."""
+        ...
+
+    def set_meta_if(self, key: str, expected: str | None, value: str, also: Mapping[str, str] | None = None) -> bool:
+        """Compare and set, in one transaction: if ``key`` holds ``expected`` now (``None``:
+        it is absent), set it to ``value`` and each key of ``also`` to its value, and return
+        True; else write nothing and return False. Two writers that read the same value
+        cannot both succeed, on one store object or across processes."""
         ...
 
     def meta_items(self, prefix: str) -> list[tuple[str, str]]:

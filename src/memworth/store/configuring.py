@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import json
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memworth.coretrieval import AblationPlanner, AlarmSplitter, RecallPlanner
-from memworth.errors import ValidationError
+from memworth.errors import SettingsConflictError, SettingsError, ValidationError
 from memworth.governance import GovernancePolicy
+from memworth.governance_parts import FLAT_NAMES
 from memworth.settings import HoldoutSettings, Settings
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
@@ -43,6 +47,15 @@ class _Kept:
 
 
 KEPT: Any = _Kept()
+
+SETTINGS_CHECK_SECONDS = 1.0
+"""How often a store object looks for a settings version another one kept (at most once
+per this many seconds, at the start of recall, recording and governance)."""
+
+WRITE_ATTEMPTS = 20
+"""How many times a settings version is written again after another writer came first."""
+
+_now = time.monotonic
 
 _WHERE = {
     "scoring": ("recall", "scoring"),
@@ -102,7 +115,8 @@ def settings_from_arguments(
             raise ValidationError("policy", f"must be a GovernancePolicy, got {type(given['policy']).__name__}")
         governance = given["policy"]
     elif kept is None and "min_evidence" in given:  # a new store: the policy's evidence floor follows
-        governance = dataclasses.replace(governance, min_evidence=parts["recall"].min_evidence)
+        classes = dataclasses.replace(governance.classes, min_evidence=parts["recall"].min_evidence)
+        governance = dataclasses.replace(governance, classes=classes)
     return Settings(governance=governance, **parts), planner
 
 
@@ -130,6 +144,29 @@ def _planner_setting(value: object) -> tuple[str, float | None, RecallPlanner | 
     raise ValidationError("ablation", f"must be an AblationPlanner, an AlarmSplitter or None, got {kind}")
 
 
+FOLLOWING = ("recall", "choose", "record", "record_many", "govern", "approve", "proposals", "report", "reports")
+"""The store methods that first put in force a settings version another store object kept
+(:meth:`ConfigMixin.follow_settings`): recall, recording and governance, and the reports
+and proposals every face shows."""
+
+
+def following_settings(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` preceded by :meth:`ConfigMixin.follow_settings`, at the outermost call only:
+    settings never change in the middle of a call (a govern's proposals, a record's govern)."""
+
+    @functools.wraps(method)
+    def call(self: ConfigMixin, *args: Any, **kwargs: Any) -> Any:
+        if self._depth == 0:
+            self.follow_settings()
+        self._depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+
+    return call
+
+
 class ConfigMixin(StoreState):
     """The settings part of :class:`memworth.store.MemoryStore`."""
 
@@ -137,12 +174,24 @@ class ConfigMixin(StoreState):
     _planner_given: RecallPlanner | None
     _seed: int | None
 
+    _settings_seen: str | None = None
+    """The kept settings record (its JSON text) this object last put in force or wrote."""
+    _settings_checked: float = -math.inf
+    """When (:func:`time.monotonic`) this object last looked for a newer kept version."""
+    _depth: int = 0
+    """How many calls of :data:`FOLLOWING` methods are under way on this object."""
+    settings_check_interval: float = SETTINGS_CHECK_SECONDS
+    """Seconds between two looks for a version another store object kept (0: every call)."""
+
     # -- reading what is kept ----------------------------------------------------------
 
     def settings_record(self) -> dict[str, Any] | None:
         """The settings the store keeps: ``{"version", "settings", "at", "actor", "changed"}``
         (``None``: never set; the defaults are in force)."""
-        stored = self.backend.get_meta(SETTINGS_KEY)
+        return self._kept_record(self.backend.get_meta(SETTINGS_KEY))
+
+    def _kept_record(self, stored: str | None) -> dict[str, Any] | None:
+        """The kept record from its JSON text, else a store's settings from before settings were kept."""
         if stored is not None:
             return dict(json.loads(stored))
         legacy = self._legacy_settings()
@@ -151,7 +200,11 @@ class ConfigMixin(StoreState):
         return {"version": 1, "settings": legacy.to_dict(), "at": None, "actor": "before settings", "changed": []}
 
     def settings_history(self) -> builtins.list[dict[str, Any]]:
-        """Every version of the settings the store was used under, oldest first."""
+        """Every version of the settings the store was used under, oldest first; the
+        governance part of a version kept before it had parts is shown in parts."""
+        return [_shown(v) for v in self._kept_history()]
+
+    def _kept_history(self) -> builtins.list[dict[str, Any]]:
         stored = self.backend.get_meta(SETTINGS_KEY + "_history")
         if stored is not None:
             return builtins.list(json.loads(stored))
@@ -183,9 +236,46 @@ class ConfigMixin(StoreState):
 
     def config(self) -> dict[str, Any]:
         """The settings in force and their version (0: never set, the defaults): the one
-        JSON shape the CLI, HTTP and MCP show."""
+        JSON shape the CLI, HTTP and MCP show. It first puts in force a newer version
+        another store object kept, if there is one."""
+        self.follow_settings(now=True)
         kept = self.settings_record()
         return {"version": 0 if kept is None else int(kept["version"]), "settings": self._settings.to_dict()}
+
+    def follow_settings(self, *, now: bool = False) -> bool:
+        """Put in force the newest settings version another store object (another process:
+        ``memworth config set``, a server's ``PUT /v1/config``) kept; whether it changed
+        what is in force here.
+
+        Recall, recording and governance call it first, so a version kept elsewhere is in
+        force here within :attr:`settings_check_interval` seconds (default 1 s) of its write:
+        it costs one read of the kept record's key per interval, and a parse only when the
+        record changed. ``now``: look even if the last look is more recent. The newest
+        kept version wins over what this object was opened with: an argument given to the
+        store's constructor made a version when the store opened, and a later version
+        replaces it like any other, so every outcome is credited under the kept version
+        its time names.
+        """
+        at = _now()
+        if not now and at - self._settings_checked < self.settings_check_interval:
+            return False
+        self._settings_checked = at
+        stored = self.backend.get_meta(SETTINGS_KEY)
+        if stored is None or stored == self._settings_seen:
+            return False
+        record = json.loads(stored)
+        try:
+            kept = Settings.from_dict(record["settings"])
+        except ValidationError as exc:
+            raise SettingsError(
+                f"the store's settings version {record.get('version')} cannot be read here ({exc}); "
+                "it may have been written by a newer memworth"
+            ) from None
+        self._settings_seen = stored
+        if kept.to_dict() == self._settings.to_dict():
+            return False
+        self._adopt(kept)
+        return True
 
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str = "python") -> int:
         """Work under new settings from now on, and keep them with the store.
@@ -196,45 +286,68 @@ class ConfigMixin(StoreState):
         (:meth:`settings_history`); returns the version in force. Nothing changes if a value
         is refused.
 
+        A version is written atomically (compare and set on the kept record,
+        :meth:`memworth.store.backend.Backend.set_meta_if`): when another store object (in
+        this or another process) kept a version since this one read it, the changes are
+        applied again to that newer version (a whole ``Settings`` is written as given) and
+        the write is tried again, so no version is lost from the history. After 20 such
+        losses in a row it raises :class:`memworth.errors.SettingsConflictError` (HTTP 409)
+        and writes nothing.
+
         Examples
         --------
         >>> from memworth import MemoryStore, HashingEncoder
         >>> store = MemoryStore.open("memory://", encoder=HashingEncoder())
-        >>> store.configure({"recall.exploration": 0.05, "governance.theta_low": 0.35}, actor="ops")
+        >>> store.configure({"recall.exploration": 0.05, "governance.classes.theta_low": 0.35}, actor="ops")
         1
-        >>> store.exploration, store.policy.theta_low
+        >>> store.exploration, store.policy.classes.theta_low
         (0.05, 0.35)
         >>> store.settings_history()[-1]["changed"]
-        ['recall.exploration', 'governance.theta_low']
+        ['recall.exploration', 'governance.classes.theta_low']
         """
         if actor is None:
             raise ValidationError("actor", "must name who changes the settings")
         check_actor(actor)
-        new = changes if isinstance(changes, Settings) else self._settings.changed(changes)
-        if new.recall.index == "hnsw" and not faiss_available():
-            raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")
-        version = self._keep(new, actor)
-        self._adopt(new)
-        return version
+        if isinstance(changes, Settings):
+            whole = changes
+            return self._write_version(lambda kept: whole, actor)
+        self._settings.changed(changes)  # refused now, naming the setting, before anything is read
+        return self._write_version(lambda kept: (kept or Settings()).changed(changes), actor)
 
-    def _keep(self, new: Settings, actor: str) -> int:
-        """Write ``new`` as the next version unless it is the kept one; the version in force."""
-        kept = self.settings_record()
-        if kept is not None and kept["settings"] == new.to_dict():
-            return int(kept["version"])
-        old = Settings() if kept is None else Settings.from_dict(kept["settings"])
-        version = 1 if kept is None else int(kept["version"]) + 1
-        record = {
-            "version": version,
-            "settings": new.to_dict(),
-            "at": self.clock(),
-            "actor": actor,
-            "changed": Settings.diff(old, new),
-        }
-        history = self.settings_history()  # a store made before settings were kept: its first version too
-        self.backend.set_meta(SETTINGS_KEY + "_history", json.dumps([*history, record], sort_keys=True))
-        self.backend.set_meta(SETTINGS_KEY, json.dumps(record, sort_keys=True))
-        return version
+    def _write_version(self, make: Callable[[Settings | None], Settings], actor: str) -> int:
+        """Keep ``make(kept settings)`` as the next version, unless it is the kept one, and
+        put it in force; the version in force. Compare and set: a version another object
+        kept in between makes it read and try again."""
+        for _ in range(WRITE_ATTEMPTS):
+            stored = self.backend.get_meta(SETTINGS_KEY)
+            kept = self._kept_record(stored)
+            base = None if kept is None else Settings.from_dict(kept["settings"])
+            new = make(base)
+            if new.recall.index == "hnsw" and not faiss_available():
+                raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")
+            if kept is not None and base is not None and base.to_dict() == new.to_dict():
+                self._settings_seen = stored
+                self._adopt(new)
+                return int(kept["version"])
+            version = 1 if kept is None else int(kept["version"]) + 1
+            record = {
+                "version": version,
+                "settings": new.to_dict(),
+                "at": self.clock(),
+                "actor": actor,
+                "changed": Settings.diff(base or Settings(), new),
+            }
+            history = self._kept_history()  # a store made before settings were kept: its first version too
+            text = json.dumps(record, sort_keys=True)
+            also = {SETTINGS_KEY + "_history": json.dumps([*history, record], sort_keys=True)}
+            if self.backend.set_meta_if(SETTINGS_KEY, stored, text, also):
+                self._settings_seen, self._settings_checked = text, _now()
+                self._adopt(new)
+                return version
+        raise SettingsConflictError(
+            f"settings: other store objects kept a newer version {WRITE_ATTEMPTS} times while this one was "
+            "being written; nothing was written (try again)"
+        )
 
     def _adopt(self, settings: Settings) -> None:
         """Put ``settings`` in force on this store object."""
@@ -270,10 +383,13 @@ class ConfigMixin(StoreState):
 
     def set_policy(self, policy: GovernancePolicy) -> int:
         """Govern under ``policy`` from now on and keep it with the store (:meth:`configure`
-        with only the governance part changed); returns the settings version in force."""
+        with only the governance part changed, on the newest kept version); returns the
+        settings version in force."""
         if not isinstance(policy, GovernancePolicy):
             raise ValidationError("policy", f"must be a GovernancePolicy, got {type(policy).__name__}")
-        return self.configure(dataclasses.replace(self._settings, governance=policy))
+        return self._write_version(
+            lambda kept: dataclasses.replace(kept or self._settings, governance=policy), "python"
+        )
 
     def policy_record(self) -> dict[str, Any] | None:
         """The governance part of the kept settings: ``{"version", "settings", "at"}`` (None: never set)."""
@@ -288,3 +404,19 @@ class ConfigMixin(StoreState):
             {"version": v["version"], "settings": v["settings"]["governance"], "at": v["at"]}
             for v in self.settings_history()
         ]
+
+
+def _shown(version: dict[str, Any]) -> dict[str, Any]:
+    """A kept version with its governance part in parts (a version kept before the policy had
+    parts holds it by flat names)."""
+    governance = version.get("settings", {}).get("governance")
+    if not isinstance(governance, dict) or not any(name in FLAT_NAMES for name in governance):
+        return version
+    nested: dict[str, Any] = {}
+    for name, value in governance.items():
+        part, setting = FLAT_NAMES.get(name, (None, name))
+        if part is None:
+            nested[name] = value
+        else:
+            nested.setdefault(part, {})[setting] = value
+    return {**version, "settings": {**version["settings"], "governance": nested}}

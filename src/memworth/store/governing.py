@@ -123,7 +123,7 @@ class GovernanceMixin(StoreState):
         reversible with :meth:`restore`.
 
         A person's decision: it pins the memory (governance proposes nothing for it until
-        ``policy.pin_evidence`` more retrievals)."""
+        ``policy.limits.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
         who = {} if actor is None else {"actor": check_actor(actor)}
@@ -168,13 +168,13 @@ class GovernanceMixin(StoreState):
         with_new: builtins.list[NewMemory] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
-        for ``policy.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
+        for ``policy.limits.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
         ``with_new``, those memories are inserted in the same transaction (an edit)."""
         reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
         if pin:
-            settings["pin"] = {"until": current.counts.n + float(self.policy.pin_evidence)}
+            settings["pin"] = {"until": current.counts.n + float(self.policy.limits.pin_evidence)}
         if "numbers" not in settings:  # what the memory showed when the change was made (a flag's "before")
             worth = float(RawWorth().value(current.counts))
             settings["numbers"] = {"worth": round(worth, 6), "retrievals": current.counts.n}
@@ -249,7 +249,7 @@ class GovernanceMixin(StoreState):
                 if p.action == "re-verify" and quarantined >= budget:
                     why = (
                         f"quarantine budget: {quarantined} of {len(active)} active memories are quarantined "
-                        f"(max_quarantined {self.policy.max_quarantined:g}); a person may still approve it"
+                        f"(max_quarantined {self.policy.limits.max_quarantined:g}); a person may still approve it"
                     )
                     skipped.append((p, why))
                     continue
@@ -323,8 +323,8 @@ class GovernanceMixin(StoreState):
         history = self._history(namespace)
         audit = self.backend.audit_log(namespace)
         with self._follow_lock:
-            recent = _recent(self._followed[namespace], self.policy.staleness_window)
-        streams = self._streams(namespace) if self.policy.change_detection else {}
+            recent = _recent(self._followed[namespace], self.policy.staleness.window)
+        streams = self._streams(namespace) if self.policy.change.enabled else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
         guard = self._guard(namespace)
         undone: dict[str, AuditEntry] = {}
@@ -382,7 +382,7 @@ class GovernanceMixin(StoreState):
         look broken now, or are quarantined themselves) are left out: they tell nothing
         about this memory."""
         worth = float(RawWorth().value(m.counts))
-        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change_odds_ratio), exclude=others)
+        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change.odds_ratio), exclude=others)
         decision = self.policy.probe_test().decide(
             evidence.success, evidence.weight, before=evidence.before, after=evidence.after
         )
@@ -472,7 +472,7 @@ class GovernanceMixin(StoreState):
                 for e in self.backend.audit_log(namespace, p.memory_id)
                 if e.at >= day_ago and e.action in RATE_LIMITED
             ]
-            if len(changes) >= self.policy.max_changes_per_day:
+            if len(changes) >= self.policy.limits.max_changes_per_day:
                 raise RateLimitError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
         return self._change(
             p.memory_id,

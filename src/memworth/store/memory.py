@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -47,6 +47,14 @@ class MemoryBackend:
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
             self._meta[key] = value
+
+    def set_meta_if(self, key: str, expected: str | None, value: str, also: Mapping[str, str] | None = None) -> bool:
+        with self._lock:
+            if self._meta.get(key) != expected:
+                return False
+            self._meta.update(also or {})
+            self._meta[key] = value
+            return True
 
     def meta_items(self, prefix: str) -> list[tuple[str, str]]:
         with self._lock:

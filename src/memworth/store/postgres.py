@@ -48,7 +48,7 @@ import math
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
@@ -369,6 +369,25 @@ class PostgresBackend:
                 "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (key, value)
             )
         )
+
+    def set_meta_if(self, key: str, expected: str | None, value: str, also: Mapping[str, str] | None = None) -> bool:
+        def work(c: Any) -> bool:
+            # The UPDATE's WHERE is evaluated again on the row a concurrent writer committed (READ
+            # COMMITTED re-checks it after the row lock), and INSERT ... DO NOTHING loses to a
+            # concurrent insert: of two writers that read the same value, one changes a row.
+            if expected is None:
+                done = c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value))
+            else:
+                done = c.execute("UPDATE meta SET value = %s WHERE key = %s AND value = %s", (value, key, expected))
+            if done.rowcount != 1:
+                return False
+            for k, v in (also or {}).items():
+                c.execute(
+                    "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", (k, v)
+                )
+            return True
+
+        return bool(self._run(work))
 
     def meta_items(self, prefix: str) -> list[tuple[str, str]]:
         rows = self._run(

@@ -270,7 +270,7 @@ class RecordingMixin(StoreState):
 
     def _start_live(self, namespaces: set[str]) -> None:
         """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""
-        if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change_detection:
+        if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change.enabled:
             return
         for ns in sorted(namespaces):
             if ns not in self._live:

@@ -23,7 +23,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -220,6 +220,15 @@ class SQLiteBackend:
     def set_meta(self, key: str, value: str) -> None:
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def set_meta_if(self, key: str, expected: str | None, value: str, also: Mapping[str, str] | None = None) -> bool:
+        with self._write() as db:  # BEGIN IMMEDIATE: the read and the write hold the database's write lock
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if (None if row is None else row[0]) != expected:
+                return False
+            for k, v in [*(also or {}).items(), (key, value)]:
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
+            return True
 
     def meta_items(self, prefix: str) -> list[tuple[str, str]]:
         rows = self._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))

@@ -43,7 +43,14 @@ from memworth.settings import Settings
 from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, NewMemory
-from memworth.store.configuring import KEPT, ConfigMixin, settings_from_arguments
+from memworth.store.configuring import (
+    FOLLOWING,
+    KEPT,
+    SETTINGS_KEY,
+    ConfigMixin,
+    following_settings,
+    settings_from_arguments,
+)
 from memworth.store.forgetting import ForgettingMixin
 from memworth.store.governing import AUTOMATIC, POLICY_KEY, RATE_LIMITED, GovernanceMixin, GovernanceReport
 from memworth.store.hot import HotTierMixin
@@ -118,8 +125,10 @@ class MemoryStore(
         single ones. A store keeps its settings with its data, versioned: a setting not
         given here is the kept one (else its default), so every face and process that
         opens the store works under the same ones; settings that differ from the kept ones
-        become a new version (:meth:`configure`, :meth:`settings_history`). ``encoder``,
-        ``seed``, ``clock``, ``hot_tier`` and ``verifier`` belong to this store object only.
+        become a new version (:meth:`configure`, :meth:`settings_history`). A version another
+        store object (another process) keeps later is followed within a second and wins over
+        these arguments (:meth:`follow_settings`). ``encoder``, ``seed``, ``clock``,
+        ``hot_tier`` and ``verifier`` belong to this store object only.
     scoring
         How candidates are ranked: :class:`memworth.ranking.Blend` (default, the paper's
         0.6 x similarity + 0.4 x worth), ``CosineRecencyWorth`` or ``LowerBoundBlend``.
@@ -289,6 +298,7 @@ class MemoryStore(
             "govern_every": govern_every,
         }
         given = {k: v for k, v in named.items() if v is not KEPT and not (k in ("policy", "holdout") and v is None)}
+        self._settings_seen = backend.get_meta(SETTINGS_KEY)  # read first: a later version is followed
         kept = self._kept_settings()
         chosen, self._planner_given = settings_from_arguments(settings or kept, given, seed)
         if chosen.recall.index == "hnsw" and not faiss_available():
@@ -303,8 +313,8 @@ class MemoryStore(
         self._bind_encoder(encoder)
         self._spaces = {}
         self._adopt(chosen)
-        if settings is not None or given:
-            self._keep(chosen, actor)
+        if settings is not None or given:  # a new version, on the newest kept one if another came first
+            self._write_version(lambda now_kept: settings_from_arguments(settings or now_kept, given, seed)[0], actor)
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
         self.verifier = verifier
         self._outcomes_since_govern: dict[str, int] = {}
@@ -515,6 +525,10 @@ EMBED_CHUNK = 1024
 
 _FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of", "ttl"})
 _NO_COUNTS = Counts()  # frozen: every new memory can share it
+
+
+for _name in FOLLOWING:  # each first puts in force a settings version another process kept
+    setattr(MemoryStore, _name, following_settings(getattr(MemoryStore, _name)))
 
 
 def _new_memories(

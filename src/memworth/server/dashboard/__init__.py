@@ -11,7 +11,8 @@ page with its 4xx status, never a traceback.
 The parts, one module each: ``pages`` reads what each page shows from the store (no HTML,
 no HTTP), ``history`` rebuilds a memory's worth over time and ``plot`` draws it, ``render``
 and ``markup`` write the HTML, ``sessions`` keeps who is signed in, ``forms`` reads a POST,
-``responses`` answers with a page or a refusal, and ``routes`` ties them to the URLs.
+``responses`` answers with a page or a refusal, ``settings_html`` writes the (read-only)
+settings page, and ``routes`` ties them to the URLs.
 """
 
 from memworth.server.dashboard.history import Point, trajectory

@@ -17,6 +17,7 @@ from memworth.governance import Proposal
 from memworth.guard import GuardReading
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
+from memworth.settings import by_setting
 from memworth.store import Memory, MemoryStore
 from memworth.store.decisions import Pin, flags
 from memworth.store.records import STATUSES, AuditEntry
@@ -32,12 +33,14 @@ __all__ = [
     "MemoriesPage",
     "MemoryPage",
     "Row",
+    "SettingsPage",
     "governance_page",
     "memories_page",
     "memory_page",
     "notice_entry",
     "query_problem",
     "rows",
+    "settings_page",
     "sort_key",
     "undoable",
 ]
@@ -297,3 +300,28 @@ def memory_page(store: MemoryStore, memory_id: str, namespace: str) -> MemoryPag
         held=report.held,
         undoable=undoable(changes, {m.id: m}),
     )
+
+
+@dataclass(frozen=True)
+class SettingsPage:
+    """The store's settings in force, by part, and every version it kept.
+
+    ``parts``: ``(part, [(setting, value), ...])`` in the settings JSON's order, a
+    governance part's settings named ``part.setting`` (``change.threshold``), values as
+    :meth:`memworth.MemoryStore.config` gives them; ``history``: the kept versions, newest
+    first (:meth:`memworth.MemoryStore.settings_history`).
+    """
+
+    version: int
+    parts: list[tuple[str, list[tuple[str, object]]]]
+    history: list[dict[str, Any]]
+
+
+def settings_page(store: MemoryStore) -> SettingsPage:
+    """What the settings page shows: the settings in force (a version another process kept
+    included) and the history of versions. The settings are the store's, not a namespace's."""
+    config = store.config()
+    parts: dict[str, list[tuple[str, object]]] = {}
+    for part, name, value in by_setting(config["settings"]):
+        parts.setdefault(part, []).append((name, value))
+    return SettingsPage(int(config["version"]), list(parts.items()), list(reversed(store.settings_history())))

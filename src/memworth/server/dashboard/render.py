@@ -44,7 +44,7 @@ def layout(title: str, body: str, viewer: Viewer | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{esc(title)} · memworth</title><link rel="stylesheet" href="{ROOT}/static/dashboard.css"></head>'
         f'<body><header><a class="brand" href="{ROOT}">memworth</a><nav><a href="{ROOT}">Memories</a>'
-        f'<a href="{ROOT}/governance">Governance</a></nav>{who}</header>'
+        f'<a href="{ROOT}/governance">Governance</a><a href="{ROOT}/settings">Settings</a></nav>{who}</header>'
         f"<main><h1>{esc(title)}</h1>{body}</main><footer>memworth {esc(__version__)}</footer></body></html>"
     )
 

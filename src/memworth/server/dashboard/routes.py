@@ -1,5 +1,6 @@
-"""The dashboard's routes: sign in and out, the three pages, and the changes (approve, undo,
-resolve, pin, and on a memory's page: edit, status, standing, erase).
+"""The dashboard's routes: sign in and out, the four pages (memories, a memory, governance,
+settings), and the changes (approve, undo, resolve, pin, and on a memory's page: edit,
+status, standing, erase).
 
 Each page route finds the viewer, reads its page data on the viewer's store object of the
 app's pool, under its lock (:mod:`memworth.server.dashboard.pages`) and writes it out
@@ -15,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memworth.errors import AuthError, ConflictError, StoreError
-from memworth.server.dashboard import pages, render
+from memworth.server.dashboard import pages, render, settings_html
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
 from memworth.server.dashboard.markup import ROOT, memory_url
 from memworth.server.dashboard.responses import Refused, error_pages, html_page, login_page
@@ -147,6 +148,13 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         who = viewer(request)
         data = call(who.namespace, lambda s: pages.governance_page(s, who.namespace))
         return html_page(render.governance(data, who, notice(request, who.namespace)))
+
+    @router.get("/settings")
+    @error_pages
+    def settings(request: Request) -> Response:
+        who = viewer(request)
+        data = call(who.namespace, pages.settings_page)
+        return html_page(settings_html.settings(data, who))
 
     @router.post("/governance/approve")
     @error_pages

@@ -1,0 +1,320 @@
+"""The governance policy's settings, one small part per rule.
+
+:class:`memworth.governance.GovernancePolicy` is composed of these frozen parts, each
+checked when it is made, naming the setting and the reason:
+
+* :class:`ClassSettings` (``classes``): the value classes' thresholds and evidence floor,
+  and the hot tier's worth floor;
+* :class:`StandingSettings` (``standing``): note 003's promote / demote rule;
+* :class:`LowWorthSettings` (``low_worth``): the test that suppresses and deprecates
+  (``sequential`` e-BH or the paper's ``fixed`` rule);
+* :class:`StalenessSettings` (``staleness``): the window test of re-verify;
+* :class:`ChangeSettings` (``change``): the change-detection test of re-verify (CUSUM, e-BH);
+* :class:`ProbeSettings` (``probes``): the probe test that resolves a quarantined memory;
+* :class:`LimitSettings` (``limits``): how much governance may change by itself, and how
+  long a person's decision holds it back;
+* :class:`GuardSettings` (``holdout_guard``): the holdout guard's error rate.
+
+:data:`FLAT_NAMES` maps each setting's name from before the policy was composed
+(``change_threshold``, ``theta_low``, ...) to its part and name: the one table the
+compatibility layer (flat constructor arguments and attribute reads, the old dotted
+names of ``memworth config set``, stores that kept the old flat JSON) is generated from.
+
+Examples
+--------
+>>> ChangeSettings(threshold=9.0).threshold
+9.0
+>>> FLAT_NAMES["change_threshold"]
+('change', 'threshold')
+>>> ClassSettings(theta_low=0.7)
+Traceback (most recent call last):
+...
+memworth.errors.ValidationError: theta_low: must be <= theta_high (0.6), got 0.7
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from memworth.counts import check_unit
+from memworth.errors import ValidationError
+
+__all__ = [
+    "FLAT_NAMES",
+    "PARTS",
+    "ChangeSettings",
+    "ClassSettings",
+    "GuardSettings",
+    "LimitSettings",
+    "LowWorthSettings",
+    "ProbeSettings",
+    "StalenessSettings",
+    "StandingSettings",
+]
+
+DEPRECATION_MODES = ("fixed", "sequential")
+
+
+def _number(value: object, name: str, low: float, high: float = math.inf, *, open_ends: bool = False) -> None:
+    """Refuse ``value`` unless it is a real number within the bounds (a bool or a string is
+    not a number; no coercion); the bounds are inclusive unless ``open_ends``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(name, f"must be a number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    inside = (low < v < high) if open_ends else (low <= v <= high)
+    if not math.isfinite(v) or not inside:
+        if math.isfinite(high):
+            span = f"in ({low:g}, {high:g})" if open_ends else f"in [{low:g}, {high:g}]"
+        else:
+            span = f"> {low:g}" if open_ends else f">= {low:g}"
+        raise ValidationError(name, f"must be a finite number {span}, got {value!r}")
+
+
+def _count(value: object, name: str, low: int) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(name, f"must be an integer, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValidationError(name, f"must be >= {low}, got {value!r}")
+
+
+def _switch(value: object, name: str) -> None:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(name, f"must be True or False, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class ClassSettings:
+    """The value classes (the paper's 3.4) and the hot tier.
+
+    Parameters
+    ----------
+    theta_high, theta_low
+        Worth at or above ``theta_high`` is high, below ``theta_low`` low
+        (``theta_low <= theta_high``, both in [0, 1]); ``theta_low`` is also the rate the
+        test of low worth suppresses below.
+    min_evidence
+        Retrievals before a memory is classed (and before the fixed rules act).
+    hot_worth
+        Worth at or above which a memory with enough evidence is hot (note 003).
+    """
+
+    theta_high: float = 0.60
+    theta_low: float = 0.40
+    min_evidence: float = 10
+    hot_worth: float = 0.50
+
+    def __post_init__(self) -> None:
+        for name in ("theta_high", "theta_low", "hot_worth"):
+            _number(getattr(self, name), name, 0.0, 1.0)
+        if float(self.theta_low) > float(self.theta_high):
+            raise ValidationError("theta_low", f"must be <= theta_high ({self.theta_high!r}), got {self.theta_low!r}")
+        _number(self.min_evidence, "min_evidence", 0.0)
+
+
+@dataclass(frozen=True)
+class StandingSettings:
+    """Note 003's decision rule: promote above ``promote_above``, demote below
+    ``demote_below`` (``demote_below <= promote_above``), when the Wilson interval's
+    confidence is at least ``min_confidence``."""
+
+    promote_above: float = 0.70
+    demote_below: float = 0.30
+    min_confidence: float = 0.50
+
+    def __post_init__(self) -> None:
+        for name in ("promote_above", "demote_below", "min_confidence"):
+            _number(getattr(self, name), name, 0.0, 1.0)
+        if float(self.demote_below) > float(self.promote_above):
+            raise ValidationError(
+                "demote_below", f"must be <= promote_above ({self.promote_above!r}), got {self.demote_below!r}"
+            )
+
+
+@dataclass(frozen=True)
+class LowWorthSettings:
+    """The test that suppresses (below ``classes.theta_low``) and deprecates (below
+    ``deprecate_below``).
+
+    Parameters
+    ----------
+    rule
+        ``"sequential"``: e-BH at ``alpha`` over every memory's beta-binomial mixture
+        e-values (the false discovery rate controlled however often one looks);
+        ``"fixed"``: the paper's rule (``classes.min_evidence`` retrievals and worth below
+        the threshold).
+    alpha
+        The sequential test's false discovery rate, in (0, 1).
+    evidence
+        ``"retrievals"`` (one observation per retrieval, valid when credit is uniform) or
+        ``"weighted"`` (credited hits, valid for any credit).
+    deprecate_below
+        Note 004's deprecation threshold, in [0, 1].
+    """
+
+    rule: str = "sequential"
+    alpha: float = 0.05
+    evidence: str = "retrievals"
+    deprecate_below: float = 0.30
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rule, str) or self.rule not in DEPRECATION_MODES:
+            raise ValidationError("rule", f"must be 'fixed' or 'sequential', got {self.rule!r}")
+        _number(self.alpha, "alpha", 0.0, 1.0, open_ends=True)
+        check_unit(self.evidence, "evidence")
+        _number(self.deprecate_below, "deprecate_below", 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class StalenessSettings:
+    """The window test of re-verify (off by default; not error-controlled): the last
+    ``window`` retrievals (an integer >= 1) succeeded at a rate more than ``drop`` (in
+    [0, 1]) below the lifetime worth and below ``classes.theta_low``."""
+
+    window_test: bool = False
+    window: int = 20
+    drop: float = 0.25
+
+    def __post_init__(self) -> None:
+        _switch(self.window_test, "window_test")
+        _count(self.window, "window", 1)
+        _number(self.drop, "drop", 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class ChangeSettings:
+    """The change-detection test of re-verify (:class:`memworth.change.BernoulliCusum`).
+
+    Parameters
+    ----------
+    enabled
+        Run it (a bool).
+    odds_ratio
+        The alternative: odds of success that many times lower, in (0, 1).
+    threshold
+        The CUSUM's bar (about ``exp(threshold)`` retrievals between false alarms), > 0.
+    min_history
+        Retrievals before a memory is watched, >= 0.
+    reference_half_life
+        Half-life, in episodes, of the success rate of all episodes the CUSUM compares with, > 0.
+    context_strength
+        Pseudo-observations per context of :class:`memworth.change.ContextCheck`, > 0.
+    alpha
+        e-BH's false discovery rate across a namespace's alarms, in (0, 1).
+    """
+
+    enabled: bool = True
+    odds_ratio: float = 0.05
+    threshold: float = 12.0
+    min_history: float = 10.0
+    reference_half_life: float = 50.0
+    context_strength: float = 0.25
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        _switch(self.enabled, "enabled")
+        _number(self.odds_ratio, "odds_ratio", 0.0, 1.0, open_ends=True)
+        _number(self.threshold, "threshold", 0.0, open_ends=True)
+        _number(self.min_history, "min_history", 0.0)
+        _number(self.reference_half_life, "reference_half_life", 0.0, open_ends=True)
+        _number(self.context_strength, "context_strength", 0.0, open_ends=True)
+        _number(self.alpha, "alpha", 0.0, 1.0, open_ends=True)
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The probe test that releases or suppresses a quarantined memory
+    (:class:`memworth.verification.ProbeTest`): ``alpha`` is the chance of releasing a
+    memory still broken, ``beta`` of suppressing one that recovered, both in (0, 0.5)."""
+
+    alpha: float = 0.05
+    beta: float = 0.05
+
+    def __post_init__(self) -> None:
+        _number(self.alpha, "alpha", 0.0, 0.5, open_ends=True)
+        _number(self.beta, "beta", 0.0, 0.5, open_ends=True)
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """How much governance changes by itself.
+
+    Parameters
+    ----------
+    max_changes_per_day
+        Promote / demote changes per memory in 24 hours (an integer >= 0).
+    max_quarantined
+        Share of a namespace's active memories governance may keep quarantined at once
+        (at least one), in [0, 1].
+    pin_evidence
+        Retrievals a person's decision holds governance back for, >= 0.
+    """
+
+    max_changes_per_day: int = 3
+    max_quarantined: float = 0.1
+    pin_evidence: float = 50.0
+
+    def __post_init__(self) -> None:
+        _count(self.max_changes_per_day, "max_changes_per_day", 0)
+        _number(self.max_quarantined, "max_quarantined", 0.0, 1.0)
+        _number(self.pin_evidence, "pin_evidence", 0.0)
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """The holdout guard (:mod:`memworth.guard`): ``alpha``, its error rate, in (0, 1)."""
+
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        _number(self.alpha, "alpha", 0.0, 1.0, open_ends=True)
+
+
+PARTS: dict[str, type] = {
+    "classes": ClassSettings,
+    "standing": StandingSettings,
+    "low_worth": LowWorthSettings,
+    "staleness": StalenessSettings,
+    "change": ChangeSettings,
+    "probes": ProbeSettings,
+    "limits": LimitSettings,
+    "holdout_guard": GuardSettings,
+}
+"""The parts of a governance policy, by name, in the order the settings JSON shows them."""
+
+FLAT_NAMES: dict[str, tuple[str, str]] = {
+    "theta_high": ("classes", "theta_high"),
+    "theta_low": ("classes", "theta_low"),
+    "min_evidence": ("classes", "min_evidence"),
+    "hot_worth": ("classes", "hot_worth"),
+    "promote_above": ("standing", "promote_above"),
+    "demote_below": ("standing", "demote_below"),
+    "min_confidence": ("standing", "min_confidence"),
+    "deprecation": ("low_worth", "rule"),
+    "deprecation_alpha": ("low_worth", "alpha"),
+    "deprecation_evidence": ("low_worth", "evidence"),
+    "deprecate_below": ("low_worth", "deprecate_below"),
+    "window_test": ("staleness", "window_test"),
+    "staleness_window": ("staleness", "window"),
+    "staleness_drop": ("staleness", "drop"),
+    "change_detection": ("change", "enabled"),
+    "change_odds_ratio": ("change", "odds_ratio"),
+    "change_threshold": ("change", "threshold"),
+    "change_min_history": ("change", "min_history"),
+    "change_reference_half_life": ("change", "reference_half_life"),
+    "change_context_strength": ("change", "context_strength"),
+    "change_alpha": ("change", "alpha"),
+    "probe_alpha": ("probes", "alpha"),
+    "probe_beta": ("probes", "beta"),
+    "max_changes_per_day": ("limits", "max_changes_per_day"),
+    "max_quarantined": ("limits", "max_quarantined"),
+    "pin_evidence": ("limits", "pin_evidence"),
+    "guard_alpha": ("holdout_guard", "alpha"),
+}
+"""Each setting's flat name (as ``GovernancePolicy`` had them before it was composed of
+parts) -> (part, setting): the compatibility layer's one table."""
+
+FLAT_OF: dict[tuple[str, str], str] = {where: flat for flat, where in FLAT_NAMES.items()}
+"""The other way round: (part, setting) -> flat name."""

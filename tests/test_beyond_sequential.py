@@ -241,6 +241,62 @@ def test_the_splitter_s_live_statistics_equal_a_fresh_scan_of_the_log() -> None:
     store.close()
 
 
+def test_record_many_advances_the_live_statistics_as_one_record_at_a_time_does() -> None:
+    """A batch moves each memory's CUSUM through its repeats in log order: bit for bit what
+    recording the same outcomes one at a time does (memories repeated within a batch,
+    confidences that differ by batch, a memory that arrives late, two namespaces in one
+    batch), and what a fresh scan of the log gives."""
+    from memworth.coretrieval import AlarmSplitter
+
+    def twin() -> MemoryStore:
+        never = AlarmSplitter(share=1.0, suspect=1e9, seed=0)  # keeps live statistics, never splits
+        s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0, ablation=never)
+        s.add_many([{"id": f"n{i}", "text": f"python list note number {i}"} for i in range(5)])
+        s.add_many([{"id": f"c{i}", "text": f"capital of czechoslovakia {i}"} for i in range(3)], namespace="other")
+        return s
+
+    one, many = twin(), twin()
+    rng = np.random.default_rng(11)
+    for phase in range(2):
+        if phase == 1:
+            for s in (one, many):
+                s.add("python list note number 5", id="n5")
+        plan = []
+        for _ in range(200):
+            ns = "other" if rng.random() < 0.2 else "default"
+            words = " ".join(str(i) for i in rng.choice(6, size=2, replace=False))
+            query = ("python list note number " if ns == "default" else "capital of czechoslovakia ") + words
+            plan.append((query, ns))
+        eps = [[s.recall(q, k=3, namespace=ns).episode for q, ns in plan] for s in (one, many)]
+        assert [[i.memory_id for i in e.items] for e in eps[0]] == [[i.memory_id for i in e.items] for e in eps[1]]
+        fails = {"n0", "c1"} if phase == 1 else set()
+        outcomes = [
+            not (fails & {i.memory_id for i in e.items}) and bool(rng.random() < 0.85) for e in eps[0]
+        ]
+        for b, start in enumerate(range(0, 200, 37)):
+            source = "implicit" if b % 2 else "explicit"
+            for e, ok in zip(eps[0][start : start + 37], outcomes[start : start + 37], strict=True):
+                one.record(e, ok, source=source)
+            many.record_many(list(zip(eps[1][start : start + 37], outcomes[start : start + 37], strict=True)), source=source)
+    for ns in ("default", "other"):
+        a, b = one._live[ns], many._live[ns]
+        assert a.names == b.names and a.logged == b.logged == (one.backend.outcome_count(ns))
+        known = len(a.names)  # rows past it are spare room, grown differently
+        for column in ("statistic", "since", "first_alarm", "observations", "successes", "expected"):
+            np.testing.assert_array_equal(getattr(a.state, column)[:known], getattr(b.state, column)[:known], column)
+        assert a.reference.rate == b.reference.rate
+    moved = many._live["default"].statistics()
+    assert max(moved, key=moved.__getitem__) == "n0" and moved["n0"] > 0
+    assert many.ablation._statistics[("default", "n0")] == moved["n0"]  # the splitter was told
+    live = {ns: many._live[ns].statistics() for ns in ("default", "other")}
+    many._live.clear()
+    for ns in ("default", "other"):
+        many.outcome_streams(ns)  # a fresh scan
+        assert many._live[ns].statistics() == pytest.approx(live[ns], abs=1e-9)
+    one.close()
+    many.close()
+
+
 def test_govern_refreshes_the_splitter_from_the_log(store: MemoryStore) -> None:
     """Outcomes another process logged reach the splitter at the next govern()."""
     from memworth.coretrieval import AlarmSplitter

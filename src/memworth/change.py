@@ -320,6 +320,28 @@ class BernoulliCusum:
         self._apply(state, rows, y, w, ref, time, step)
         return step
 
+    def advance_many(
+        self, state: CusumState, rows: np.ndarray, success: np.ndarray, weight: np.ndarray, reference: np.ndarray, time: np.ndarray
+    ) -> None:
+        """:meth:`advance` for many episodes at once, for a caller that has checked its inputs:
+        observation ``i`` (of row ``rows[i]``, with its outcome, confidence, reference rate and
+        episode number ``time[i]``) in log order. Each memory's observations are taken in
+        order, and different memories' together: a memory's CUSUM reads only its own state and
+        its episode's reference rate, so this ends where one :meth:`advance` per episode ends,
+        bit for bit, with one vectorised step per *repeat* of a memory instead of per episode."""
+        r = np.asarray(rows, dtype=np.int64)
+        if not r.size:
+            return
+        order = np.argsort(r, kind="stable")  # each memory's observations together, in log order
+        first = np.r_[True, r[order][1:] != r[order][:-1]]
+        starts = np.flatnonzero(first)
+        repeat = np.empty(r.size, dtype=np.int64)
+        repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.r_[starts, r.size]))
+        for j in range(int(repeat.max()) + 1):
+            at = np.flatnonzero(repeat == j)  # the j-th observation of each memory: distinct rows
+            rj, yj, wj, refj = r[at], success[at], weight[at], reference[at]
+            self._apply(state, rj, yj, wj, refj, time[at], self._steps(state, rj, yj, wj, refj))
+
     def _apply(
         self,
         state: CusumState,
@@ -327,20 +349,21 @@ class BernoulliCusum:
         y: np.ndarray,
         w: np.ndarray,
         ref: np.ndarray | None,
-        time: int,
+        time: int | np.ndarray,
         step: np.ndarray,
     ) -> np.ndarray:
-        """Add the ``step`` of each of rows ``r`` and count its observation; which are in alarm."""
+        """Add the ``step`` of each of rows ``r`` and count its observation; which are in alarm.
+        ``time``: the episode number, one for all rows or one per row."""
         _ratio, h, _n0, _a = self._check()
         before = state.statistic[r]
         after = np.maximum(0.0, before + step)
         state.statistic[r] = after
         started = (before <= 0) & (after > 0)
-        state.since[r[started]] = time
+        state.since[r[started]] = time[started] if isinstance(time, np.ndarray) else time
         state.since[r[after <= 0]] = -1
         alarm = after >= h
         fresh = alarm & (state.first_alarm[r] < 0)
-        state.first_alarm[r[fresh]] = time
+        state.first_alarm[r[fresh]] = time[fresh] if isinstance(time, np.ndarray) else time
         state.observations[r] += w
         state.successes[r] += w * y
         state.expected[r] += w * (0.5 if ref is None else ref)

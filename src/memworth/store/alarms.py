@@ -36,7 +36,8 @@ class LiveAlarms:
         logged: int,
     ) -> None:
         self.detector = detector
-        self.rows = {mid: i for i, mid in enumerate(ids)}
+        self.names = list(dict.fromkeys(ids))
+        self.rows = {mid: i for i, mid in enumerate(self.names)}
         self.state = state
         self.reference = reference
         self.logged = int(logged)
@@ -47,6 +48,7 @@ class LiveAlarms:
         for mid in unique:
             if mid not in self.rows:
                 self.rows[mid] = len(self.rows)
+                self.names.append(mid)
         if len(self.rows) > len(self.state):
             self.state.grow(max(len(self.rows), 2 * len(self.state)))
         self.logged += 1
@@ -55,6 +57,38 @@ class LiveAlarms:
             self.detector.advance(self.state, rows, bool(success), float(confidence), self.reference.rate, self.logged)
         self.reference.add(bool(success))
         return {mid: float(self.state.statistic[self.rows[mid]]) for mid in unique}
+
+    def advance_many(self, outcomes: Sequence[tuple[Sequence[str], bool, float]]) -> dict[str, float]:
+        """Add outcomes in log order, each ``(memory_ids, success, confidence)``: what one
+        :meth:`advance` per outcome does, bit for bit, in one vectorised pass per repeat of a
+        memory (a batch of ``record_many``). Returns the statistics of the memories they moved, after the last."""
+        rows: list[int] = []
+        ys: list[bool] = []
+        ws: list[float] = []
+        refs: list[float] = []
+        times: list[int] = []
+        for memory_ids, success, confidence in outcomes:
+            self.logged += 1
+            rate = self.reference.rate
+            for mid in dict.fromkeys(memory_ids):
+                row = self.rows.get(mid)
+                if row is None:
+                    row = self.rows[mid] = len(self.rows)
+                    self.names.append(mid)
+                rows.append(row)
+                ys.append(bool(success))
+                ws.append(float(confidence))
+                refs.append(rate)
+                times.append(self.logged)
+            self.reference.add(bool(success))
+        if len(self.rows) > len(self.state):
+            self.state.grow(max(len(self.rows), 2 * len(self.state)))
+        r = np.array(rows, dtype=np.int64)
+        self.detector.advance_many(
+            self.state, r, np.array(ys, dtype=bool), np.array(ws), np.array(refs), np.array(times, dtype=np.int64)
+        )
+        moved = np.unique(r)
+        return {self.names[row]: stat for row, stat in zip(moved.tolist(), self.state.statistic[moved].tolist(), strict=True)}
 
     def statistics(self) -> dict[str, float]:
         """Every known memory's statistic now."""

@@ -280,12 +280,15 @@ class RecordingMixin(StoreState):
         """Advance the live change statistics with outcomes just logged; tell the splitter."""
         if not isinstance(self.ablation, AlarmSplitter):
             return
+        by_namespace: dict[str, builtins.list[tuple[builtins.list[str], bool, float]]] = {}
+        for ep, ok, conf in credited:  # log order kept within each namespace
+            by_namespace.setdefault(ep.namespace, []).append(([item.memory_id for item in ep.items], ok, conf))
         with self._live_lock:
-            for ep, ok, conf in credited:
-                live = self._live.get(ep.namespace)
+            for ns, outcomes in by_namespace.items():
+                live = self._live.get(ns)
                 if live is not None:
-                    moved = live.advance([item.memory_id for item in ep.items], ok, conf)
-                    self.ablation.watch({(ep.namespace, mid): stat for mid, stat in moved.items()})
+                    moved = live.advance(*outcomes[0]) if len(outcomes) == 1 else live.advance_many(outcomes)
+                    self.ablation.watch({(ns, mid): stat for mid, stat in moved.items()})
 
     def _weight(self, source: str, namespace: str, given: float | None) -> float:
         """The confidence an outcome of ``source`` is credited with."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from memworth import CountsTable, ValidationError
@@ -51,6 +51,7 @@ def test_demotion_lowers_a_memory_whatever_the_query() -> None:
     margin=st.floats(0.0, 1.0),
     boost=st.floats(0.0, 1.0),
 )
+@example(sims=[0.5, 0.0], margin=5e-324, boost=0.1)  # gap / margin overflows: no boost, no warning
 def test_the_boost_never_exceeds_its_setting_and_never_grows_with_the_gap(
     sims: list[float], margin: float, boost: float
 ) -> None:

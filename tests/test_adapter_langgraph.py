@@ -84,7 +84,10 @@ def test_outcomes_reorder_a_listing_and_governance_hides_an_item(store: Governed
     store.sidecar.restore(deprecated[0].seq, namespace="alice")
     found = [i.key for i in store.search(NS, query="capital of the czech republic", limit=5)]
     assert "prague" in found  # restored: served again
-    assert found[0] == "water"  # promoted: its standing raises its score above the failed prague
+    assert found[0] == "prague"  # water is promoted, but its boost lifts it only among the query's near matches
+    (hit,) = store.search(NS, query="at what temperature does water boil", limit=1)
+    assert isinstance(hit, GovernedItem) and hit.key == "water"  # the best match: the full boost
+    assert hit.rank_score == pytest.approx(0.6 * hit.score + 0.4 * hit.worth + 0.1)
 
 
 def test_pages_after_the_first_are_cut_from_the_ranking(store: GovernedStore) -> None:

@@ -170,6 +170,10 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     for r in summaries:  # every episode is counted once, before or after the upgrade
         assert int(r["all_before_n"]) == 300 and int(r["all_after_n"]) == 400
         assert int(r["arm_after_n"]) + int(r["held_after_n"]) == 400
+        # crowding by standing is counted on the recalls governance ranked; the twin promotes nothing
+        assert int(r["recalls"]) == int(r["arm_before_n"]) + int(r["arm_after_n"]) >= int(r["crowded"]) >= 0
+        assert r["arm"] != "ungoverned" or int(r["crowded"]) == 0
+    assert "uniform: governed recalls whose top k held a promoted recipe of another task: " in printed
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

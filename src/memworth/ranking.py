@@ -8,10 +8,21 @@ Scores (``ScoreRule``):
 * :class:`CosineRecencyWorth` - note 003: ``similarity * recency * worth``;
 * :class:`LowerBoundBlend` - the blend on a lower bound of worth (cautious at low evidence).
 
-Standing feeds every rule the same way (:func:`with_standing`): a ``promoted`` memory's
-score gains the rule's ``promoted_boost`` (default 0.1), a ``demoted`` one's loses
-``demoted_penalty`` (default 0.1): note 003's "boost activation" and "lower activation".
-A memory under ``re-verify`` is quarantined by the store instead (served only as a probe).
+Standing feeds every rule the same way (:func:`with_standing`): note 003's "boost
+activation" and "lower activation", conditioned on the query.
+
+* A ``promoted`` memory gains up to the rule's ``promoted_boost`` (default 0.1), in full
+  when it matches the query as well as the best candidate does, fading linearly with the
+  similarity gap to that best match, and not at all once the gap reaches
+  ``promoted_margin`` (default 0.05). Promotion reorders the memories that already match
+  a query; it does not push a memory into recalls for queries it does not match (a
+  flat boost did: on the live upgrade world promoted recipes crowded other tasks'
+  recipes out of recall).
+* A ``demoted`` memory loses ``demoted_penalty`` (default 0.1) on every query: lowering
+  a score can crowd nothing out, and a demoted memory that is the best match must still
+  lose ground.
+* A memory under ``re-verify`` is quarantined by the store instead (served only as a
+  probe, ranked by its score without any boost).
 
 Selection (:func:`select`) fills k slots by score, except that each slot is, with
 probability ``exploration``, given to a low-evidence candidate drawn uniformly: the
@@ -49,8 +60,9 @@ def _weights(similarity: float, worth: float) -> None:
             raise ValidationError(name, f"must be a finite weight >= 0, got {v!r}")
 
 
-def _boosts(promoted: float, demoted: float) -> None:
-    for name, v in (("promoted_boost", promoted), ("demoted_penalty", demoted)):
+def _boosts(rule: object) -> None:
+    for name in ("promoted_boost", "demoted_penalty", "promoted_margin"):
+        v = getattr(rule, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)) or v < 0:
             raise ValidationError(name, f"must be a finite number >= 0, got {v!r}")
 
@@ -73,11 +85,12 @@ class Blend:
     estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
     promoted_boost: float = 0.1
     demoted_penalty: float = 0.1
+    promoted_margin: float = 0.05
 
     def validate(self) -> None:
         """Refuse weights that are not finite and >= 0 (and boosts likewise)."""
         _weights(self.similarity, self.worth)
-        _boosts(self.promoted_boost, self.demoted_penalty)
+        _boosts(self)
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         _weights(self.similarity, self.worth)
@@ -109,13 +122,14 @@ class CosineRecencyWorth:
     estimator: RawWorth | WilsonBound = field(default_factory=RawWorth)
     promoted_boost: float = 0.1
     demoted_penalty: float = 0.1
+    promoted_margin: float = 0.05
 
     def validate(self) -> None:
         """Refuse a half-life that is not a finite number > 0 (and boosts that are not >= 0)."""
         h = self.half_life_days
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(float(h)) or h <= 0:
             raise ValidationError("half_life_days", f"must be a finite number > 0, got {h!r}")
-        _boosts(self.promoted_boost, self.demoted_penalty)
+        _boosts(self)
 
     def score(self, similarity: np.ndarray, counts: CountsTable, age_seconds: np.ndarray) -> np.ndarray:
         self.validate()
@@ -127,27 +141,47 @@ class CosineRecencyWorth:
 ScoreRule = Blend | LowerBoundBlend | CosineRecencyWorth
 
 
-def with_standing(rule: ScoreRule, scores: np.ndarray, standing: object) -> np.ndarray:
-    """``scores`` with each memory's standing applied: ``+ rule.promoted_boost`` for a
-    promoted memory, ``- rule.demoted_penalty`` for a demoted one (others unchanged).
+def with_standing(rule: ScoreRule, scores: np.ndarray, standing: object, similarity: object) -> np.ndarray:
+    """``scores`` with each memory's standing applied, relative to the query's best match.
+
+    A promoted memory gains ``rule.promoted_boost * max(0, 1 - gap / rule.promoted_margin)``,
+    where ``gap`` is how far its ``similarity`` falls below the highest similarity among
+    these candidates (a margin of 0: only the best match gains); a demoted memory loses
+    ``rule.demoted_penalty`` whatever the query; others are unchanged.
 
     Examples
     --------
+    Three equally similar memories: the promoted one rises, the demoted one falls.
+
     >>> import numpy as np
-    >>> with_standing(Blend(), np.array([0.5, 0.5, 0.5]), ["promoted", "normal", "demoted"]).round(2)
+    >>> sims = np.array([0.8, 0.8, 0.8])
+    >>> with_standing(Blend(), np.array([0.5, 0.5, 0.5]), ["promoted", "normal", "demoted"], sims).round(3)
     array([0.6, 0.5, 0.4])
+
+    A promoted memory 0.025 below the best match gains half the boost; one 0.3 below, nothing.
+
+    >>> with_standing(Blend(), np.array([0.5, 0.5, 0.5]), ["normal", "promoted", "promoted"],
+    ...               np.array([0.8, 0.775, 0.5])).round(3)
+    array([0.5 , 0.55, 0.5 ])
     """
     scores = np.asarray(scores, dtype=float)
     if standing is None:
         return scores
-    for name in ("promoted_boost", "demoted_penalty"):
-        v = getattr(rule, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)) or v < 0:
-            raise ValidationError(name, f"must be a finite number >= 0, got {v!r}")
+    _boosts(rule)
     marks = np.asarray(standing, dtype=object)
     if marks.shape != scores.shape:
         raise ValidationError("standing", f"has {marks.size} entries for {scores.size} scores")
-    return scores + rule.promoted_boost * (marks == "promoted") - rule.demoted_penalty * (marks == "demoted")
+    sims = np.asarray(similarity, dtype=float)
+    if sims.shape != scores.shape:
+        raise ValidationError("similarity", f"has {sims.size} entries for {scores.size} scores")
+    promoted = marks == "promoted"
+    if promoted.any():
+        gap = np.max(sims) - sims
+        margin = float(rule.promoted_margin)
+        with np.errstate(over="ignore"):  # a tiny margin: a gap / margin past float's range is a gap past it
+            near = (gap <= 0.0) if margin == 0 else np.clip(1.0 - gap / margin, 0.0, 1.0)
+        scores = scores + rule.promoted_boost * near * promoted
+    return scores - rule.demoted_penalty * (marks == "demoted")
 
 
 @dataclass(frozen=True)

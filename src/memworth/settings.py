@@ -118,7 +118,8 @@ class RecallSettings:
     ----------
     scoring
         The ranking rule: :class:`memworth.ranking.Blend` (0.6 x similarity + 0.4 x worth),
-        ``LowerBoundBlend`` or ``CosineRecencyWorth``.
+        ``LowerBoundBlend`` or ``CosineRecencyWorth``; each carries how standing moves
+        the score (``promoted_boost``, ``promoted_margin``, ``demoted_penalty``).
     exploration
         Chance that each recall slot goes to a low-evidence memory (assumption A2's floor).
     min_evidence

@@ -117,7 +117,7 @@ def play(
     store = MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": r.id, "text": r.text} for r in world.recipes.values()])
     k = int(w["k"]) if credit == "uniform" else 1
-    outcomes, held, ran = [], [], []
+    outcomes, held, ran, crowded = [], [], [], []
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
     flags: list[tuple[str, int, str]] = []
@@ -128,6 +128,9 @@ def play(
         recall = store.recall(task.requests[qi], k=k, episode_id=f"s{seed}-e{t}")
         env = "before" if t <= upgrade_at else "after"
         pick = next((r.memory.id for r in recall.results if world.recipes[r.memory.id].task == task.id), None)
+        crowded.append(
+            any(r.memory.standing == "promoted" and world.recipes[r.memory.id].task != task.id for r in recall.results)
+        )
         ok = pick is not None and world.table.ok(pick, env, input_seed)
         store.record(recall.episode, ok)
         outcomes.append(ok)
@@ -144,6 +147,7 @@ def play(
     return {
         "outcomes": np.array(outcomes, dtype=bool),
         "holdout": np.array(held, dtype=bool),
+        "crowded": np.array(crowded, dtype=bool),
         "ran": ran,
         "retrieved_before": retrieved_before,
         "retrieved_after": retrieved_after,
@@ -250,7 +254,7 @@ def run_seed(
             )
         rows[-1] |= {"summary": 1} | {f"all_{k}": v for k, v in overall.items()}
         rows[-1] |= {f"arm_{k}": v for k, v in arm_only.items()} | {f"held_{k}": v for k, v in held.items()}
-        rows[-1] |= tally
+        rows[-1] |= tally | {"crowded": int(run["crowded"][~run["holdout"]].sum()), "recalls": int((~run["holdout"]).sum())}
     return rows
 
 
@@ -267,6 +271,8 @@ SUMMARY_FIELDS = (
     "bugs_flagged",
     "guard_fired_at",
     "guard_rollbacks",
+    "crowded",
+    "recalls",
 )
 
 
@@ -364,6 +370,12 @@ def _rate(rows: list[dict[str, Any]], key: str) -> str:
     s, n = _pool(rows, key)
     lo, hi = _wilson(s, n)
     return f"{s / max(n, 1):.3f} (95% {lo:.3f}-{hi:.3f}, n={n})"
+
+
+def _crowded(rows: list[dict[str, Any]]) -> str:
+    """Share of governed recalls whose top k held a promoted recipe of another task (crowding by standing)."""
+    c, n = sum(int(r["crowded"]) for r in rows), sum(int(r["recalls"]) for r in rows)
+    return f"{c / max(n, 1):.1%} of {n}"
 
 
 def _paired_lift(gov: list[dict[str, Any]], base: list[dict[str, Any]]) -> tuple[float, float, float, str]:
@@ -466,6 +478,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
             f"holdout share {_rate(gov, 'held_after')}; governed over holdout after the upgrade {hl.lift:+.3f} "
             f"(95% CI {hl.lower:+.3f} to {hl.upper:+.3f}, Newcombe, pooled)"
         )
+        notes.append(f"{credit}: governed recalls whose top k held a promoted recipe of another task: {_crowded(gov)}")
         fired = [r for r in gov if int(r.get("guard_fired_at", 0) or 0)]
         notes.append(
             f"{credit}: the holdout guard (governed success below the holdout's, anytime-valid) fired in "
@@ -511,7 +524,8 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                     None,
                     f"lift {d_arm[0]:+.3f} (95% CI {d_arm[1]:+.3f} to {d_arm[2]:+.3f}) against {d_ref[0]:+.3f} with "
                     f"everything on, same {len(sel)} seeds; success after the upgrade {_rate(sel, 'arm_after')}; "
-                    f"broken flagged in time {share:.2f}; false flags/seed {np.mean([int(r['false_flags']) for r in sel]):.1f}",
+                    f"broken flagged in time {share:.2f}; false flags/seed {np.mean([int(r['false_flags']) for r in sel]):.1f}; "
+                    f"recalls holding another task's promoted recipe {_crowded(sel)} (everything on: {_crowded(ref)})",
                 )
             )
     notes.append(f"the upgrade comes after episode {upgrade_at} of {episodes}")

@@ -11,6 +11,7 @@ import pytest
 from memworth import MemoryStore, ValidationError
 from memworth.errors import ConflictError, UnknownMemoryError
 from memworth.governance import GovernancePolicy
+from memworth.ranking import Blend
 from memworth.store.report import MemoryReport
 from tests.store.conftest import FACTS
 
@@ -29,6 +30,24 @@ def test_standing_moves_the_score_by_the_rules_documented_amounts(make_store: Ca
     assert after["reverse"] == pytest.approx(before["reverse"] + 0.1)
     assert after["methods"] == pytest.approx(before["methods"] - 0.1)
     assert after["water"] == pytest.approx(before["water"])
+
+
+def test_promotion_lifts_a_memory_among_near_matches_not_past_a_better_match(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """The promoted boost is query-conditional on every backend: prague wins the near tie for
+    "the capital city" but not "the capital of czechoslovakia", which czechoslovakia matches far
+    better (a weight of 0.2 on similarity, so that the flat boost of before would have won it)."""
+    s = make_store(exploration=0.0, seed=0, scoring=Blend(similarity=0.2))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    assert [r.memory.id for r in s.recall("what is the capital city", k=2)] == ["czechoslovakia", "prague"]
+    s.set_standing("prague", "promoted", reason="vouched for")
+    assert s.recall("what is the capital city", k=1).results[0].memory.id == "prague"
+    far = {r.memory.id: r for r in s.recall("capital of czechoslovakia", k=2)}
+    assert list(far) == ["czechoslovakia", "prague"]
+    gap = 0.2 * (far["czechoslovakia"].similarity - far["prague"].similarity)
+    assert gap < 0.1  # the flat boost would have put prague first
+    assert far["prague"].score == pytest.approx(0.2 * far["prague"].similarity + 0.4 * 0.5)  # no boost at all
 
 
 def test_a_quarantined_memory_is_served_only_as_a_logged_probe(make_store: Callable[..., MemoryStore]) -> None:

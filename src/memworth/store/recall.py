@@ -332,10 +332,11 @@ class RecallMixin(StoreState):
         standing: Sequence[str] | None = None,
     ) -> np.ndarray:
         """The final ranking score of candidates: the store's ``scoring`` rule (or ``scoring``)
-        with their standing applied (:func:`memworth.ranking.with_standing`)."""
+        with their standing applied (:func:`memworth.ranking.with_standing`: a promoted
+        memory's boost depends on how close it comes to the best of these ``sims``)."""
         rule = self.scoring if scoring is None else scoring
         scores = np.asarray(rule.score(sims, table, self.clock() - created), dtype=float)
-        scores = with_standing(rule, scores, standing)
+        scores = with_standing(rule, scores, standing, sims)
         if not np.isfinite(scores).all():
             raise StoreError("scoring produced a non-finite score")
         return scores

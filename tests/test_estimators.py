@@ -361,3 +361,24 @@ def test_context_pooled_refuses_a_bad_strength(strength: float) -> None:
     with pytest.raises(ValidationError) as info:
         ContextPooled(strength=strength).value_in_context(Counts(), Counts())
     assert info.value.field == "strength"
+
+
+@given(st.lists(st.tuples(any_count, any_count, any_count), min_size=1, max_size=20), st.sampled_from([0.5, 1.96, 3.0]))
+def test_one_memorys_worth_and_wilson_interval_equal_the_tables_bit_for_bit(
+    rows: list[tuple[float, float, float]], z: float
+) -> None:
+    """Governance reads one memory at a time through a Python-float path; a table goes
+    through NumPy. Same formula, same IEEE operations: the same bits."""
+    counts = [Counts(s, f, n) for s, f, n in rows]
+    table = CountsTable(
+        np.array([c.success for c in counts]), np.array([c.failure for c in counts]), np.array([c.n for c in counts])
+    )
+    raw = RawWorth().value(table)
+    for evidence in ("weighted", "retrievals"):
+        lo, hi = WilsonBound(z=z, evidence=evidence).interval(table)
+        for i, c in enumerate(counts):
+            one = WilsonBound(z=z, evidence=evidence).interval(c)
+            assert type(one[0]) is float and (one[0], one[1]) == (lo[i], hi[i])
+    for i, c in enumerate(counts):
+        assert RawWorth().value(c) == raw[i] and type(RawWorth().value(c)) is float
+    assert RawWorth(no_evidence=0.25).value(Counts(0.0, 0.0, 3.0)) == 0.25

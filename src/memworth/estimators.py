@@ -20,8 +20,10 @@ retrievals (``"retrievals"``, n, with the success share taken from the weighted 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,11 +45,41 @@ Side = Literal["lower", "upper"]
 
 def _ratio(counts: CountsLike, default: float) -> float | np.ndarray:
     check_counts(counts)
+    if isinstance(counts, Counts):  # one memory (governance asks per memory): Python floats,
+        v = counts.success + counts.failure  # the same IEEE operations as the array path below
+        return counts.success / v if v > 0 else float(default)
     s = np.asarray(counts.success, dtype=float)
     v = s + np.asarray(counts.failure, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.where(v > 0, s / np.where(v > 0, v, 1.0), default)
     return _unbox(r)
+
+
+def _wilson(n: Any, p: Any, z: float, root: Callable[[Any], Any], unit: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """The Wilson interval of success share ``p`` over evidence ``n``: note 003's formula
+    multiplied through by n, stable for any n >= 0 since nothing divides by n or squares it
+    (at n = 0 it gives the whole interval [0, 1]). Written once for floats and for arrays:
+    ``root`` is the square root of the positive part, ``unit`` clips to [0, 1]."""
+    z2 = z * z
+    centre = n * p + z2 / 2
+    spread = z * root(n * p * (1 - p) + z2 / 4)
+    return unit((centre - spread) / (n + z2)), unit((centre + spread) / (n + z2))
+
+
+def _root(x: float) -> float:
+    return math.sqrt(max(x, 0.0))
+
+
+def _roots(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.sqrt(np.maximum(x, 0.0)))
+
+
+def _unit(x: float) -> float:
+    return min(max(x, 0.0), 1.0)
+
+
+def _units(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.clip(x, 0.0, 1.0))
 
 
 def _unbox(x: np.ndarray) -> float | np.ndarray:
@@ -230,18 +262,16 @@ class WilsonBound:
         """``(lower, upper)`` for ``counts`` (floats, or arrays for a CountsTable)."""
         z = _check_positive(self.z, "z")
         check_unit(self.evidence)
+        if isinstance(counts, Counts):  # one memory: Python floats, bit for bit the array result
+            p1 = float(_ratio(counts, 0.5))
+            n1 = counts.success + counts.failure if self.evidence == "weighted" else counts.n
+            return _wilson(n1, p1, z, _root, _unit)
         p = np.asarray(_ratio(counts, 0.5), dtype=float)
         if self.evidence == "weighted":
             n = np.asarray(counts.success, dtype=float) + np.asarray(counts.failure, dtype=float)
         else:
             n = np.asarray(counts.n, dtype=float)
-        # The formula above multiplied through by n: stable for any n >= 0, since nothing
-        # divides by n or squares it (at n = 0 it gives the whole interval [0, 1]).
-        z2 = z * z
-        centre = n * p + z2 / 2
-        spread = z * np.sqrt(np.maximum(n * p * (1 - p) + z2 / 4, 0.0))
-        lo = np.clip((centre - spread) / (n + z2), 0.0, 1.0)
-        hi = np.clip((centre + spread) / (n + z2), 0.0, 1.0)
+        lo, hi = _wilson(n, p, z, _roots, _units)
         return _unbox(lo), _unbox(hi)
 
     def value(self, counts: CountsLike) -> float | np.ndarray:

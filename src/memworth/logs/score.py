@@ -310,7 +310,8 @@ def score_namespace(
 
 
 def _normal_quantile(level: float) -> float:
-    """z of a two-sided ``level`` interval (1.96 at 0.95)."""
-    from scipy.stats import norm
+    """z of a two-sided ``level`` interval (1.96 at 0.95): ``scipy.special.ndtri``, the
+    function ``scipy.stats.norm.ppf`` calls (importing scipy.stats took 3.5 s of a 1M-row run)."""
+    from scipy.special import ndtri
 
-    return float(norm.ppf(0.5 + level / 2))
+    return float(ndtri(0.5 + level / 2))

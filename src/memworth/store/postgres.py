@@ -671,21 +671,26 @@ class PostgresBackend:
         self._run(work)
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
-        def work(conn: Any) -> dict[str, Episode]:
-            unique = list(dict.fromkeys(ids))
-            heads = conn.execute(
-                "SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id = ANY(%s)", (unique,)
-            ).fetchall()
-            items: dict[str, list[EpisodeItem]] = {}
-            for eid, pos, mid, w, p, probe in conn.execute(
-                "SELECT episode_id, position, memory_id, weight, propensity, probe FROM episode_items"
-                " WHERE episode_id = ANY(%s) ORDER BY episode_id, position",
-                (unique,),
-            ).fetchall():  # fetched at once: iterating the cursor costs a check per row
-                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
-            return {h[0]: Episode(h[0], h[1], h[2], h[3], h[4], tuple(items.get(h[0], [])), bool(h[5])) for h in heads}
-
-        return dict(self._run(work))
+        # One statement (one round trip, in autocommit): each episode's row once per item, its
+        # items in position order; an episode that retrieved nothing comes once, with NULLs.
+        rows = self._read(
+            "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+            " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+            " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+            " WHERE e.id = ANY(%s) ORDER BY e.id, i.position",
+            (list(dict.fromkeys(ids)),),
+        )
+        heads: dict[str, tuple[Any, ...]] = {}
+        items: dict[str, list[EpisodeItem]] = {}
+        for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
+            heads.setdefault(eid, (ns, query, context, created, holdout))
+            found = items.setdefault(eid, [])
+            if mid is not None:
+                found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
+        return {
+            eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
+            for eid, (ns, query, context, created, holdout) in heads.items()
+        }
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         self.append_verifications((), outcomes, increments)

@@ -40,7 +40,7 @@ def _build(path: Path) -> str:
         sidecar.register(ids, namespace="a")
         good = {"m0", "m1", "m2", "m3"}
         batch = []
-        for _ in range(600):
+        for _ in range(300):
             picked = [ids[i] for i in rng.choice(12, size=2, replace=False)]
             p = 0.95 if good & set(picked) else 0.15
             batch.append((sidecar.retrieved(picked, namespace="a").id, bool(rng.random() < p)))
@@ -85,6 +85,7 @@ def test_the_long_routes_and_their_errors_answer_the_same_in_a_worker_process(tm
             ("post", "/v1/govern", {"apply": False}),
             ("get", "/v1/replay", None),
             ("get", "/v1/audit", None),
+            ("get", "/dashboard/governance", None),
             ("get", "/metrics", None),
         ]
         answers: dict[int, list[tuple[int, Any]]] = {0: [], 1: []}
@@ -96,6 +97,8 @@ def test_the_long_routes_and_their_errors_answer_the_same_in_a_worker_process(tm
                         line for line in r.text.splitlines() if line.startswith("memworth_governance_actions_total")
                     ]
                     answers[n].append((r.status_code, counted))
+                elif path.startswith("/dashboard"):
+                    answers[n].append((r.status_code, r.text))
                 else:
                     answers[n].append((r.status_code, r.json()))
         assert answers[1] == answers[0]

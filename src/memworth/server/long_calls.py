@@ -1,5 +1,8 @@
 """The server's long calls, as plain data: what ``/v1/govern``, ``/v1/replay`` and ``/v1/queue`` answer.
 
+The dashboard's governance page (:func:`memworth.server.dashboard.pages.governance_page`, a
+govern that applies nothing, and the queue) is one too: its page data pickles whole.
+
 Each function takes a store object and the tenant's namespace and returns the route's JSON
 answer, so it runs the same on one of the server's store objects or in a worker process
 (:mod:`memworth.server.processes`), which sends back only plain data. These are the calls

@@ -109,22 +109,31 @@ class _Worker:
 
     def __init__(self) -> None:
         self.executor: ProcessPoolExecutor | None = None
+        self.closed = False
+        self._lock = threading.Lock()
 
     def started(self) -> ProcessPoolExecutor:
-        if self.executor is None:
-            self.executor = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_interrupts
-            )
-        return self.executor
+        with self._lock:
+            if self.closed:  # the server shut down while this call waited: start nothing
+                raise UnavailableError("the server is shutting down: its worker processes are closed")
+            if self.executor is None:
+                self.executor = ProcessPoolExecutor(
+                    1, mp_context=multiprocessing.get_context("spawn"), initializer=_quiet_interrupts
+                )
+            return self.executor
 
     def replace(self) -> None:
         """Drop the executor whose process died; the next call starts a new one."""
-        dead, self.executor = self.executor, None
+        with self._lock:
+            dead, self.executor = self.executor, None
         if dead is not None:
             dead.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
-        done, self.executor = self.executor, None
+        """Stop the process, after the call it runs, if any; no call starts one again."""
+        with self._lock:
+            self.closed = True
+            done, self.executor = self.executor, None
         if done is not None:
             done.shutdown(wait=True, cancel_futures=True)
 

@@ -263,3 +263,29 @@ def test_memworth_serve_runs_govern_in_its_worker_process_and_stops_it(tmp_path:
     while any(Path(f"/proc/{p}").exists() for p in workers):  # stopped with the server
         assert time.monotonic() < deadline, "a worker process outlived the server"
         time.sleep(0.1)
+
+
+def test_memworth_serve_takes_processes_from_the_flag_the_file_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memworth.cli import main
+
+    config = tmp_path / "serve.toml"
+    config.write_text("[server]\nprocesses = 2\n")
+    # memory:// lives in one store object: any worker process is refused before the server starts
+    for argv, env in (
+        (["--processes", "1"], None),
+        (["--config", str(config)], None),
+        ([], "3"),
+        (["--processes", "-1"], None),
+    ):
+        if env is None:
+            monkeypatch.delenv("MEMWORTH_PROCESSES", raising=False)
+        else:
+            monkeypatch.setenv("MEMWORTH_PROCESSES", env)
+        code = main(["serve", "--store", "memory://", "--encoder", "hashing", *argv])
+        err = capsys.readouterr().err
+        assert code != 0 and "processes" in err, (argv, env, err)
+    monkeypatch.setenv("MEMWORTH_PROCESSES", "many")
+    assert main(["serve", "--store", "memory://", "--encoder", "hashing"]) != 0
+    assert "processes: must be an integer, got 'many'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,20 @@ from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore, Sidecar
 from memworth.errors import MemworthError, UnavailableError, ValidationError
+from memworth.server import long_calls
 from memworth.server.app import create_app
 from memworth.server.keys import create_key
 from memworth.server.processes import Processes, default_processes
 from memworth.store.configuring import SETTINGS_KEY
 from process_calls import NOW, fixed_clock, pid, raise_error, stall
+from tests.store.conftest import NO_DISK_WAIT, POSTGRES, drop, with_query
 
 
-def _build(path: Path) -> str:
-    """A store whose tenant ``a`` has memories governance acts on (good, bad, quarantined); its key."""
+def _build(path: Path | str) -> str:
+    """A store (a SQLite file, or a URL) whose tenant ``a`` has memories governance acts on; its key."""
     rng = np.random.default_rng(3)
-    with MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder(), seed=0, clock=fixed_clock) as store:
+    url = path if isinstance(path, str) else f"sqlite:///{path}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0, clock=fixed_clock) as store:
         sidecar = Sidecar(store)
         ids = [f"m{i}" for i in range(12)]
         sidecar.register(ids, namespace="a")
@@ -124,6 +128,31 @@ def test_the_long_routes_and_their_errors_answer_the_same_in_a_worker_process(tm
         assert got[0].json()["error"]["type"] == "SettingsError" and "version 99" in got[0].json()["error"]["reason"]
     finally:
         _close(clients, stores)
+
+
+def test_on_postgresql_govern_applied_in_a_worker_process_is_what_the_server_objects_then_read() -> None:
+    url = with_query(POSTGRES, schema=f"t_{uuid.uuid4().hex[:16]}", pool_size="2", options=NO_DISK_WAIT)
+    key = _build(url)
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, clock=fixed_clock)
+    app = create_app(store, workers=2, url=url, processes=1)
+    client = TestClient(app)
+    h = {"X-API-Key": key}
+    try:
+        dry = client.post("/v1/govern", json={"apply": False}, headers=h).json()
+        assert dry == long_calls.govern(store, "a", False)  # the same report, computed here
+        assert client.get("/v1/queue", headers=h).json() == long_calls.queue(store, "a")
+        applied = client.post("/v1/govern", json={"apply": True}, headers=h).json()["applied"]
+        assert applied, "the store was built for governance to act on"
+        for s in app.state.pool.stores:  # each server object reads the changes the process made
+            for e in applied:
+                assert getattr(s.get(e["memory_id"], namespace="a"), e["field"]) == e["new"]
+        after = client.post("/v1/govern", json={"apply": False}, headers=h).json()
+        assert after == long_calls.govern(store, "a", False) and after["applied"] == []
+        assert not {p["memory_id"] for p in after["proposals"]} & {e["memory_id"] for e in applied}
+        assert client.get("/v1/replay", headers=h).json() == {"consistent": True, "mismatches": []}
+    finally:
+        app.state.pool.close()
+        drop(store)
 
 
 def test_errors_come_back_whole_and_a_process_that_died_idle_is_replaced(tmp_path: Path) -> None:

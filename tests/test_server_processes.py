@@ -318,3 +318,28 @@ def test_memworth_serve_takes_processes_from_the_flag_the_file_and_the_environme
     monkeypatch.setenv("MEMWORTH_PROCESSES", "many")
     assert main(["serve", "--store", "memory://", "--encoder", "hashing"]) != 0
     assert "processes: must be an integer, got 'many'" in capsys.readouterr().err
+
+
+def test_after_a_govern_in_a_worker_process_the_tenants_store_object_rescans_its_live_alarms(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    key = _build(tmp_path / "live.db")
+    other = MemoryStore.open(url, clock=fixed_clock)  # another process's store object, say
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, clock=fixed_clock)
+    app = create_app(store, processes=1)
+    client = TestClient(app)
+    h = {"X-API-Key": key}
+    try:
+        first = Sidecar(other).retrieved(["m0", "m1"], namespace="a").id
+        assert client.post(f"/v1/episodes/{first}/outcome", json={"outcome": "success"}, headers=h).status_code == 200
+        logged = store._live["a"].logged  # this object's live change statistics, as it recorded the outcome
+        for _ in range(5):  # outcomes it does not record: they count from its next scan
+            other.record(Sidecar(other).retrieved(["m2", "m3"], namespace="a").id, True, namespace="a")
+        assert store._live["a"].logged == logged
+        assert client.post("/v1/govern", json={"apply": False}, headers=h).status_code == 200
+        assert store._live["a"].logged == logged + 5  # scanned again, as its own govern would have
+    finally:
+        app.state.pool.close()
+        store.close()
+        other.close()

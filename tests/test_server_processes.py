@@ -343,3 +343,28 @@ def test_after_a_govern_in_a_worker_process_the_tenants_store_object_rescans_its
         app.state.pool.close()
         store.close()
         other.close()
+
+
+def test_a_govern_applied_in_a_worker_process_keeps_the_hot_tier_mirror(tmp_path: Path) -> None:
+    ns = f"n{uuid.uuid4().hex[:10]}"
+    url = f"sqlite:///{tmp_path / 'hot.db'}"
+    store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, hot_tier="redis://127.0.0.1:6379/0")
+    store.exploration = 0.0
+    store.add_many(
+        [{"id": "reverse", "text": "Use list.reverse() to reverse a Python list."}, {"id": "cz", "text": "Prague."}],
+        namespace=ns,
+    )
+    for _ in range(12):
+        store.record(store.recall("reverse a python list", k=1, namespace=ns).episode, True)
+    key = create_key(store, ns, "agent")
+    app = create_app(store, processes=1)
+    try:
+        assert store.check_hot_tier(namespace=ns)["missing"] == ["reverse"]  # never mirrored yet
+        r = TestClient(app).post("/v1/govern", json={"apply": True}, headers={"X-API-Key": key})
+        assert r.status_code == 200
+        assert store.check_hot_tier(namespace=ns) == {"missing": [], "extra": [], "stale": []}
+    finally:
+        app.state.pool.close()
+        assert store.hot is not None
+        store.hot.clear(ns)
+        store.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 from memworth.store import MemoryStore
 
-__all__ = ["LONG_CALLS", "govern", "queue", "replay", "rescan"]
+__all__ = ["govern", "queue", "replay", "rescan"]
 
 
 def govern(store: MemoryStore, namespace: str, apply: bool) -> dict[str, Any]:
@@ -54,7 +54,3 @@ def rescan(store: MemoryStore, namespace: str) -> None:
     last read the log)."""
     if namespace in store._live:
         store.outcome_streams(namespace)
-
-
-LONG_CALLS = (govern, replay, queue)
-"""The calls a server runs in its worker processes when it has some."""

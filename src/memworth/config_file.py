@@ -9,6 +9,7 @@
     port = 8000
     log_level = "info"
     workers = 4                       # store objects requests run on (1 over memory://)
+    processes = 1                     # worker processes for govern, replay, the queue (0 over memory://)
     redis = "redis://127.0.0.1:6379/0"
 
     [mcp]                             # memworth mcp
@@ -21,7 +22,8 @@
     theta_low = 0.35
 
 A flag on the command line wins over the file, and the file over the environment
-(``$MEMWORTH_STORE``, ``$MEMWORTH_REDIS``, ``$MEMWORTH_LOG_LEVEL``, ``$MEMWORTH_WORKERS``) and the
+(``$MEMWORTH_STORE``, ``$MEMWORTH_REDIS``, ``$MEMWORTH_LOG_LEVEL``, ``$MEMWORTH_WORKERS``,
+``$MEMWORTH_PROCESSES``) and the
 defaults. The ``settings`` tables are changes to the store's kept settings: when the server starts they
 become a new version of them (recorded as made by the file), which every face then reads.
 
@@ -50,7 +52,7 @@ from memworth.settings import Settings
 __all__ = ["ConfigFile", "load"]
 
 SECTIONS = {
-    "server": {"host": str, "port": int, "log_level": str, "redis": str, "workers": int},
+    "server": {"host": str, "port": int, "log_level": str, "redis": str, "workers": int, "processes": int},
     "mcp": {"transport": str, "host": str, "port": int, "namespace": str, "redis": str},
 }
 """What each command's table may hold, with the type of each value."""

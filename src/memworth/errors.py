@@ -27,6 +27,10 @@ Each error also inherits the matching built-in, so ``except ValueError`` keeps w
 for callers that do not know memworth, and carries its HTTP status on the class
 (``status``): every face maps errors to statuses by reading it, in one place.
 
+Every error pickles whole (its class, message and fields such as ``field`` and
+``reason``), so one raised in another process (the server's worker processes,
+:mod:`memworth.server.processes`) is raised again here as itself.
+
 Examples
 --------
 >>> from memworth.errors import RateLimitError, StoreError
@@ -60,11 +64,33 @@ __all__ = [
 ]
 
 
+def _rebuilt(cls: type[MemworthError], args: tuple[object, ...], fields: dict[str, object]) -> MemworthError:
+    """An error of class ``cls`` with ``args`` and ``fields`` as pickled, without calling its
+    ``__init__`` (whose parameters differ from ``args`` in most classes)."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(fields)
+    return err
+
+
 class MemworthError(Exception):
-    """Root of every error memworth raises."""
+    """Root of every error memworth raises.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> err = pickle.loads(pickle.dumps(ValidationError("k", "must be at least 1")))
+    >>> type(err).__name__, err.field, err.reason, str(err)
+    ('ValidationError', 'k', 'must be at least 1', 'k: must be at least 1')
+    """
 
     status = 400
     """The HTTP status every face answers this error with."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own reduce calls ``cls(*self.args)``, which fails for the classes whose
+        # __init__ takes (field, reason) or adds fields: rebuild from the fields instead.
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
 
 
 class ValidationError(MemworthError, ValueError):

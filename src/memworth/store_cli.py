@@ -36,6 +36,7 @@ OPTIONS: dict[str, tuple[str | None, Any]] = {
     "host": (None, "127.0.0.1"),
     "port": (None, 8000),
     "workers": ("MEMWORTH_WORKERS", None),
+    "processes": ("MEMWORTH_PROCESSES", None),
     "transport": (None, "stdio"),
     "namespace": (None, "default"),
 }
@@ -948,6 +949,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "else 4; memory:// has 1)",
     )
     p.add_argument(
+        "--processes",
+        type=int,
+        help="worker processes that run the long calls (govern, replay, the queue) off the server's GIL, so "
+        "they do not stall other tenants (default: $MEMWORTH_PROCESSES, else 1; 0 runs them on the store "
+        "objects; memory:// has 0)",
+    )
+    p.add_argument(
         "--switch-interval",
         type=float,
         help="the server process's GIL switch interval in seconds (sys.setswitchinterval): how long a request "
@@ -982,19 +990,24 @@ def _serve(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.log_level not in ("critical", "error", "warning", "info", "debug"):  # from the environment
         raise ValidationError("log_level", f"must be critical, error, warning, info or debug, got {args.log_level!r}")
     from memworth.server.pool import SWITCH_INTERVAL, default_workers
+    from memworth.server.processes import default_processes
 
     workers = default_workers(store.backend.url) if args.workers is None else _integer("workers", args.workers)
+    processes = (
+        default_processes(store.backend.url) if args.processes is None else _integer("processes", args.processes)
+    )
     switch = args.switch_interval
     if switch is None and workers > 1:
         switch = SWITCH_INTERVAL
     if switch is not None and not (math.isfinite(switch) and 0 < switch <= 1):
         raise ValidationError("switch_interval", f"must be seconds above 0 and at most 1, got {switch!r}")
-    app = create_app(store, workers=workers, url=args.store)
+    app = create_app(store, workers=workers, url=args.store, processes=processes, hot_tier=args.redis or None)
     if switch is not None:
         sys.setswitchinterval(switch)  # this process is the server's: its threads are requests
     print(
         f"memworth {store.backend.url.split('@')[-1]} on http://{args.host}:{args.port} (OpenAPI at /docs), "
-        f"{workers} store object{'s' if workers > 1 else ''}",
+        f"{workers} store object{'s' if workers > 1 else ''}, "
+        f"{processes} worker process{'es' if processes != 1 else ''} for long calls",
         flush=True,
     )
     uvicorn.run(

@@ -29,6 +29,12 @@ serve --workers N``, default :data:`memworth.server.pool.DEFAULT_WORKERS` = 4, 1
 keeps its object (its calls run in order) and one with none takes the least busy, so one
 tenant's long call (govern, replay, holdout) leaves the other tenants free objects.
 ``PUT /v1/config`` answers once the new settings are in force on every object.
+
+The longest calls (govern, replay, the queue: :mod:`memworth.server.long_calls`) run in
+worker processes with ``create_app(store, processes=N)`` (``memworth serve --processes N``,
+default 1 over a database another process can open, else 0;
+:mod:`memworth.server.processes`): a tenant's govern then holds no GIL other tenants' reads
+need. The answers, errors and statuses are the same either way.
 """
 
 import logging
@@ -44,6 +50,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
 from memworth.errors import MemworthError, NotAdminError
+from memworth.server import long_calls
 from memworth.server.dashboard import dashboard_router
 from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import authenticate, list_keys
@@ -312,14 +319,27 @@ class _TooLarge(StarletteHTTPException):
         super().__init__(413, f"request body over {limit} bytes")
 
 
-def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1, url: str | None = None) -> FastAPI:
+def create_app(
+    store: MemoryStore,
+    *,
+    max_body: int = MAX_BODY,
+    workers: int = 1,
+    url: str | None = None,
+    processes: int = 0,
+    hot_tier: str | None = None,
+) -> FastAPI:
     """The HTTP app over ``store`` (which it does not close), its requests run on ``workers``
     store objects over the store's database: ``store`` and ``workers - 1`` more, opened now and
     closed when the app shuts down (:class:`memworth.server.pool.StorePool`). With 1, every
     request waits for the one before it; ``memworth serve`` runs
     :data:`memworth.server.pool.DEFAULT_WORKERS`. ``url``: the URL ``store`` was opened with,
-    needed when it holds a password (``store.backend.url`` hides it)."""
-    pool = StorePool(store, workers, url=url)
+    needed when it holds a password (``store.backend.url`` hides it).
+
+    ``processes``: worker processes for the long calls (:mod:`memworth.server.processes`),
+    started at the first one and stopped when the app shuts down; 0 (default) runs them on the
+    store objects. ``hot_tier``: the Redis URL of the store's hot tier, needed with processes
+    when it holds a password."""
+    pool = StorePool(store, workers, url=url, processes=processes, hot_tier=hot_tier)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -595,10 +615,10 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1
 
     @app.post("/v1/govern", responses=errors(429))
     def govern(body: GovernRequest, namespace: Writer) -> dict[str, Any]:
-        report = call(namespace, lambda s: s.govern(apply=body.apply, namespace=namespace))
-        for e in report.applied:
-            metrics.actions.labels(e.action).inc()
-        return report.row()
+        row = pool.long(namespace, long_calls.govern, body.apply, then=long_calls.rescan)
+        for e in row["applied"]:
+            metrics.actions.labels(e["action"]).inc()
+        return row
 
     @app.post("/v1/episodes/{episode_id}/verify", responses=errors(409))
     def verify(episode_id: str, body: VerifyRequest, namespace: Writer) -> dict[str, Any]:
@@ -626,7 +646,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1
     @app.get("/v1/queue")
     def queue(namespace: Reader) -> list[dict[str, Any]]:
         """Memories awaiting verification (quarantined), each with its report."""
-        return [r.row() for r in call(namespace, lambda s: s.queue(namespace=namespace))]
+        return pool.long(namespace, long_calls.queue)
 
     @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429))
     def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> dict[str, Any]:
@@ -715,12 +735,7 @@ def create_app(store: MemoryStore, *, max_body: int = MAX_BODY, workers: int = 1
 
     @app.get("/v1/replay")
     def replay(namespace: Reader) -> dict[str, Any]:
-        r = call(namespace, lambda s: s.replay())
-        mine = [(mid, live, want) for ns, mid, live, want in r.mismatches if ns == namespace]
-        return {
-            "consistent": not mine,
-            "mismatches": [{"id": mid, "live": live.__dict__, "log": want.__dict__} for mid, live, want in mine],
-        }
+        return pool.long(namespace, long_calls.replay)
 
     @app.get("/v1/config")
     def get_config(namespace: Reader) -> dict[str, Any]:

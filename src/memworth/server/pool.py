@@ -23,6 +23,11 @@ the calls of different tenants at once:
 What each object holds for itself: its copy of the candidate index (memory grows with
 the pool size at large stores), its exploration draws (object ``i`` draws from ``seed + i``)
 and what it counts between governs (``govern_every``), as for that many processes.
+
+Long calls (govern, replay, the queue: :mod:`memworth.server.long_calls`) go through
+:meth:`StorePool.long`: with ``processes`` they run in worker processes
+(:mod:`memworth.server.processes`), off this process's GIL, while the tenant's store object
+waits for the answer (so the tenant's calls stay in order); without, on the tenant's object.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from memworth.errors import ValidationError
+from memworth.server.processes import Processes, check_processes, shareable
 from memworth.settings import Settings
 from memworth.store import MemoryStore
 from memworth.store.backend import redact
@@ -58,21 +64,16 @@ in both runs (median ratio to quiet 1.95x against 3.11x, and 3.95x against 5.36x
 and noisy gain; ``--switch-interval`` sets another."""
 
 
-def _in_process(url: str) -> bool:
-    """Whether the database at ``url`` lives in one store object (``memory://``, SQLite ``:memory:``)."""
-    return url == "memory://" or url.split("?", 1)[0].endswith(":memory:")
-
-
 def default_workers(url: str) -> int:
     """The pool size a server over ``url`` gets when none is given."""
-    return 1 if _in_process(url) else DEFAULT_WORKERS
+    return DEFAULT_WORKERS if shareable(url) else 1
 
 
 def check_workers(workers: object, url: str) -> int:
     """``workers`` if a server over ``url`` can have that many store objects, else ValidationError."""
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValidationError("workers", f"must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
-    if workers > 1 and _in_process(url):
+    if workers > 1 and not shareable(url):
         raise ValidationError("workers", f"{url} lives in one store object: it takes 1 worker")
     return workers
 
@@ -90,18 +91,43 @@ class StorePool:
     url
         The database URL the store was opened with (default ``store.backend.url``, which
         hides a password: a URL with one must be given).
+    processes
+        Worker processes for long calls (:meth:`long`), started at the first one and stopped
+        by :meth:`close`; 0 (default): long calls run on the store objects. Only over a
+        database another process can open; the store's clock and verifier must pickle.
+    hot_tier
+        The Redis URL of the store's hot tier, for the worker processes (default: the
+        store's, which hides a password: a URL with one must be given).
     """
 
-    def __init__(self, store: MemoryStore, workers: int = 1, *, url: str | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        workers: int = 1,
+        *,
+        url: str | None = None,
+        processes: int = 0,
+        hot_tier: str | None = None,
+    ) -> None:
         if not isinstance(store, MemoryStore):
             raise ValidationError("store", f"must be a MemoryStore, got {type(store).__name__}")
         check_workers(workers, store.backend.url)
+        check_processes(processes, store.backend.url)
         if url is None:
             url = store.backend.url
-            if workers > 1 and ":***@" in url:
+            if (workers > 1 or processes) and ":***@" in url:
                 raise ValidationError("url", "the store's URL hides its password: give the URL it was opened with")
         elif not isinstance(url, str) or redact(url) != store.backend.url:
             raise ValidationError("url", f"must be the URL the store was opened with ({store.backend.url})")
+        self.processes: Processes | None = None
+        if processes:
+            if hot_tier is None and store.hot is not None:
+                hot_tier = store.hot.url
+                if ":***@" in hot_tier:
+                    raise ValidationError("hot_tier", "the hot tier's URL hides its password: give the Redis URL")
+            elif hot_tier is not None and (store.hot is None or redact(hot_tier) != store.hot.url):
+                raise ValidationError("hot_tier", "must be the Redis URL the store's hot tier was opened with")
+            self.processes = Processes(url, processes, hot_tier=hot_tier, clock=store.clock, verifier=store.verifier)
         self.stores: list[MemoryStore] = [store]
         seed = store._seed
         try:
@@ -166,6 +192,29 @@ class StorePool:
         finally:
             self._give_back(i, namespace)
 
+    def long(
+        self,
+        namespace: str,
+        fn: Callable[..., T],
+        *args: object,
+        then: Callable[[MemoryStore, str], object] | None = None,
+    ) -> T:
+        """``fn(store, namespace, *args)``, a long call (:mod:`memworth.server.long_calls`): in a
+        worker process when the pool has some, else on the tenant's store object. Either way the
+        tenant's object is held until the answer is in, so the tenant's calls run in order; after
+        a call in a process, ``then(object, namespace)`` catches the object up on it."""
+        processes = self.processes
+        if processes is None:
+            return self.run(namespace, lambda store: fn(store, namespace, *args))
+
+        def elsewhere(store: MemoryStore) -> T:
+            answer = processes.run(fn, namespace, *args)
+            if then is not None:
+                then(store, namespace)
+            return answer
+
+        return self.run(namespace, elsewhere)
+
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str, namespace: str | None = None) -> int:
         """:meth:`memworth.MemoryStore.configure` on one object (which keeps the new version),
         then the newest kept version in force on every other one (that version, or one another
@@ -177,7 +226,9 @@ class StorePool:
         return version
 
     def close(self) -> None:
-        """Close the store objects the pool opened (not the first)."""
+        """Stop the worker processes and close the store objects the pool opened (not the first)."""
+        if self.processes is not None:
+            self.processes.close()
         extras, self.stores = self.stores[1:], self.stores[:1]
         for store in extras:
             store.hot = None  # the first object's client: closed with it

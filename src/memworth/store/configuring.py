@@ -150,6 +150,18 @@ FOLLOWING = ("recall", "choose", "record", "record_many", "govern", "approve", "
 and proposals every face shows."""
 
 
+def _readable(record: Mapping[str, Any]) -> Settings:
+    """The settings of a kept version, else SettingsError (a version this memworth cannot read:
+    one a newer memworth wrote): the same error whether a store opens, follows or writes."""
+    try:
+        return Settings.from_dict(record["settings"])
+    except ValidationError as exc:
+        raise SettingsError(
+            f"the store's settings version {record.get('version')} cannot be read here ({exc}); "
+            "it may have been written by a newer memworth"
+        ) from None
+
+
 def following_settings(method: Callable[..., Any]) -> Callable[..., Any]:
     """``method`` preceded by :meth:`ConfigMixin.follow_settings`, at the outermost call only:
     settings never change in the middle of a call (a govern's proposals, a record's govern)."""
@@ -213,7 +225,7 @@ class ConfigMixin(StoreState):
 
     def _kept_settings(self) -> Settings | None:
         record = self.settings_record()
-        return None if record is None else Settings.from_dict(record["settings"])
+        return None if record is None else _readable(record)
 
     def _legacy_settings(self) -> Settings | None:
         policy, holdout = self.backend.get_meta(LEGACY_POLICY_KEY), self.backend.get_meta(LEGACY_HOLDOUT_KEY)
@@ -263,14 +275,7 @@ class ConfigMixin(StoreState):
         stored = self.backend.get_meta(SETTINGS_KEY)
         if stored is None or stored == self._settings_seen:
             return False
-        record = json.loads(stored)
-        try:
-            kept = Settings.from_dict(record["settings"])
-        except ValidationError as exc:
-            raise SettingsError(
-                f"the store's settings version {record.get('version')} cannot be read here ({exc}); "
-                "it may have been written by a newer memworth"
-            ) from None
+        kept = _readable(json.loads(stored))
         self._settings_seen = stored
         if kept.to_dict() == self._settings.to_dict():
             return False
@@ -321,7 +326,7 @@ class ConfigMixin(StoreState):
         for _ in range(WRITE_ATTEMPTS):
             stored = self.backend.get_meta(SETTINGS_KEY)
             kept = self._kept_record(stored)
-            base = None if kept is None else Settings.from_dict(kept["settings"])
+            base = None if kept is None else _readable(kept)
             new = make(base)
             if new.recall.index == "hnsw" and not faiss_available():
                 raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from memworth.errors import AuthError, ConflictError, StoreError
+from memworth.server import long_calls
 from memworth.server.dashboard import pages, render, settings_html
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
 from memworth.server.dashboard.markup import ROOT, memory_url
@@ -146,7 +147,7 @@ def dashboard_router(pool: StorePool) -> APIRouter:
     @error_pages
     def governance(request: Request) -> Response:
         who = viewer(request)
-        data = call(who.namespace, lambda s: pages.governance_page(s, who.namespace))
+        data = pool.long(who.namespace, pages.governance_page, then=long_calls.rescan)  # a govern: a long call
         return html_page(render.governance(data, who, notice(request, who.namespace)))
 
     @router.get("/settings")

@@ -416,6 +416,8 @@ def main() -> None:
             p.error("--drive needs the workload file")
         print(json.dumps(drive_memworth(json.loads(args.spec.read_text()), args.drive, args.batch)))
         return
+    if args.spec is not None:
+        p.error(f"unexpected argument {str(args.spec)!r} (sizes are flags: --memories, --episodes)")
     for field in ("memories", "episodes", "batch", "repeats"):
         if getattr(args, field) < 1:
             p.error(f"--{field} must be at least 1, got {getattr(args, field)}")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from memworth import HashingEncoder, MemoryStore, Sidecar
-from memworth.counts import Counts
 from memworth.coretrieval import AlarmSplitter
+from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
 from memworth.store import checkpoint
 from memworth.store.followed import Followed

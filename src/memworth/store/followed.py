@@ -169,7 +169,9 @@ class Followed:
             out[self._ids.names[m]] = Counts(*acc)
         return out
 
-    def retrievals_since(self, memory_id: str, since: float, exclude: Collection[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+    def retrievals_since(
+        self, memory_id: str, since: float, exclude: Collection[str] = ()
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Outcome and confidence of each outcome recorded at or after ``since`` whose episode
         retrieved ``memory_id`` and none of ``exclude``, in log order."""
         m = self._ids.index.get(memory_id)
@@ -210,7 +212,9 @@ class Followed:
                 propagation,
                 hops,
             )
-            out.append((row, Episode("", namespace, "", None if c < 0 else contexts[c], 0.0, items, bool(self.held[i]))))
+            out.append(
+                (row, Episode("", namespace, "", None if c < 0 else contexts[c], 0.0, items, bool(self.held[i])))
+            )
         return out
 
     def scan_input(self, start: int) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str | None]]:

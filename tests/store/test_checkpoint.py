@@ -255,6 +255,20 @@ def test_a_checkpoint_round_trips_and_refuses_damage() -> None:
         checkpoint.decode("elsewhere", data, store.policy)
 
 
+@pytest.mark.parametrize("outcomes", [0, 1, 40])
+def test_a_checkpoint_without_contexts_or_outcomes_round_trips(outcomes: int) -> None:
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    helper = Sidecar(store)
+    for t in range(outcomes):
+        store.record(helper.retrieved(IDS[t % 4 : t % 4 + 2], query=f"q{t}"), t % 3 > 0)
+    followed = _followed_of(store)
+    back = checkpoint.decode("default", checkpoint.encode("default", followed), store.policy)
+    assert len(back) == outcomes and back.contexts == [] and back.ids == followed.ids
+    assert back.recent(20) == followed.recent(20) and back.scan is not None
+    _same_streams(back.scan.read().streams, followed.scan.read().streams)  # type: ignore[union-attr]
+
+
 def test_the_columns_hold_much_less_than_rows() -> None:
     store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
     store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])

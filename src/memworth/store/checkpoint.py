@@ -71,7 +71,7 @@ def _unpack(blob: np.ndarray, lengths: np.ndarray) -> list[str]:
     ends = np.cumsum(lengths.astype(np.int64)).tolist()
     if lengths.ndim != 1 or (lengths.size and (lengths.min() < 0 or ends[-1] != len(data))):
         raise ValueError("string lengths do not fit their bytes")
-    starts = [0, *ends[:-1]]
+    starts = [0, *ends[:-1]] if ends else []
     return [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)]
 
 

@@ -315,7 +315,8 @@ class Followed:
         unique = np.unique(key)
         by_memory = np.bincount(unique // max(n, 1), minlength=len(ids))
         outcomes = (unique % max(n, 1)).astype(np.int32)
-        f.positions = [array("i", part.tobytes()) for part in np.split(outcomes, np.cumsum(by_memory)[:-1])]
+        parts = np.split(outcomes, np.cumsum(by_memory)[:-1]) if len(ids) else []
+        f.positions = [array("i", part.tobytes()) for part in parts]
         if len(ids) and not all(f.positions):
             raise ValueError("a memory id is retrieved by no outcome")
         f.last_seq = int(seq[-1]) if n else 0

@@ -9,13 +9,19 @@ does) receives episodes of 8 memories each, mostly successful, one outcome a sec
 store's clock (so the burst check's hour holds 3,600 of them), and ``govern()`` is timed when
 the namespace holds each of ``--sizes`` outcomes: *warm*, by the store object that recorded
 them and governed before (it follows the log: only new outcomes are read and scanned; median
-of ``--repeats`` calls), and *cold*, by a store object just opened on the file (its first
-govern reads the whole history). The growth columns are each time over the first. Then the isolation check of issue 13: the same
+of ``--repeats`` calls), and *cold*, by a store object just opened on the file: from the
+namespace's checkpoint, which the warm store object's first govern at that size wrote
+(*cold*), the same after ``--tail`` more outcomes were logged past the checkpoint
+(*+tail*), and reading the whole history as before checkpoints existed (*full*; skipped
+with ``--no-full``). Also the checkpoint's size, the time to decode it (*load*) and to
+encode and save it (*write*), and the memory of the followed state per outcome (tracemalloc
+of a decoded checkpoint: columns, row index and detectors) against the backend's rows (at
+the smallest size). The growth columns are each time over the first. Then the isolation check of issue 13: the same
 govern on a store where ``--others`` namespaces hold ``--other-outcomes`` outcomes each,
 against a store holding that namespace alone, measured in turns (the order reversed every
 other repeat) so that load from other processes falls on both.
 
-Prints a table and writes benchmarks/results/govern.json.
+Prints a table and writes benchmarks/results/govern.json (``--output``).
 """
 
 from __future__ import annotations
@@ -194,15 +200,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000, 300000])
-    ap.add_argument("--others", type=int, default=20)
+    ap.add_argument("--others", type=int, default=20, help="0: skip the isolation check")
     ap.add_argument("--other-outcomes", type=int, default=5000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--folder", type=Path, default=Path("/tmp"))
     ap.add_argument("--tail", type=int, default=500, help="outcomes logged after the checkpoint for 'cold+tail'")
     ap.add_argument("--no-full", action="store_true", help="skip the cold govern that reads the whole history")
+    ap.add_argument("--output", default="govern.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
     grow = growth(args.folder, args.memories, sorted(args.sizes), args.repeats, not args.no_full, args.tail)
-    iso = isolation(args.folder, args.memories, grow[0]["outcomes"], args.others, args.other_outcomes, args.repeats)
+    iso = (
+        isolation(args.folder, args.memories, grow[0]["outcomes"], args.others, args.other_outcomes, args.repeats)
+        if args.others > 0
+        else None
+    )
     print(f"govern() on a namespace of {args.memories} memories (SQLite, warm: median of {args.repeats})")
     print(
         f"{'outcomes':>10} {'warm s':>8} {'growth':>7} {'cold s':>8} {'growth':>7} {'+tail s':>8} {'full s':>8}"
@@ -220,11 +231,12 @@ def main() -> None:
         f"{grow[-1]['columns_bytes_per_outcome']:.0f} B in the columns' arrays, "
         f"{grow[-1]['followed_bytes_per_outcome']:.0f} B for the whole loaded state (columns, row index, detectors)"
     )
-    print(
-        f"with {iso['other_namespaces']} other namespaces of {iso['other_outcomes_each']} outcomes each: "
-        f"{iso['ratio_crowded_to_alone']:.2f}x the same govern on the namespace alone"
-    )
-    out = HERE / "results" / "govern.json"
+    if iso is not None:
+        print(
+            f"with {iso['other_namespaces']} other namespaces of {iso['other_outcomes_each']} outcomes each: "
+            f"{iso['ratio_crowded_to_alone']:.2f}x the same govern on the namespace alone"
+        )
+    out = HERE / "results" / args.output
     out.parent.mkdir(exist_ok=True)
     out.write_text(
         json.dumps({"growth": grow, "isolation": iso, "settings": vars(args) | {"folder": str(args.folder)}}, indent=2)

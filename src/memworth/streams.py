@@ -178,11 +178,13 @@ class NamespaceScan:
         success: np.ndarray,
         confidence: np.ndarray,
         contexts: Sequence[str | None],
+        at: Sequence[np.ndarray] | None = None,
     ) -> NamespaceScan:
         """The scan :meth:`snapshot` was taken of, over episodes that retrieved ``members[starts[p]:
         starts[p + 1]]`` (rows of ``ids``, each once, in order) with the given outcomes,
-        confidences and contexts. ValueError when the parts do not fit together (then scan
-        the episodes again instead)."""
+        confidences and contexts; ``at``, when known, each row's episodes (positions from 1,
+        ascending; found from ``members`` otherwise). ValueError when the parts do not fit
+        together (then scan the episodes again instead)."""
         scan = cls(policy)
         size, episodes = len(ids), int(np.asarray(success).size)
         rows = np.ascontiguousarray(members, dtype=np.int32)
@@ -223,9 +225,13 @@ class NamespaceScan:
         scan._contexts = list(contexts)
         scan._members = array("i", rows.tobytes())
         scan._starts = array("q", offsets.tobytes())
-        owner = np.repeat(np.arange(1, episodes + 1, dtype=np.int32), np.diff(offsets))
-        order = np.argsort(rows, kind="stable")
-        if size:
+        if at is not None:
+            if len(at) != size or sum(len(a) for a in at) != rows.size:
+                raise ValueError("the episodes of each memory do not fit the members")
+            scan._at = [array("i", np.asarray(a, dtype=np.int32).tobytes()) for a in at]
+        elif size:
+            owner = np.repeat(np.arange(1, episodes + 1, dtype=np.int32), np.diff(offsets))
+            order = np.argsort(rows, kind="stable")
             split = np.cumsum(np.bincount(rows, minlength=size))[:-1]
             scan._at = [array("i", part.tobytes()) for part in np.split(owner[order], split)]
         return scan

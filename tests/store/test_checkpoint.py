@@ -269,6 +269,30 @@ def test_a_checkpoint_without_contexts_or_outcomes_round_trips(outcomes: int) ->
     _same_streams(back.scan.read().streams, followed.scan.read().streams)  # type: ignore[union-attr]
 
 
+def test_a_memory_listed_twice_in_an_episode_counts_once_in_the_row_index_and_the_scan() -> None:
+    from memworth.store.records import Episode, EpisodeItem, OutcomeRow
+
+    rng = np.random.default_rng(17)
+    rows = []
+    for t in range(200):
+        picked = [f"m{int(i)}" for i in rng.integers(0, 6, size=4)]  # repeats within an episode
+        items = tuple(EpisodeItem(mid, float(w), 1.0, pos) for pos, (mid, w) in enumerate(zip(picked, rng.random(4), strict=True)))
+        rows.append(
+            (
+                OutcomeRow(f"e{t}", bool(t % 3), "agent", 1.0, float(t), t + 1),
+                Episode(f"e{t}", "d", "q", None, 0.0, items),
+            )
+        )
+    followed = Followed()
+    followed.extend(rows)
+    members, starts = followed.distinct_members()
+    want = [list(dict.fromkeys(followed.members[followed.starts[i] : followed.starts[i + 1]])) for i in range(200)]
+    assert [members[starts[i] : starts[i + 1]].tolist() for i in range(200)] == want
+    back = checkpoint.decode("d", checkpoint.encode("d", followed), GovernancePolicy())
+    assert [list(a) for a in back.positions] == [list(a) for a in followed.positions]
+    assert back.recent(7) == followed.recent(7)
+
+
 def test_the_columns_hold_much_less_than_rows() -> None:
     store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
     store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])

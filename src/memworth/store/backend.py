@@ -1,7 +1,7 @@
 """The storage protocol: what a backend must do. The store does everything else.
 
-A backend persists memories, the append-only episode and outcome log, and the audit
-log, and applies counter increments atomically with the outcomes that caused them. It
+A backend persists memories, the append-only episode and outcome log, the audit log
+and each namespace's checkpoint (opaque bytes the store writes and reads), and applies counter increments atomically with the outcomes that caused them. It
 validates nothing about meaning (the store does); it guarantees atomicity, uniqueness
 of outcome per episode, and order. The conformance suite in ``tests/store`` runs the
 same tests against every backend.

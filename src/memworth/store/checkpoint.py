@@ -148,7 +148,8 @@ def decode(namespace: str, data: bytes, policy: GovernancePolicy) -> Followed:
                 starts,
                 columns["won"].astype(bool),
                 columns["confidence"].copy(),
-                [followed.context_of(i) for i in range(len(followed))],
+                followed.context_labels(),
+                [np.frombuffer(a, dtype=np.int32) + 1 for a in followed.positions],  # the scan counts from 1
             )
             del columns
             followed.scanned = len(followed)

@@ -149,6 +149,11 @@ class Followed:
         c = self.context[i]
         return None if c < 0 else self._contexts.names[c]
 
+    def context_labels(self, start: int = 0) -> list[str | None]:
+        """Each outcome's context label from ``start`` on (None: none)."""
+        table: list[str | None] = [*self._contexts.names, None]  # index -1: none
+        return [table[c] for c in self.context[start:]]
+
     def recent(self, size: int) -> dict[str, Counts]:
         """Each memory's counts over its last ``size`` direct retrievals (newest first, item by
         item within an episode, through the row index: the cost does not grow with the log)."""
@@ -223,19 +228,23 @@ class Followed:
         sets = [self.memory_ids(i) for i in range(start, n)]
         success = np.frombuffer(self.won, dtype=np.int8)[start:n].astype(bool)
         confidence = np.frombuffer(self.confidence, dtype=np.float64)[start:n].copy()
-        return sets, success, confidence, [self.context_of(i) for i in range(start, n)]
+        return sets, success, confidence, self.context_labels(start)
 
     def distinct_members(self) -> tuple[np.ndarray, np.ndarray]:
         """Each outcome's memories as :class:`NamespaceScan` rows them: each once, first
         listing first (``rows[starts[i]:starts[i + 1]]``, indices into :attr:`ids`)."""
         n = len(self.seq)
-        starts = np.frombuffer(self.starts, dtype=np.int64)
-        members = np.frombuffer(self.members, dtype=np.int32).astype(np.int64)
+        starts = np.frombuffer(self.starts, dtype=np.int64).copy()
+        members = np.frombuffer(self.members, dtype=np.int32).copy()
+        if sum(len(at) for at in self.positions) == members.size:  # no memory listed twice in an episode
+            return members, starts
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
-        _, first = np.unique(owner * max(len(self.ids), 1) + members, return_index=True)
-        keep = np.sort(first)
+        order = np.argsort(owner * max(len(self.ids), 1) + members, kind="stable")
+        repeated = np.zeros(members.size, dtype=bool)  # a later listing of a memory in the same episode
+        repeated[order[1:]] = (owner[order[1:]] == owner[order[:-1]]) & (members[order[1:]] == members[order[:-1]])
+        keep = ~repeated
         counts = np.bincount(owner[keep], minlength=n)
-        return members[keep].astype(np.int32), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return members[keep], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def nbytes(self) -> int:
         """Bytes the columns and the row index hold (the arrays' buffers; strings not counted)."""
@@ -310,11 +319,14 @@ class Followed:
             f._credit_of(credit)
         if len(f._credits) != len(credits):
             raise ValueError("credit settings repeat")
-        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
-        key = members.astype(np.int64) * max(n, 1) + owner  # by memory, then outcome: one per pair
-        unique = np.unique(key)
-        by_memory = np.bincount(unique // max(n, 1), minlength=len(ids))
-        outcomes = (unique % max(n, 1)).astype(np.int32)
+        owner = np.repeat(np.arange(n, dtype=np.int32), np.diff(starts))
+        narrow = members.astype(np.uint16) if len(ids) <= 1 << 16 else members  # numpy radix-sorts 16 bits
+        order = np.argsort(narrow, kind="stable")  # by memory, then outcome (owner ascends)
+        by, outcomes = members[order], owner[order]
+        first = np.ones(by.size, dtype=bool)  # one position per (memory, outcome)
+        first[1:] = (by[1:] != by[:-1]) | (outcomes[1:] != outcomes[:-1])
+        by, outcomes = by[first], outcomes[first]
+        by_memory = np.bincount(by, minlength=len(ids))
         parts = np.split(outcomes, np.cumsum(by_memory)[:-1]) if len(ids) else []
         f.positions = [array("i", part.tobytes()) for part in parts]
         if len(ids) and not all(f.positions):

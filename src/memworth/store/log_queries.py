@@ -23,9 +23,10 @@ from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
 from memworth.store import checkpoint, outcome_log
 from memworth.store.alarms import LiveAlarms
+from memworth.store.backend import Increment
 from memworth.store.followed import Followed
 from memworth.store.outcome_log import PolicyReplayReport
-from memworth.store.records import AuditEntry, Episode, Memory
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
 from memworth.streams import NamespaceScan, NamespaceStreams
 from memworth.validation import check_memory_id, check_name
@@ -202,7 +203,12 @@ class LogMixin(StoreState):
             followed = self._history(namespace)
             start = outcome_log.window_start(followed.recorded, now - self.burst.window)
             tail = followed.credited(start, namespace)
-        return outcome_log.burst_alerts(tail, self.burst, now, memories, self.increments_of)
+        parents = self._provenance(namespace)  # read once, not once an outcome
+
+        def increments(o: OutcomeRow, ep: Episode) -> builtins.list[Increment]:
+            return self.increments_of(o, ep, parents)
+
+        return outcome_log.burst_alerts(tail, self.burst, now, memories, increments)
 
     def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
         """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.

@@ -213,6 +213,27 @@ def test_govern_writes_a_checkpoint_once_enough_is_new(store: MemoryStore, monke
     assert store._followed["default"].saved == 120 and store.backend.load_checkpoint("default") is not None
 
 
+@pytest.mark.usefixtures("every_govern")
+def test_a_checkpoint_the_backend_cannot_save_does_not_fail_govern(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memworth.errors import UnavailableError
+
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _feed(store, "default", 50, np.random.default_rng(18), broken=False)
+
+    def down(namespace: str, data: bytes) -> None:
+        raise UnavailableError("the database is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store.backend, "save_checkpoint", down)
+        want = store.proposals()
+        assert store.govern().proposals == [p for p in want.values() if p is not None]
+        assert "not saved" in caplog.text and store._followed["default"].saved == 0  # tried again next time
+    store.govern()
+    assert store.backend.load_checkpoint("default") is not None
+
+
 def test_the_rule_for_writing_keeps_the_cost_per_outcome_flat() -> None:
     assert not checkpoint.due(999, 0) and checkpoint.due(1000, 0)
     assert not checkpoint.due(150_000, 149_000) and checkpoint.due(200_000, 198_000)  # 1% of a long log

@@ -15,7 +15,7 @@ from memworth.adjusted import EpisodeStats
 from memworth.change import CusumState, OutcomeStream
 from memworth.coretrieval import AlarmSplitter
 from memworth.counts import Counts
-from memworth.errors import ValidationError
+from memworth.errors import StoreError, ValidationError
 from memworth.holdout import Lift
 from memworth.policy_replay import ReplaySettings
 from memworth.progress import Progress
@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 
 
 FOLLOW_BUDGET = 2_000_000
-"""Most outcomes a store object keeps in memory across the namespaces it follows (about 200
-bytes each as columns, detectors included): past it, the namespaces read least recently
+"""Most outcomes a store object keeps in memory across the namespaces it follows (about 300
+bytes each with episodes of 8 memories, columns, row index and detectors together; 2.4 KB as
+the backend's rows): past it, the namespaces read least recently
 are forgotten (read again when next governed, from their checkpoint); the namespace being
 read is kept whatever its size."""
 
@@ -100,14 +101,21 @@ class LogMixin(StoreState):
             return Followed()
 
     def _checkpoint(self, namespace: str) -> None:
-        """Save the namespace's followed history and detectors when enough is new (:func:`checkpoint.due`)."""
+        """Save the namespace's followed history and detectors when enough is new (:func:`checkpoint.due`).
+
+        A checkpoint only saves work: when the backend cannot keep it, govern goes on (a
+        warning is logged) and the next govern tries again."""
         with self._follow_lock:
             followed = self._followed.get(namespace)
             if followed is None or not checkpoint.due(len(followed), followed.saved):
                 return
             data = checkpoint.encode(namespace, followed)
-            followed.saved = len(followed)
-        self.backend.save_checkpoint(namespace, data)
+            before, followed.saved = followed.saved, len(followed)
+        try:
+            self.backend.save_checkpoint(namespace, data)
+        except StoreError as exc:
+            logger.warning("checkpoint of namespace %r not saved: %s", namespace, exc)
+            followed.saved = before
 
     def _forget_followed(self, namespace: str | None = None) -> None:
         """Drop the followed history and checkpoint of ``namespace`` (None: of every namespace):

@@ -9,20 +9,28 @@ does) receives episodes of 8 memories each, mostly successful, one outcome a sec
 store's clock (so the burst check's hour holds 3,600 of them), and ``govern()`` is timed when
 the namespace holds each of ``--sizes`` outcomes: *warm*, by the store object that recorded
 them and governed before (it follows the log: only new outcomes are read and scanned; median
-of ``--repeats`` calls), and *cold*, by a store object just opened on the file (its first
-govern reads the whole history). The growth columns are each time over the first. Then the isolation check of issue 13: the same
+of ``--repeats`` calls), and *cold*, by a store object just opened on the file: from the
+namespace's checkpoint, which the warm store object's first govern at that size wrote
+(*cold*), the same after ``--tail`` more outcomes were logged past the checkpoint
+(*+tail*), and reading the whole history as before checkpoints existed (*full*; skipped
+with ``--no-full``). Also the checkpoint's size, the time to decode it (*load*) and to
+encode and save it (*write*), and the memory of the followed state per outcome (tracemalloc
+of a decoded checkpoint: columns, row index and detectors) against the backend's rows (at
+the smallest size). The growth columns are each time over the first. Then the isolation check of issue 13: the same
 govern on a store where ``--others`` namespaces hold ``--other-outcomes`` outcomes each,
 against a store holding that namespace alone, measured in turns (the order reversed every
 other repeat) so that load from other processes falls on both.
 
-Prints a table and writes benchmarks/results/govern.json.
+Prints a table and writes benchmarks/results/govern.json (``--output``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
+import tracemalloc
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, Sidecar
+from memworth.store import checkpoint
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,26 +82,90 @@ def _govern_time(store: MemoryStore, namespace: str, repeats: int) -> float:
     return float(np.median(times))
 
 
-def growth(folder: Path, memories: int, sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+def _cold(url: str, clock: Clock, *, checkpoint_used: bool) -> float:
+    """The first govern() of a store object just opened on ``url`` (from the namespace's
+    checkpoint, or reading the whole history when ``checkpoint_used`` is false)."""
+    with MemoryStore.open(url, seed=0, clock=clock) as fresh:
+        if not checkpoint_used:
+            fresh.backend.load_checkpoint = lambda namespace: None  # type: ignore[method-assign]
+        return _govern_time(fresh, "main", 1)
+
+
+def _state(store: MemoryStore, data: bytes) -> dict[str, Any]:
+    """Load and write costs of the namespace's checkpoint, and the followed state's memory."""
+    n = store.backend.outcome_count("main")
+    t = time.perf_counter()
+    loaded = checkpoint.decode("main", data, store.policy)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    store.backend.save_checkpoint("main", checkpoint.encode("main", loaded))
+    write_s = time.perf_counter() - t
+    tracemalloc.start()
+    kept = checkpoint.decode("main", data, store.policy)
+    held_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del kept
+    return {
+        "checkpoint_mb": len(data) / 1e6,
+        "load_s": load_s,
+        "write_s": write_s,
+        "columns_bytes_per_outcome": loaded.nbytes() / n,
+        "followed_bytes_per_outcome": held_bytes / n,
+    }
+
+
+def _rows_bytes(store: MemoryStore) -> float:
+    """Memory the backend's row objects take per outcome (``history``'s tuples, as a store
+    object held them before the columns), over the namespace's whole history."""
+    tracemalloc.start()
+    rows = store.backend.history("main")
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return held / max(len(rows), 1)
+
+
+def growth(folder: Path, memories: int, sizes: list[int], repeats: int, full: bool, tail: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(0)
     clock = Clock()
     url = f"sqlite:///{folder / f'grow-{uuid.uuid4().hex[:8]}.db'}"
     store = MemoryStore.open(url, seed=0, clock=clock)
-    rows, held = [], 0
+    rows, held, rows_bytes = [], 0, 0.0
     try:
         for size in sizes:
             _fill(store, "main", memories, size - held, rng)
             held = size
-            store.govern(namespace="main")  # the store object follows the log from here
+            t = time.perf_counter()
+            store.govern(namespace="main")  # follows the log from here; writes the checkpoint
+            first = time.perf_counter() - t
+            if not rows:  # the rows' memory, at the smallest size
+                rows_bytes = _rows_bytes(store)
+            data = store.backend.load_checkpoint("main")
+            assert data is not None, "govern() wrote no checkpoint"
             warm = _govern_time(store, "main", repeats)
-            with MemoryStore.open(url, seed=0, clock=clock) as fresh:
-                cold = _govern_time(fresh, "main", 1)
-            rows.append({"outcomes": size, "govern_s": warm, "cold_s": cold})
+            cold = _cold(url, clock, checkpoint_used=True)
+            state = _state(store, data)
+            full_s = _cold(url, clock, checkpoint_used=False) if full else None
+            _fill(store, "main", memories, tail, rng)  # logged after the checkpoint, by no govern
+            held += tail
+            cold_tail = _cold(url, clock, checkpoint_used=True)
+            rows.append(
+                {
+                    "outcomes": size,
+                    "govern_s": warm,
+                    "cold_s": cold,
+                    "cold_tail_s": cold_tail,
+                    "full_read_s": full_s,
+                    "first_govern_s": first,
+                    **state,
+                }
+            )
     finally:
         store.close()
     for r in rows:
         r["growth"] = r["govern_s"] / rows[0]["govern_s"]
         r["cold_growth"] = r["cold_s"] / rows[0]["cold_s"]
+        r["rows_bytes_per_outcome"] = rows_bytes
     return rows
 
 
@@ -127,24 +200,43 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memories", type=int, default=1000)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10000, 100000, 300000])
-    ap.add_argument("--others", type=int, default=20)
+    ap.add_argument("--others", type=int, default=20, help="0: skip the isolation check")
     ap.add_argument("--other-outcomes", type=int, default=5000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--folder", type=Path, default=Path("/tmp"))
+    ap.add_argument("--tail", type=int, default=500, help="outcomes logged after the checkpoint for 'cold+tail'")
+    ap.add_argument("--no-full", action="store_true", help="skip the cold govern that reads the whole history")
+    ap.add_argument("--output", default="govern.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
-    grow = growth(args.folder, args.memories, sorted(args.sizes), args.repeats)
-    iso = isolation(args.folder, args.memories, grow[0]["outcomes"], args.others, args.other_outcomes, args.repeats)
-    print(f"govern() on a namespace of {args.memories} memories (SQLite, median of {args.repeats})")
-    print(f"{'outcomes':>10} {'warm s':>10} {'growth':>8} {'cold s':>10} {'growth':>8}")
+    grow = growth(args.folder, args.memories, sorted(args.sizes), args.repeats, not args.no_full, args.tail)
+    iso = (
+        isolation(args.folder, args.memories, grow[0]["outcomes"], args.others, args.other_outcomes, args.repeats)
+        if args.others > 0
+        else None
+    )
+    print(f"govern() on a namespace of {args.memories} memories (SQLite, warm: median of {args.repeats})")
+    print(
+        f"{'outcomes':>10} {'warm s':>8} {'growth':>7} {'cold s':>8} {'growth':>7} {'+tail s':>8} {'full s':>8}"
+        f" {'load s':>7} {'write s':>8} {'ckpt MB':>8} {'B/outc':>7}"
+    )
     for r in grow:
+        full = "-" if r["full_read_s"] is None else f"{r['full_read_s']:.2f}"
         print(
-            f"{r['outcomes']:>10} {r['govern_s']:>10.3f} {r['growth']:>8.2f} {r['cold_s']:>10.3f} {r['cold_growth']:>8.2f}"
+            f"{r['outcomes']:>10} {r['govern_s']:>8.3f} {r['growth']:>7.2f} {r['cold_s']:>8.3f} {r['cold_growth']:>7.2f}"
+            f" {r['cold_tail_s']:>8.3f} {full:>8} {r['load_s']:>7.3f} {r['write_s']:>8.3f} {r['checkpoint_mb']:>8.2f}"
+            f" {r['followed_bytes_per_outcome']:>7.0f}"
         )
     print(
-        f"with {iso['other_namespaces']} other namespaces of {iso['other_outcomes_each']} outcomes each: "
-        f"{iso['ratio_crowded_to_alone']:.2f}x the same govern on the namespace alone"
+        f"memory per outcome: {grow[0]['rows_bytes_per_outcome']:.0f} B as the backend's rows, "
+        f"{grow[-1]['columns_bytes_per_outcome']:.0f} B in the columns' arrays, "
+        f"{grow[-1]['followed_bytes_per_outcome']:.0f} B for the whole loaded state (columns, row index, detectors)"
     )
-    out = HERE / "results" / "govern.json"
+    if iso is not None:
+        print(
+            f"with {iso['other_namespaces']} other namespaces of {iso['other_outcomes_each']} outcomes each: "
+            f"{iso['ratio_crowded_to_alone']:.2f}x the same govern on the namespace alone"
+        )
+    out = HERE / "results" / args.output
     out.parent.mkdir(exist_ok=True)
     out.write_text(
         json.dumps({"growth": grow, "isolation": iso, "settings": vars(args) | {"folder": str(args.folder)}}, indent=2)

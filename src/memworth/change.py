@@ -875,6 +875,17 @@ class ReferenceRate:
         twin._keep, twin._successes, twin._weight = self._keep, self._successes, self._weight
         return twin
 
+    def state(self) -> tuple[float, float, float]:
+        """What the rate has learned: ``(keep, successes, weight)``, for :meth:`restore`."""
+        return self._keep, self._successes, self._weight
+
+    def restore(self, keep: float, successes: float, weight: float) -> None:
+        """Take up a :meth:`state` saved before (ValidationError if it cannot be one)."""
+        values = (keep, successes, weight)
+        if not all(math.isfinite(v) for v in values) or not 0 < keep <= 1 or successes < 0 or weight <= successes:
+            raise ValidationError("reference", f"not a saved reference rate: {values}")
+        self._keep, self._successes, self._weight = (float(v) for v in values)
+
     @property
     def rate(self) -> float:
         """The rate now (before the next outcome)."""

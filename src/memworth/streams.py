@@ -94,7 +94,8 @@ class NamespaceScan:
         self._w = array("d")
         self._ref = array("d")
         self._contexts: list[str | None] = []
-        self._members: list[tuple[int, ...]] = []  # each episode's memories, by row
+        self._members = array("i")  # each episode's memories, by row: _members[_starts[p-1]:_starts[p]]
+        self._starts = array("q", [0])
         self._at: list[array[int]] = []  # each memory's episodes (positions from 1)
         self._known(ids)
 
@@ -106,7 +107,7 @@ class NamespaceScan:
         for mid in fresh:
             self._row[mid] = len(self.ids)
             self.ids.append(mid)
-            self._at.append(array("q"))
+            self._at.append(array("i"))
         self.state.grow(len(self.ids))
         self.shared.shared.extend({} for _ in fresh)
 
@@ -144,7 +145,96 @@ class NamespaceScan:
             self._w.append(wt)
             self._ref.append(rt)
             self._contexts.append(None if contexts is None else contexts[t])
-            self._members.append(rows)
+            self._members.extend(rows)
+            self._starts.append(len(self._members))
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """The detectors' learned state as arrays (copies): the CUSUM state, the shared
+        evidence (each memory's entries in order), the reference rate and the reference
+        column. With the episodes themselves, :meth:`resume` rebuilds this scan."""
+        state, shared = self.state, self.shared.shared
+        return {
+            "statistic": state.statistic.copy(),
+            "observations": state.observations.copy(),
+            "successes": state.successes.copy(),
+            "expected": state.expected.copy(),
+            "since": state.since.copy(),
+            "first_alarm": state.first_alarm.copy(),
+            "shared_starts": np.cumsum([0] + [len(d) for d in shared], dtype=np.int64),
+            "shared_keys": np.array([j for d in shared for j in d], dtype=np.int64),
+            "shared_values": np.array([v for d in shared for v in d.values()], dtype=np.float64),
+            "reference_state": np.array(self.reference.state(), dtype=np.float64),
+            "reference": np.array(self._ref, dtype=np.float64),
+        }
+
+    @classmethod
+    def resume(
+        cls,
+        policy: GovernancePolicy,
+        ids: Sequence[str],
+        snapshot: dict[str, np.ndarray],
+        members: np.ndarray,
+        starts: np.ndarray,
+        success: np.ndarray,
+        confidence: np.ndarray,
+        contexts: Sequence[str | None],
+        at: Sequence[np.ndarray] | None = None,
+    ) -> NamespaceScan:
+        """The scan :meth:`snapshot` was taken of, over episodes that retrieved ``members[starts[p]:
+        starts[p + 1]]`` (rows of ``ids``, each once, in order) with the given outcomes,
+        confidences and contexts; ``at``, when known, each row's episodes (positions from 1,
+        ascending; found from ``members`` otherwise). ValueError when the parts do not fit
+        together (then scan the episodes again instead)."""
+        scan = cls(policy)
+        size, episodes = len(ids), int(np.asarray(success).size)
+        rows = np.ascontiguousarray(members, dtype=np.int32)
+        offsets = np.ascontiguousarray(starts, dtype=np.int64)
+        if len(set(ids)) != size:
+            raise ValueError("ids repeat")
+        if offsets.shape != (episodes + 1,) or offsets[0] != 0 or offsets[-1] != rows.size or np.any(np.diff(offsets) < 0):
+            raise ValueError("episode offsets do not fit the members")
+        if rows.size and (rows.min() < 0 or rows.max() >= size):
+            raise ValueError("members refer past the ids")
+        if np.asarray(confidence).shape != (episodes,) or len(contexts) != episodes:
+            raise ValueError("need one confidence and one context per episode")
+        state = CusumState(*(np.array(snapshot[k]) for k in _STATE))
+        if any(getattr(state, k).shape != (size,) for k in _STATE):
+            raise ValueError("the CUSUM state does not have one row per memory")
+        state.since, state.first_alarm = state.since.astype(np.int64), state.first_alarm.astype(np.int64)
+        keys, values = np.asarray(snapshot["shared_keys"]), np.asarray(snapshot["shared_values"])
+        bounds = np.asarray(snapshot["shared_starts"])
+        if bounds.shape != (size + 1,) or bounds[0] != 0 or bounds[-1] != keys.size or keys.shape != values.shape:
+            raise ValueError("the shared evidence does not fit the memories")
+        if keys.size and (keys.min() < 0 or keys.max() >= size):
+            raise ValueError("the shared evidence refers past the memories")
+        reference = np.asarray(snapshot["reference"], dtype=np.float64)
+        if reference.shape != (episodes,):
+            raise ValueError("need one reference rate per episode")
+        scan.ids = list(ids)
+        scan._row = {mid: i for i, mid in enumerate(scan.ids)}
+        scan.state = state
+        scan.shared.shared = [
+            dict(zip(keys[a:b].tolist(), values[a:b].tolist(), strict=True))
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
+        scan.reference.restore(*np.asarray(snapshot["reference_state"], dtype=np.float64).tolist())
+        scan.episodes = episodes
+        scan._y = array("b", np.asarray(success, dtype=bool).astype(np.int8).tobytes())
+        scan._w = array("d", np.ascontiguousarray(confidence, dtype=np.float64).tobytes())
+        scan._ref = array("d", reference.tobytes())
+        scan._contexts = list(contexts)
+        scan._members = array("i", rows.tobytes())
+        scan._starts = array("q", offsets.tobytes())
+        if at is not None:
+            if len(at) != size or sum(len(a) for a in at) != rows.size:
+                raise ValueError("the episodes of each memory do not fit the members")
+            scan._at = [array("i", np.asarray(a, dtype=np.int32).tobytes()) for a in at]
+        elif size:
+            owner = np.repeat(np.arange(1, episodes + 1, dtype=np.int32), np.diff(offsets))
+            order = np.argsort(rows, kind="stable")
+            split = np.cumsum(np.bincount(rows, minlength=size))[:-1]
+            scan._at = [array("i", part.tobytes()) for part in np.split(owner[order], split)]
+        return scan
 
     def read(self) -> NamespaceStreams:
         """Every memory's stream so far, and the change alarms that stand now."""
@@ -161,11 +251,11 @@ class NamespaceScan:
             held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
         flagged = {mid for mid, by in held.items() if not by}
         rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-        at, members, contexts = self._at, self._members, self._contexts
+        at, members, starts, contexts = self._at, self._members, self._starts, self._contexts
 
         def frozen(p: int) -> frozenset[str]:
             """The memories episode ``p`` (from 1) retrieved, by id."""
-            return frozenset(ids[r] for r in members[p - 1])
+            return frozenset(ids[r] for r in members[starts[p - 1] : starts[p]])
 
         window = policy.staleness_window
         fired: set[str] = set()
@@ -250,6 +340,10 @@ def namespace_streams(
         raise ValidationError("sets", "rows must be >= 0")
     scan.advance(named, success, confidence, contexts)
     return scan.read()
+
+
+_STATE = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
+"""The arrays of a :class:`memworth.change.CusumState`, in its constructor's order."""
 
 
 def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_reference: float) -> CusumReading:

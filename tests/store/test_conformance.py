@@ -328,6 +328,22 @@ def test_each_namespace_reads_its_own_log_and_history(store: MemoryStore) -> Non
     assert store.episode_stats().episodes == 1 and store.episode_stats("tenant-b").episodes == 3
 
 
+def test_a_checkpoint_is_kept_per_namespace_as_given(store: MemoryStore) -> None:
+    backend = store.backend
+    assert backend.load_checkpoint("default") is None
+    data = bytes(range(256)) * 40  # every byte value, NUL included
+    backend.save_checkpoint("default", data)
+    backend.save_checkpoint("tenant-b", b"b's")
+    assert backend.load_checkpoint("default") == data and backend.load_checkpoint("tenant-b") == b"b's"
+    backend.save_checkpoint("default", b"newer")  # replaces
+    assert backend.load_checkpoint("default") == b"newer"
+    backend.drop_checkpoints("default")
+    assert backend.load_checkpoint("default") is None and backend.load_checkpoint("tenant-b") == b"b's"
+    backend.save_checkpoint("default", b"again")
+    backend.drop_checkpoints()
+    assert backend.load_checkpoint("default") is None and backend.load_checkpoint("tenant-b") is None
+
+
 def test_an_outcome_replays_under_the_credit_settings_it_was_recorded_with(
     make_store: Callable[..., MemoryStore],
 ) -> None:

@@ -165,7 +165,7 @@ def test_past_the_budget_the_least_recently_read_namespaces_are_forgotten(
     assert list(store._followed) == ["c", "a"]
     _feed(store, "b", 30, rng, broken=True)
     warm = store.outcome_streams("b")  # read again from the start
-    assert list(store._followed) == ["a", "b"] and len(store._followed["b"].rows) == 90
+    assert list(store._followed) == ["a", "b"] and len(store._followed["b"]) == 90
     _same_streams(warm, _from_scratch(store, "b")["streams"])  # type: ignore[arg-type]
 
 

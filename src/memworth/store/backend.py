@@ -1,7 +1,7 @@
 """The storage protocol: what a backend must do. The store does everything else.
 
-A backend persists memories, the append-only episode and outcome log, and the audit
-log, and applies counter increments atomically with the outcomes that caused them. It
+A backend persists memories, the append-only episode and outcome log, the audit log
+and each namespace's checkpoint (opaque bytes the store writes and reads), and applies counter increments atomically with the outcomes that caused them. It
 validates nothing about meaning (the store does); it guarantees atomicity, uniqueness
 of outcome per episode, and order. The conformance suite in ``tests/store`` runs the
 same tests against every backend.
@@ -23,7 +23,7 @@ from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, Out
 
 __all__ = ["ERASE", "NOTE_FIELDS", "Backend", "Increment", "NewMemory", "erased_key", "joined", "redact", "reused"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -229,6 +229,20 @@ class Backend(Protocol):
 
     def next_expiry(self, namespace: str) -> float | None:
         """The earliest ``expires`` of the namespace's memories (None: none expires)."""
+        ...
+
+    def save_checkpoint(self, namespace: str, data: bytes) -> None:
+        """Keep ``data`` as the namespace's checkpoint, replacing any: the followed history and
+        change detectors a new store object resumes from (:mod:`memworth.store.checkpoint`;
+        opaque bytes here)."""
+        ...
+
+    def load_checkpoint(self, namespace: str) -> bytes | None:
+        """The namespace's checkpoint as saved (None: there is none)."""
+        ...
+
+    def drop_checkpoints(self, namespace: str | None = None) -> None:
+        """Forget the checkpoint of ``namespace`` (None: of every namespace)."""
         ...
 
     def close(self) -> None:

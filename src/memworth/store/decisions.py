@@ -21,14 +21,14 @@ the namespace's audit log and outcome history and applies what they say.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from memworth.governance import ACTIONS
-from memworth.store.records import AuditEntry, Episode, OutcomeRow
+from memworth.store.records import AuditEntry
 
 __all__ = ["Pin", "ProbeEvidence", "flags", "pins", "probe_evidence", "rollbacks"]
 
@@ -150,27 +150,13 @@ def flag_rates(numbers: dict[str, Any], worth_now: float, odds_ratio: float) -> 
 
 
 def probe_evidence(
-    history: Sequence[tuple[OutcomeRow, Episode]],
-    flag: AuditEntry,
-    worth_now: float,
-    odds_ratio: float,
-    exclude: Collection[str] = (),
+    success: np.ndarray, confidence: np.ndarray, flag: AuditEntry, worth_now: float, odds_ratio: float
 ) -> ProbeEvidence:
-    """The flagged memory's direct retrievals with an outcome recorded since ``flag``,
-    except those whose episode also retrieved a memory of ``exclude`` (another suspect)."""
-    mid = flag.memory_id
-    ys: list[bool] = []
-    ws: list[float] = []
-    excluded = set(exclude)
-    for o, ep in history:
-        if o.recorded < flag.at:
-            continue
-        ids = {item.memory_id for item in ep.items}
-        if mid in ids and not (ids & excluded):
-            ys.append(o.success)
-            ws.append(o.confidence)
+    """The flagged memory's evidence since ``flag``: the outcome and confidence of each of
+    its direct retrievals recorded since (those whose episode also retrieved another
+    suspect left out by the caller), and the rates its flag states."""
     numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}
     before, after = flag_rates(numbers, worth_now, odds_ratio)
     if not (math.isfinite(before) and math.isfinite(after)):
         before, after = worth_now, worth_now
-    return ProbeEvidence(np.array(ys, dtype=bool), np.array(ws, dtype=float), before, after)
+    return ProbeEvidence(np.asarray(success, dtype=bool), np.asarray(confidence, dtype=float), before, after)

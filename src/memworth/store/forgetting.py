@@ -87,6 +87,7 @@ class ForgettingMixin(StoreState):
         saved = self.backend.erase(entries)
         self._spaces.pop(namespace, None)  # the vector index held their vectors: rebuilt at the next recall
         self._next_expiry.pop(namespace, None)
+        self._forget_followed(namespace)
         if self.hot is not None:
             try:
                 for m in memories:

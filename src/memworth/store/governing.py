@@ -35,8 +35,8 @@ from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
 from memworth.store import decisions
 from memworth.store.backend import ERASE, NewMemory
-from memworth.store.log_queries import _recent
-from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Episode, Memory, OutcomeRow
+from memworth.store.followed import Followed
+from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
 from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
@@ -266,6 +266,7 @@ class GovernanceMixin(StoreState):
             if self.verifier is not None:
                 applied += self._verify_queue(namespace)
             self._refresh_hot(namespace)
+        self._checkpoint(namespace)
         return GovernanceReport(proposals, applied, skipped, alerts, guard)
 
     def proposals(
@@ -290,7 +291,6 @@ class GovernanceMixin(StoreState):
         last led (action ``rollback``, which :meth:`approve` applies); every face shows it.
         """
         check_name(namespace, "namespace")
-        self._history(namespace)
         return self._guard(namespace)
 
     def _guard(self, namespace: str) -> GuardReading | None:
@@ -298,7 +298,7 @@ class GovernanceMixin(StoreState):
         if self.holdout <= 0:
             return None
         with self._follow_lock:
-            followed = self._followed[namespace]
+            followed = self._history(namespace)
             held = np.array(followed.held, dtype=bool)
             success = np.array(followed.won, dtype=bool)
         return self.policy.guard().check(held, success, share=self.holdout)
@@ -320,16 +320,17 @@ class GovernanceMixin(StoreState):
         check_name(namespace, "namespace")
         everyone = self.backend.memories(namespace)
         chosen = everyone if memories is None else builtins.list(memories)
-        history = self._history(namespace)
         audit = self.backend.audit_log(namespace)
         with self._follow_lock:
-            recent = _recent(self._followed[namespace], self.policy.staleness.window)
+            followed = self._history(namespace)
+            recent = followed.recent(self.policy.staleness.window)
         streams = self._streams(namespace) if self.policy.change.enabled else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
         guard = self._guard(namespace)
         undone: dict[str, AuditEntry] = {}
         if guard is not None and guard.fired:  # governance's own changes since it last led
-            since = history[guard.ahead - 1][0].recorded if guard.ahead > 0 else -math.inf
+            with self._follow_lock:
+                since = followed.recorded[guard.ahead - 1] if guard.ahead > 0 else -math.inf
             undone = decisions.rollbacks(audit, since)
         suspects = {mid for mid, s in streams.items() if s.suspect} | {
             m.id for m in everyone if m.standing == "re-verify" and m.status == "active"
@@ -342,7 +343,7 @@ class GovernanceMixin(StoreState):
             p = None
             flag = flagged.get(m.id)
             if m.status == "active" and m.standing == "re-verify" and flag is not None:
-                p = self._probe_proposal(m, flag, history, suspects - {m.id})
+                p = self._probe_proposal(m, flag, followed, suspects - {m.id})
             if p is None:
                 p = self.policy.propose(
                     m.id,
@@ -373,16 +374,16 @@ class GovernanceMixin(StoreState):
                 shown.update(1)
         return out, guard
 
-    def _probe_proposal(
-        self, m: Memory, flag: AuditEntry, history: Sequence[tuple[OutcomeRow, Episode]], others: set[str]
-    ) -> Proposal | None:
+    def _probe_proposal(self, m: Memory, flag: AuditEntry, followed: Followed, others: set[str]) -> Proposal | None:
         """Release or suppress a quarantined memory when its probe outcomes decide (else None).
 
         Outcomes of episodes that also retrieved another suspect (``others``: memories that
         look broken now, or are quarantined themselves) are left out: they tell nothing
         about this memory."""
         worth = float(RawWorth().value(m.counts))
-        evidence = decisions.probe_evidence(history, flag, worth, float(self.policy.change.odds_ratio), exclude=others)
+        with self._follow_lock:
+            success, confidence = followed.retrievals_since(m.id, flag.at, others)
+        evidence = decisions.probe_evidence(success, confidence, flag, worth, float(self.policy.change.odds_ratio))
         decision = self.policy.probe_test().decide(
             evidence.success, evidence.weight, before=evidence.before, after=evidence.after
         )

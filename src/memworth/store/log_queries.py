@@ -6,8 +6,7 @@ replay that rebuilds every counter from the log.
 from __future__ import annotations
 
 import builtins
-from array import array
-from collections.abc import Sequence
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,14 +15,16 @@ from memworth.adjusted import EpisodeStats
 from memworth.change import CusumState, OutcomeStream
 from memworth.coretrieval import AlarmSplitter
 from memworth.counts import Counts
-from memworth.errors import ValidationError
+from memworth.errors import StoreError, ValidationError
 from memworth.holdout import Lift
 from memworth.policy_replay import ReplaySettings
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
-from memworth.store import outcome_log
+from memworth.store import checkpoint, outcome_log
 from memworth.store.alarms import LiveAlarms
+from memworth.store.backend import Increment
+from memworth.store.followed import Followed
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
@@ -32,43 +33,15 @@ from memworth.validation import check_memory_id, check_name
 
 __all__ = ["FOLLOW_BUDGET", "Followed", "LogMixin", "ReplayReport"]
 
-
-FOLLOW_BUDGET = 500_000
-"""Most outcomes a store object keeps in memory across the namespaces it follows (about 1 KB
-each with their episodes): past it, the namespaces read least recently are forgotten (read
-again in full when next governed); the namespace being read is kept whatever its size."""
+logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Followed:
-    """One namespace's outcome history as a store object last read it (oldest first), the
-    last sequence number read, and its change detectors advanced over the first
-    ``scanned`` of those outcomes under ``scan.policy``."""
-
-    rows: builtins.list[tuple[OutcomeRow, Episode]] = field(default_factory=builtins.list)
-    last_seq: int = 0
-    scan: NamespaceScan | None = None
-    scanned: int = 0
-    positions: dict[str, array[int]] = field(default_factory=dict)
-    """Each memory's rows in ``rows`` (indices, oldest first): its retrievals, found without a scan."""
-    held: array[int] = field(default_factory=lambda: array("b"))
-    """Per outcome: whether its episode was held out of governance (the holdout guard's column)."""
-    won: array[int] = field(default_factory=lambda: array("b"))
-    """Per outcome: whether it was a success."""
-
-    def extend(self, tail: Sequence[tuple[OutcomeRow, Episode]]) -> None:
-        """Append outcomes read from the log (oldest first) and index their memories."""
-        start = len(self.rows)
-        self.rows.extend(tail)
-        for i, (o, ep) in enumerate(tail, start):
-            self.held.append(ep.holdout)
-            self.won.append(o.success)
-            for item in ep.items:
-                at = self.positions.get(item.memory_id)
-                if at is None:
-                    at = self.positions[item.memory_id] = array("q")
-                if not at or at[-1] != i:  # a memory listed twice in one episode: one row
-                    at.append(i)
+FOLLOW_BUDGET = 2_000_000
+"""Most outcomes a store object keeps in memory across the namespaces it follows (about 300
+bytes each with episodes of 8 memories, columns, row index and detectors together; 2.4 KB as
+the backend's rows): past it, the namespaces read least recently
+are forgotten (read again when next governed, from their checkpoint); the namespace being
+read is kept whatever its size."""
 
 
 @dataclass(frozen=True)
@@ -85,71 +58,86 @@ class ReplayReport:
         return not self.mismatches
 
 
-def _recent(followed: Followed, size: int) -> dict[str, Counts]:
-    """Each memory's counts over its last ``size`` direct retrievals in the followed history
-    (newest first, through each memory's row index, so the cost does not grow with the log)."""
-    rows = followed.rows
-    recent: dict[str, Counts] = {}
-    for mid, at in followed.positions.items():
-        acc = [0.0, 0.0, 0.0]
-        for i in reversed(at):
-            o, ep = rows[i]
-            for item in ep.items:
-                if item.memory_id != mid or acc[2] >= size:
-                    continue
-                acc[0 if o.success else 1] += item.weight * o.confidence
-                acc[2] += 1
-            if acc[2] >= size:
-                break
-        recent[mid] = Counts(*acc)
-    return recent
-
-
 class LogMixin(StoreState):
     """The log-reading part of :class:`memworth.store.MemoryStore`."""
 
-    def _history(self, namespace: str) -> builtins.list[tuple[OutcomeRow, Episode]]:
-        """The namespace's outcomes with their episodes, oldest first: what this store object
-        read before and the outcomes logged since (one indexed read of the new ones).
+    def _history(self, namespace: str) -> Followed:
+        """The namespace's outcomes as columns, oldest first: what this store object read
+        before (or the namespace's checkpoint, the first time) and the outcomes logged since
+        (one indexed read of the new ones). Call under ``_follow_lock`` or read it through
+        methods that take it.
 
         The log is append-only; a reader that follows it by sequence number could still miss
         an outcome that committed after one with a later number (PostgreSQL's sequences do
         not order commits), so the count of the namespace's outcomes is checked, and a
-        mismatch reads the history again from the start. Do not change the list returned.
+        mismatch reads the history again from the start (a checkpoint is checked alike).
         """
         with self._follow_lock:
-            followed = self._followed.pop(namespace, None) or Followed()
+            followed = self._followed.pop(namespace, None)
+            if followed is None:
+                followed = self._resume(namespace)
             self._followed[namespace] = followed  # the most recently read last
             tail = self.backend.history(namespace, followed.last_seq)
-            if len(followed.rows) + len(tail) != self.backend.outcome_count(namespace):
+            if len(followed) + len(tail) != self.backend.outcome_count(namespace):
                 followed = self._followed[namespace] = Followed()
                 tail = self.backend.history(namespace)
             followed.extend(tail)
-            if followed.rows:
-                followed.last_seq = followed.rows[-1][0].seq
-            held = sum(len(f.rows) for f in self._followed.values())
+            held = sum(len(f) for f in self._followed.values())
             for other in [ns for ns in self._followed if ns != namespace]:  # least recently read first
                 if held <= FOLLOW_BUDGET:
                     break
-                held -= len(self._followed.pop(other).rows)
-            return followed.rows
+                held -= len(self._followed.pop(other))
+            return followed
+
+    def _resume(self, namespace: str) -> Followed:
+        """The namespace's checkpoint, if it is intact (else nothing: the history is read in full)."""
+        data = self.backend.load_checkpoint(namespace)
+        if data is None:
+            return Followed()
+        try:
+            return checkpoint.decode(namespace, data, self.policy)
+        except ValueError as exc:
+            logger.warning("checkpoint of namespace %r not used (%s): reading its whole history", namespace, exc)
+            return Followed()
+
+    def _checkpoint(self, namespace: str) -> None:
+        """Save the namespace's followed history and detectors when enough is new (:func:`checkpoint.due`).
+
+        A checkpoint only saves work: when the backend cannot keep it, govern goes on (a
+        warning is logged) and the next govern tries again."""
+        with self._follow_lock:
+            followed = self._followed.get(namespace)
+            if followed is None or not checkpoint.due(len(followed), followed.saved):
+                return
+            data = checkpoint.encode(namespace, followed)
+            before, followed.saved = followed.saved, len(followed)
+        try:
+            self.backend.save_checkpoint(namespace, data)
+        except StoreError as exc:
+            logger.warning("checkpoint of namespace %r not saved: %s", namespace, exc)
+            followed.saved = before
+
+    def _forget_followed(self, namespace: str | None = None) -> None:
+        """Drop the followed history and checkpoint of ``namespace`` (None: of every namespace):
+        the next read rebuilds them from the log. Erasure and ``replay(apply=True)`` call it:
+        neither changes the log, but no state derived before an operation meant to remove or
+        repair data should outlive it."""
+        with self._follow_lock:
+            if namespace is None:
+                self._followed.clear()
+            else:
+                self._followed.pop(namespace, None)
+        self.backend.drop_checkpoints(namespace)
 
     def _namespace_scan(self, namespace: str) -> NamespaceStreams:
         """The namespace's change detectors over its whole history, advanced from where this
         store object last left them (run again from the start when the policy changed)."""
-        rows = self._history(namespace)
         with self._follow_lock:
-            followed = self._followed[namespace]
-            if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(rows):
+            followed = self._history(namespace)
+            if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(followed):
                 followed.scan, followed.scanned = NamespaceScan(self.policy), 0
-            fresh = rows[followed.scanned :]
-            followed.scan.advance(
-                [[item.memory_id for item in ep.items] for _, ep in fresh],
-                np.array([o.success for o, _ in fresh], dtype=bool),
-                np.array([o.confidence for o, _ in fresh], dtype=float),
-                [ep.context for _, ep in fresh],
-            )
-            followed.scanned = len(rows)
+            followed.scan.advance(*followed.scan_input(followed.scanned))
+            followed.scanned = len(followed)
             return followed.scan.read()
 
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
@@ -157,10 +145,9 @@ class LogMixin(StoreState):
         check_name(namespace, "namespace")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValidationError("window", f"must be a positive integer or None, got {window!r}")
-        size = self.policy.staleness_window if window is None else window
-        self._history(namespace)
+        size = self.policy.staleness.window if window is None else window
         with self._follow_lock:
-            return _recent(self._followed[namespace], size)
+            return self._history(namespace).recent(size)
 
     def episode_stats(self, namespace: str = "default") -> EpisodeStats:
         """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
@@ -173,9 +160,12 @@ class LogMixin(StoreState):
         """
         check_name(namespace, "namespace")
         stats = EpisodeStats()
-        for o, ep in self._history(namespace):
-            if ep.items:
-                stats.update([item.memory_id for item in ep.items], o.success, context=ep.context)
+        with self._follow_lock:
+            followed = self._history(namespace)
+            for i in range(len(followed)):
+                ids = followed.memory_ids(i)
+                if ids:
+                    stats.update(ids, bool(followed.won[i]), context=followed.context_of(i))
         return stats
 
     def outcome_streams(self, namespace: str = "default") -> dict[str, OutcomeStream]:
@@ -216,7 +206,17 @@ class LogMixin(StoreState):
     def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]:
         if self.burst is None:
             return []
-        return outcome_log.burst_alerts(self._history(namespace), self.burst, self.clock(), memories, self.increments_of)
+        now = self.clock()
+        with self._follow_lock:
+            followed = self._history(namespace)
+            start = outcome_log.window_start(followed.recorded, now - self.burst.window)
+            tail = followed.credited(start, namespace)
+        parents = self._provenance(namespace)  # read once, not once an outcome
+
+        def increments(o: OutcomeRow, ep: Episode) -> builtins.list[Increment]:
+            return self.increments_of(o, ep, parents)
+
+        return outcome_log.burst_alerts(tail, self.burst, now, memories, increments)
 
     def holdout_report(self, *, namespace: str = "default", level: float = 0.95, method: str = "newcombe") -> Lift:
         """Success rate of governed episodes against holdout ones, from the log, with the lift's interval.
@@ -234,7 +234,10 @@ class LogMixin(StoreState):
         (40, 1.0)
         """
         check_name(namespace, "namespace")
-        return outcome_log.holdout_lift(self._history(namespace), level, method)
+        with self._follow_lock:
+            followed = self._history(namespace)
+            held, won = np.array(followed.held, dtype=bool), np.array(followed.won, dtype=bool)
+        return outcome_log.holdout_lift(held, won, level, method)
 
     def replay_policy(
         self, *alternatives: ReplaySettings, namespace: str = "default", every: int = 100
@@ -307,4 +310,5 @@ class LogMixin(StoreState):
                 by_ns.setdefault(ns, {})[mid] = want
             for ns, fixes in by_ns.items():
                 self.backend.write_counts(ns, fixes)
+            self._forget_followed()
         return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))

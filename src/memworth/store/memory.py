@@ -40,6 +40,7 @@ class MemoryBackend:
         self._audit: list[AuditEntry] = []
         self._kept_edges: list[tuple[str, str, str, str]] = []  # (namespace, src, dst, kind) of erased memories
         self._generation = 0
+        self._checkpoints: dict[str, bytes] = {}
 
     def get_meta(self, key: str) -> str | None:
         return self._meta.get(key)
@@ -319,6 +320,21 @@ class MemoryBackend:
                 if e.namespace == namespace and (memory_id is None or e.memory_id == memory_id) and e.seq > after
             ]
         return found[:limit]
+
+    def save_checkpoint(self, namespace: str, data: bytes) -> None:
+        with self._lock:
+            self._checkpoints[namespace] = bytes(data)
+
+    def load_checkpoint(self, namespace: str) -> bytes | None:
+        with self._lock:
+            return self._checkpoints.get(namespace)
+
+    def drop_checkpoints(self, namespace: str | None = None) -> None:
+        with self._lock:
+            if namespace is None:
+                self._checkpoints.clear()
+            else:
+                self._checkpoints.pop(namespace, None)
 
     def close(self) -> None:
         pass

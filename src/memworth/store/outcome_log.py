@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from memworth.counts import Counts
 from memworth.holdout import Lift, lift
 from memworth.policy_replay import (
@@ -107,8 +109,21 @@ DISORDER = 60.0
 of concurrent writers): how far past the window :func:`burst_alerts` reads back."""
 
 
+def window_start(recorded: Sequence[float], since: float) -> int:
+    """Where the outcomes of a burst window begin in a namespace's times of recording (log
+    order): the first of the tail recorded at or after ``since`` less :data:`DISORDER`.
+
+    >>> window_start([1.0, 5.0, 200.0, 230.0], since=250.0)
+    2
+    """
+    start = len(recorded)
+    while start > 0 and recorded[start - 1] >= since - DISORDER:
+        start -= 1
+    return start
+
+
 def burst_alerts(
-    history: Sequence[tuple[OutcomeRow, Episode]],
+    tail: Sequence[tuple[OutcomeRow, Episode]],
     detector: BurstDetector,
     now: float,
     memories: Sequence[Memory],
@@ -116,15 +131,12 @@ def burst_alerts(
 ) -> list[BurstAlert]:
     """Alerts for the memories whose worth the last ``detector.window`` seconds moved too far.
 
-    ``history`` is the namespace's outcomes in log order; only its tail is read, back to
-    :data:`DISORDER` seconds before the window."""
+    ``tail`` is the namespace's outcomes in log order from :func:`window_start` on (those
+    recorded before the window are skipped)."""
     since = now - detector.window
-    start = len(history)
-    while start > 0 and history[start - 1][0].recorded >= since - DISORDER:
-        start -= 1
     window: dict[str, list[float]] = {}
     by_source: dict[str, dict[str, float]] = {}
-    for o, ep in history[start:]:
+    for o, ep in tail:
         if o.recorded < since:
             continue
         for inc in increments(o, ep):
@@ -147,13 +159,13 @@ def burst_alerts(
     return alerts
 
 
-def holdout_lift(history: Sequence[tuple[OutcomeRow, Episode]], level: float, method: str) -> Lift:
-    """Success of governed against holdout episodes of a namespace, from its ``history``."""
-    tally = {False: [0, 0], True: [0, 0]}
-    for o, ep in history:
-        tally[ep.holdout][0] += int(o.success)
-        tally[ep.holdout][1] += 1
-    return lift((tally[False][0], tally[False][1]), (tally[True][0], tally[True][1]), level=level, method=method)
+def holdout_lift(held: np.ndarray, won: np.ndarray, level: float, method: str) -> Lift:
+    """Success of governed against holdout episodes of a namespace: per outcome, whether its
+    episode was held out and whether it succeeded."""
+    h, w = np.asarray(held, dtype=bool), np.asarray(won, dtype=bool)
+    governed = (int(np.sum(w & ~h)), int(np.sum(~h)))
+    holdout = (int(np.sum(w & h)), int(np.sum(h)))
+    return lift(governed, holdout, level=level, method=method)
 
 
 def replay_policy(

@@ -170,6 +170,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX IF NOT EXISTS audit_by_action ON audit (namespace, action, memory_id)",
         "CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq)",
     ],
+    # 5: each namespace's checkpoint (its followed history and change detectors, saved by
+    # govern), so that a new process reads only the outcomes logged after it.
+    5: [
+        "CREATE TABLE IF NOT EXISTS checkpoints (namespace TEXT PRIMARY KEY, data BYTEA NOT NULL)",
+    ],
 }
 
 
@@ -917,6 +922,24 @@ class PostgresBackend:
             args = (*args, limit)
         rows = self._run(lambda c: c.execute(sql, args).fetchall())
         return [AuditEntry(int(r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]) for r in rows]
+
+    def save_checkpoint(self, namespace: str, data: bytes) -> None:
+        self._run(
+            lambda c: c.execute(
+                "INSERT INTO checkpoints VALUES (%s, %s) ON CONFLICT (namespace) DO UPDATE SET data = EXCLUDED.data",
+                (namespace, bytes(data)),
+            )
+        )
+
+    def load_checkpoint(self, namespace: str) -> bytes | None:
+        rows = self._read("SELECT data FROM checkpoints WHERE namespace = %s", (namespace,))
+        return bytes(rows[0][0]) if rows else None
+
+    def drop_checkpoints(self, namespace: str | None = None) -> None:
+        if namespace is None:
+            self._run(lambda c: c.execute("DELETE FROM checkpoints"))
+        else:
+            self._run(lambda c: c.execute("DELETE FROM checkpoints WHERE namespace = %s", (namespace,)))
 
     def drop(self) -> None:
         """Delete this store's schema and everything in it (only for ``?schema=`` stores)."""

@@ -136,6 +136,11 @@ MIGRATIONS: dict[int, str] = {
     CREATE INDEX IF NOT EXISTS memories_by_seq ON memories (namespace, seq);
     CREATE INDEX IF NOT EXISTS audit_by_namespace ON audit (namespace, seq);
     """,
+    # 5: each namespace's checkpoint (its followed history and change detectors, saved by
+    # govern), so that a new process reads only the outcomes logged after it.
+    5: """
+    CREATE TABLE IF NOT EXISTS checkpoints (namespace TEXT PRIMARY KEY, data BLOB NOT NULL);
+    """,
 }
 
 
@@ -730,6 +735,21 @@ class SQLiteBackend:
             args.append(limit)
         rows = self._read(sql, args)
         return [AuditEntry(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]), r[9]) for r in rows]
+
+    def save_checkpoint(self, namespace: str, data: bytes) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?)", (namespace, sqlite3.Binary(data)))
+
+    def load_checkpoint(self, namespace: str) -> bytes | None:
+        rows = self._read("SELECT data FROM checkpoints WHERE namespace = ?", (namespace,))
+        return bytes(rows[0][0]) if rows else None
+
+    def drop_checkpoints(self, namespace: str | None = None) -> None:
+        with self._write() as db:
+            if namespace is None:
+                db.execute("DELETE FROM checkpoints")
+            else:
+                db.execute("DELETE FROM checkpoints WHERE namespace = ?", (namespace,))
 
     def integrity_check(self) -> str:
         """SQLite's own ``PRAGMA integrity_check`` answer ("ok" when sound)."""

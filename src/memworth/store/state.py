@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from memworth.change import OutcomeStream
     from memworth.sources import BurstAlert
     from memworth.store.backend import Increment, NewMemory
+    from memworth.store.followed import Followed
     from memworth.store.governing import GovernanceReport
     from memworth.store.hot import HotTier
-    from memworth.store.log_queries import Followed
     from memworth.store.recall import _Space
     from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 
@@ -129,7 +129,11 @@ class StoreState:
 
         def _streams(self, namespace: str) -> dict[str, OutcomeStream]: ...
 
-        def _history(self, namespace: str) -> builtins.list[tuple[OutcomeRow, Episode]]: ...
+        def _history(self, namespace: str) -> Followed: ...
+
+        def _checkpoint(self, namespace: str) -> None: ...
+
+        def _forget_followed(self, namespace: str | None = None) -> None: ...
 
         def _bursts(self, namespace: str, memories: builtins.list[Memory]) -> builtins.list[BurstAlert]: ...
 

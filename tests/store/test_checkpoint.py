@@ -1,0 +1,329 @@
+"""A namespace's followed history is saved (its checkpoint) so that a new store object reads
+only the outcomes logged after it (issue 13 item 4). Whatever it loads, a store object's
+answers equal those of one that reads the whole log from scratch, on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memworth import HashingEncoder, MemoryStore, Sidecar
+from memworth.coretrieval import AlarmSplitter
+from memworth.counts import Counts
+from memworth.governance import GovernancePolicy
+from memworth.store import checkpoint
+from memworth.store.followed import Followed
+from tests.store.test_following import IDS, _feed, _same_streams
+
+
+@pytest.fixture
+def every_govern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """govern() writes a checkpoint whenever anything is new (the default waits for 1,000 outcomes)."""
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 1)
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_SHARE", 0.0)
+
+
+def _reads(store: MemoryStore) -> list[int]:
+    """Record the ``after`` of every history read the store's backend is asked for."""
+    seen: list[int] = []
+    read = store.backend.history
+
+    def history(namespace: str, after: int = 0) -> Any:
+        seen.append(after)
+        return read(namespace, after)
+
+    store.backend.history = history  # type: ignore[method-assign]
+    return seen
+
+
+def _answers(store: MemoryStore, namespace: str = "default") -> dict[str, Any]:
+    """Everything governance reads of the followed history, as one store object answers it."""
+    return {
+        "streams": store.outcome_streams(namespace),
+        "proposals": store.proposals(namespace=namespace),
+        "recent": store.recent_counts(namespace),
+        "recent_5": store.recent_counts(namespace, window=5),
+        "guard": store.holdout_guard(namespace=namespace),
+        "lift": store.holdout_report(namespace=namespace),
+        "bursts": store.burst_alerts(namespace=namespace),
+        "pairs": store.episode_stats(namespace).episodes,
+        "live": dict(store._live[namespace].statistics()) if namespace in store._live else None,
+    }
+
+
+def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    _same_streams(got.pop("streams"), want.pop("streams"))
+    assert got == want
+
+
+@contextmanager
+def _opened(url: str, **settings: Any) -> Iterator[MemoryStore]:
+    store = MemoryStore.open(url, encoder=HashingEncoder(), **settings)  # the kept settings otherwise
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _scratch(url: str, namespace: str = "default", **settings: Any) -> dict[str, Any]:
+    """The answers of a store object that ignores every checkpoint and reads the whole log."""
+    with _opened(url, **settings) as store:
+        store.backend.load_checkpoint = lambda namespace: None  # type: ignore[method-assign]
+        reads = _reads(store)
+        out = _answers(store, namespace)
+        assert reads[0] == 0
+        return out
+
+
+def _filled(make_store: Callable[..., MemoryStore], backend_kind: str) -> MemoryStore:
+    if backend_kind == "memory":
+        pytest.skip("an in-memory store is one store object: nothing to resume")
+    store = make_store(seed=0, exploration=0.0, holdout=0.2)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    rng = np.random.default_rng(11)
+    _feed(store, "default", 150, rng, broken=False)
+    _feed(store, "default", 100, rng, broken=True)
+    assert store.govern(apply=True).applied  # standings change too; the checkpoint is written
+    return store
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_a_new_store_object_resumes_from_the_checkpoint(
+    make_store: Callable[..., MemoryStore], backend_kind: str
+) -> None:
+    first = _filled(make_store, backend_kind)
+    saved = first._followed["default"]
+    assert saved.saved == len(saved) == 250 and first.backend.load_checkpoint("default") is not None
+    url = _url(first)
+    with _opened(url, ablation=AlarmSplitter(share=1.0, seed=0)) as second:
+        reads = _reads(second)
+        got = _answers(second)
+        assert reads[0] == saved.last_seq  # only the outcomes after the checkpoint were asked for
+        resumed = second._followed["default"]
+        assert resumed.scan is not None and resumed.saved == 250  # the detectors came with it
+    assert max(s.reading.statistic for s in got["streams"].values()) > 0 and max(got["live"].values()) > 0
+    _same(got, _scratch(url, ablation=AlarmSplitter(share=1.0, seed=0)))
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_outcomes_another_client_logged_after_the_checkpoint_are_read_as_a_tail(
+    make_store: Callable[..., MemoryStore], backend_kind: str
+) -> None:
+    first = _filled(make_store, backend_kind)
+    url = _url(first)
+    last = first._followed["default"].last_seq
+    with _opened(url) as other:
+        _feed(other, "default", 70, np.random.default_rng(12), broken=True)
+    with _opened(url) as third:
+        reads = _reads(third)
+        got = _answers(third)
+        assert reads[0] == last and len(third._followed["default"]) == 320
+    _same(got, _scratch(url))
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_after_a_settings_change_the_detectors_run_again_over_the_saved_columns(
+    make_store: Callable[..., MemoryStore], backend_kind: str
+) -> None:
+    first = _filled(make_store, backend_kind)
+    url = _url(first)
+    first.configure({"governance.change_threshold": 6.0})
+    with _opened(url) as second:
+        reads = _reads(second)
+        got = _answers(second)
+        assert reads[0] == first._followed["default"].last_seq  # the columns were used, the scan was not
+        assert second.policy.change_threshold == 6.0
+        assert got["streams"]["m0"].reading.threshold == 6.0
+    _same(got, _scratch(url))
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_a_damaged_checkpoint_is_not_used(make_store: Callable[..., MemoryStore], backend_kind: str) -> None:
+    first = _filled(make_store, backend_kind)
+    url = _url(first)
+    data = bytearray(first.backend.load_checkpoint("default") or b"")
+    data[len(data) // 2] ^= 0xFF
+    first.backend.save_checkpoint("default", bytes(data))
+    with _opened(url) as second:
+        reads = _reads(second)
+        got = _answers(second)
+        assert reads[0] == 0  # read in full
+    _same(got, _scratch(url))
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_a_checkpoint_the_log_disagrees_with_is_not_used(
+    make_store: Callable[..., MemoryStore], backend_kind: str
+) -> None:
+    """A checkpoint that missed an outcome (one that committed after a later-numbered one was
+    read) holds fewer outcomes up to its last number than the log: the history is read again."""
+    first = _filled(make_store, backend_kind)
+    url = _url(first)
+    rows = first.backend.history("default")
+    followed = Followed()
+    followed.extend(rows[:100] + rows[101:])  # outcome 101 committed after its successors were read
+    first.backend.save_checkpoint("default", checkpoint.encode("default", followed))
+    with _opened(url) as other:
+        _feed(other, "default", 30, np.random.default_rng(13), broken=True)
+    with _opened(url) as second:
+        reads = _reads(second)
+        got = _answers(second)
+        assert reads[:2] == [followed.last_seq, 0]
+        assert len(second._followed["default"]) == 280
+    _same(got, _scratch(url))
+
+
+@pytest.mark.usefixtures("every_govern")
+@pytest.mark.parametrize("operation", ["erase", "replay"])
+def test_erasure_and_replay_apply_drop_the_checkpoint(
+    make_store: Callable[..., MemoryStore], backend_kind: str, operation: str
+) -> None:
+    first = _filled(make_store, backend_kind)
+    url = _url(first)
+    if operation == "erase":
+        first.delete("m3", reason="asked to")
+    else:
+        first.backend.write_counts("default", {"m1": Counts(1.0, 0.0, 1.0)})
+        assert first.replay(apply=True).applied
+    assert first.backend.load_checkpoint("default") is None and "default" not in first._followed
+    with _opened(url) as second:
+        reads = _reads(second)
+        got = _answers(second)
+        assert reads[0] == 0
+    _same(got, _scratch(url))
+    first.govern()
+    assert first.backend.load_checkpoint("default") is not None  # written again from the log
+
+
+def test_govern_writes_a_checkpoint_once_enough_is_new(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 100)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    rng = np.random.default_rng(14)
+    _feed(store, "default", 60, rng, broken=False)
+    store.govern()
+    assert store.backend.load_checkpoint("default") is None  # 60 new: not yet
+    _feed(store, "default", 60, rng, broken=False)
+    store.proposals()
+    assert store.backend.load_checkpoint("default") is None  # only govern() writes
+    store.govern()
+    assert store._followed["default"].saved == 120 and store.backend.load_checkpoint("default") is not None
+
+
+@pytest.mark.usefixtures("every_govern")
+def test_a_checkpoint_the_backend_cannot_save_does_not_fail_govern(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memworth.errors import UnavailableError
+
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _feed(store, "default", 50, np.random.default_rng(18), broken=False)
+
+    def down(namespace: str, data: bytes) -> None:
+        raise UnavailableError("the database is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store.backend, "save_checkpoint", down)
+        want = store.proposals()
+        assert store.govern().proposals == [p for p in want.values() if p is not None]
+        assert "not saved" in caplog.text and store._followed["default"].saved == 0  # tried again next time
+    store.govern()
+    assert store.backend.load_checkpoint("default") is not None
+
+
+def test_the_rule_for_writing_keeps_the_cost_per_outcome_flat() -> None:
+    assert not checkpoint.due(999, 0) and checkpoint.due(1000, 0)
+    assert not checkpoint.due(150_000, 149_000) and checkpoint.due(200_000, 198_000)  # 1% of a long log
+
+
+def _followed_of(store: MemoryStore) -> Followed:
+    store.outcome_streams()
+    return store._followed["default"]
+
+
+def test_a_checkpoint_round_trips_and_refuses_damage() -> None:
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _feed(store, "default", 120, np.random.default_rng(15), broken=True)
+    helper = Sidecar(store)
+    store.record(helper.retrieved(["m1", "m2", "m3"], weights=[0.5, 0.3, 0.2], query="weighted"), True)
+    followed = _followed_of(store)
+    data = checkpoint.encode("default", followed)
+    back = checkpoint.decode("default", data, store.policy)
+    assert back.ids == followed.ids and back.contexts == followed.contexts and back.credits == followed.credits
+    for name, column in followed.columns().items():
+        assert np.array_equal(back.columns()[name], column), name
+    assert [list(a) for a in back.positions] == [list(a) for a in followed.positions]
+    assert back.scan is not None and back.scanned == len(back) == len(followed)
+    _same_streams(back.scan.read().streams, followed.scan.read().streams)  # type: ignore[union-attr]
+    assert back.recent(5) == followed.recent(5)
+    other = checkpoint.decode("default", data, GovernancePolicy(change_threshold=6.0))
+    assert other.scan is None and other.scanned == 0  # another policy: the detectors run again
+    damaged = [
+        b"",
+        b"not a checkpoint at all",
+        data[:-10],
+        data[:30] + bytes([data[30] ^ 1]) + data[31:],
+        checkpoint.MAGIC + (checkpoint.FORMAT + 1).to_bytes(4, "big") + data[len(checkpoint.MAGIC) + 4 :],
+    ]
+    for bad in damaged:
+        with pytest.raises(ValueError):
+            checkpoint.decode("default", bad, store.policy)
+    with pytest.raises(ValueError, match="namespace"):
+        checkpoint.decode("elsewhere", data, store.policy)
+
+
+@pytest.mark.parametrize("outcomes", [0, 1, 40])
+def test_a_checkpoint_without_contexts_or_outcomes_round_trips(outcomes: int) -> None:
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    helper = Sidecar(store)
+    for t in range(outcomes):
+        store.record(helper.retrieved(IDS[t % 4 : t % 4 + 2], query=f"q{t}"), t % 3 > 0)
+    followed = _followed_of(store)
+    back = checkpoint.decode("default", checkpoint.encode("default", followed), store.policy)
+    assert len(back) == outcomes and back.contexts == [] and back.ids == followed.ids
+    assert back.recent(20) == followed.recent(20) and back.scan is not None
+    _same_streams(back.scan.read().streams, followed.scan.read().streams)  # type: ignore[union-attr]
+
+
+def test_a_memory_listed_twice_in_an_episode_counts_once_in_the_row_index_and_the_scan() -> None:
+    from memworth.store.records import Episode, EpisodeItem, OutcomeRow
+
+    rng = np.random.default_rng(17)
+    rows = []
+    for t in range(200):
+        picked = [f"m{int(i)}" for i in rng.integers(0, 6, size=4)]  # repeats within an episode
+        items = tuple(EpisodeItem(mid, float(w), 1.0, pos) for pos, (mid, w) in enumerate(zip(picked, rng.random(4), strict=True)))
+        rows.append(
+            (
+                OutcomeRow(f"e{t}", bool(t % 3), "agent", 1.0, float(t), t + 1),
+                Episode(f"e{t}", "d", "q", None, 0.0, items),
+            )
+        )
+    followed = Followed()
+    followed.extend(rows)
+    members, starts = followed.distinct_members()
+    want = [list(dict.fromkeys(followed.members[followed.starts[i] : followed.starts[i + 1]])) for i in range(200)]
+    assert [members[starts[i] : starts[i + 1]].tolist() for i in range(200)] == want
+    back = checkpoint.decode("d", checkpoint.encode("d", followed), GovernancePolicy())
+    assert [list(a) for a in back.positions] == [list(a) for a in followed.positions]
+    assert back.recent(7) == followed.recent(7)
+
+
+def test_the_columns_hold_much_less_than_rows() -> None:
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _feed(store, "default", 300, np.random.default_rng(16), broken=False)
+    followed = _followed_of(store)
+    n = len(followed)
+    assert followed.nbytes() == 8 + n * (46 + 3 * 16)  # 46 bytes an outcome, 16 a retrieved memory (1 KB as rows)
+
+
+def _url(store: MemoryStore) -> str:
+    """The store's URL as it was opened (a PostgreSQL backend's ``url`` hides the password;
+    the test servers have none)."""
+    return str(store.backend.url)

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore
 from memworth.server import create_app, create_key, revoke_key
+from tests.serving import free_port, memworth_serve
 
 
 @pytest.fixture
@@ -151,10 +152,8 @@ def test_the_openapi_document_lists_every_route(client: TestClient) -> None:
 
 def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
     import json
-    import socket
     import subprocess
     import sys
-    import time
     import urllib.request
 
     url = f"sqlite:///{tmp_path}/served.db"
@@ -166,21 +165,9 @@ def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
         check=True,
     )
     key = json.loads(out.stdout)["key"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [*exe, "serve", "--store", url, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "memworth serve did not come up"
-                time.sleep(0.2)
+    port = free_port()
+    with memworth_serve("--store", url, "--port", str(port)) as served:
+        served.first_answer(f"http://127.0.0.1:{port}/health", timeout=1)
         req = urllib.request.Request(
             f"http://127.0.0.1:{port}/v1/memories",
             data=json.dumps({"text": "served fact", "id": "s"}).encode(),
@@ -189,9 +176,7 @@ def test_memworth_serve_answers_over_a_real_socket(tmp_path: object) -> None:
         )
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.status == 201 and json.loads(r.read())["id"] == "s"
-    finally:
-        proc.terminate()
-        logged, _ = proc.communicate(timeout=30)
+    logged = served.out
     with MemoryStore.open(url) as store:
         assert store.get("s").text == "served fact"
     assert '"POST /v1/memories HTTP/1.1" 201' in logged  # the access log, at the default level (info)

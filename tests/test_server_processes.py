@@ -9,9 +9,6 @@ import os
 import pickle
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -31,6 +28,7 @@ from memworth.server.keys import create_key
 from memworth.server.processes import Processes, default_processes
 from memworth.store.configuring import SETTINGS_KEY
 from process_calls import NOW, fixed_clock, pid, raise_error, stall
+from tests.serving import free_port, memworth_serve
 from tests.store.conftest import NO_DISK_WAIT, POSTGRES, drop, with_query
 
 
@@ -255,39 +253,20 @@ def test_memworth_serve_runs_govern_in_its_worker_process_and_stops_it(tmp_path:
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:
         key = create_key(store, "ns", "k")
         store.add("a note", id="n1", namespace="ns")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     config = tmp_path / "serve.toml"
     config.write_text(f"store = '{url}'\n[server]\nport = {port}\nlog_level = 'warning'\nprocesses = 1\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memworth.cli", "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                req = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/v1/govern", data=b'{"apply": true}', method="POST",
-                    headers={"X-API-Key": key, "Content-Type": "application/json"},
-                )  # fmt: skip
-                with urllib.request.urlopen(req, timeout=60) as r:
-                    governed = json.loads(r.read())
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "memworth serve did not come up"
-                time.sleep(0.2)
-        workers = _children(proc.pid)
+    with memworth_serve("--config", str(config)) as server:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/govern", data=b'{"apply": true}', method="POST",
+            headers={"X-API-Key": key, "Content-Type": "application/json"},
+        )  # fmt: skip
+        governed = json.loads(server.first_answer(req))
+        workers = _children(server.proc.pid)
         assert workers, "govern ran in no worker process"
-    finally:
-        proc.terminate()
-        out, err = proc.communicate(timeout=60)
     assert governed["applied"] == [] and "proposals" in governed
-    assert "1 worker process for long calls" in out
-    assert "Traceback" not in err
+    assert "1 worker process for long calls" in server.out
+    assert "Traceback" not in server.err
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{p}").exists() for p in workers):  # stopped with the server
         assert time.monotonic() < deadline, "a worker process outlived the server"

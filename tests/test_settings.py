@@ -12,10 +12,6 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -39,6 +35,7 @@ from memworth.server.keys import create_key
 from memworth.server.pool import StorePool
 from memworth.settings import RecallSettings, Settings
 from memworth.sources import SourceLimit
+from tests.serving import free_port, memworth_serve
 
 # -- the object ----------------------------------------------------------------------------
 
@@ -359,34 +356,15 @@ def test_memworth_serve_reads_a_configuration_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'served.db'}"
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:
         key = create_key(store, "ns", "k")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     path = _write(
         tmp_path,
         f"store = '{url}'\n[server]\nport = {port}\nlog_level = 'warning'\n"
         "[settings.recall]\nexploration = 0.03\n[settings.governance]\ntheta_low = 0.31\n",
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memworth.cli", "serve", "--config", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/config", headers={"X-API-Key": key})
-                with urllib.request.urlopen(req, timeout=1) as r:
-                    served = json.loads(r.read())
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "memworth serve did not come up"
-                time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+    with memworth_serve("--config", str(path)) as server:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/config", headers={"X-API-Key": key})
+        served = json.loads(server.first_answer(req, timeout=1))
     assert served["settings"]["recall"]["exploration"] == 0.03
     assert served["settings"]["governance"]["classes"]["theta_low"] == 0.31
     with MemoryStore.open(url) as store:

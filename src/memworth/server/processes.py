@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 from memworth.errors import UnavailableError, ValidationError
 from memworth.store import MemoryStore
+from memworth.store.backend import shareable
 
 __all__ = ["MAX_PROCESSES", "Processes", "check_processes", "default_processes", "shareable"]
 
@@ -49,11 +50,6 @@ T = TypeVar("T")
 
 MAX_PROCESSES = 16
 """Most worker processes one server keeps."""
-
-
-def shareable(url: str) -> bool:
-    """Whether another process can open the database at ``url`` (not ``memory://`` or SQLite ``:memory:``)."""
-    return not (url == "memory://" or url.split("?", 1)[0].endswith(":memory:"))
 
 
 def default_processes(url: str) -> int:

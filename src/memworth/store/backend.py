@@ -21,7 +21,18 @@ from memworth.counts import Counts
 from memworth.errors import DuplicateError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
-__all__ = ["ERASE", "NOTE_FIELDS", "Backend", "Increment", "NewMemory", "erased_key", "joined", "redact", "reused"]
+__all__ = [
+    "ERASE",
+    "NOTE_FIELDS",
+    "Backend",
+    "Increment",
+    "NewMemory",
+    "erased_key",
+    "joined",
+    "redact",
+    "reused",
+    "shareable",
+]
 
 SCHEMA_VERSION = 5
 NOTE_FIELDS = ("pin", "verification")
@@ -248,6 +259,18 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def shareable(url: str) -> bool:
+    """Whether another process (or store object) can open the database at ``url``: not
+    ``memory://`` or SQLite's ``:memory:``, which live in one store object.
+
+    Examples
+    --------
+    >>> shareable("sqlite:///store.db"), shareable("memory://"), shareable("sqlite:///:memory:?synchronous=normal")
+    (True, False, False)
+    """
+    return not (url == "memory://" or url.split("?", 1)[0].endswith(":memory:"))
 
 
 def erased_key(namespace: str) -> str:

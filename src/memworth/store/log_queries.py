@@ -23,7 +23,7 @@ from memworth.progress import bar as progress_bar
 from memworth.sources import BurstAlert
 from memworth.store import checkpoint, outcome_log
 from memworth.store.alarms import LiveAlarms
-from memworth.store.backend import Increment
+from memworth.store.backend import Increment, shareable
 from memworth.store.followed import Followed
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
@@ -104,7 +104,10 @@ class LogMixin(StoreState):
         """Save the namespace's followed history and detectors when enough is new (:func:`checkpoint.due`).
 
         A checkpoint only saves work: when the backend cannot keep it, govern goes on (a
-        warning is logged) and the next govern tries again."""
+        warning is logged) and the next govern tries again. A database no other store object
+        can open (``memory://``, SQLite ``:memory:``) gets none: nothing could resume from it."""
+        if not shareable(self.backend.url):
+            return
         with self._follow_lock:
             followed = self._followed.get(namespace)
             if followed is None or not checkpoint.due(len(followed), followed.saved):

@@ -405,9 +405,13 @@ def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: 
     d = browser
 
     def submit(button: Any) -> None:
+        """Click and wait for the next page to have loaded whole: the old document detached is
+        not enough, since an element of the new one found while it still loads can be gone by
+        the next step (a run under load failed so: "Node ... does not belong to the document")."""
         page = d.find_element(By.TAG_NAME, "html")
         button.click()
         WebDriverWait(d, 20).until(expected_conditions.staleness_of(page))
+        WebDriverWait(d, 20).until(lambda drv: drv.execute_script("return document.readyState") == "complete")
 
     def table_ids() -> list[str]:
         return [tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#memories tbody tr")]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import memworth.adjusted as adjusted_module
+import memworth.signals.context_adjusted as adjusted_module
 from memworth import Counts, RawWorth, ValidationError
-from memworth.adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
-from memworth.contexts import QueryClusters
+from memworth.signals.context_adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
+from memworth.signals.query_clusters import QueryClusters
 
 
 def random_episodes(seed: int, episodes: int = 600, memories: int = 12, k: int = 3, contexts: int = 3):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from memworth import CountsTable, HashingEncoder, MemoryStore, ValidationError
-from memworth.change import reference_rates
 from memworth.cli import main
 from memworth.governance import GovernancePolicy
-from memworth.sequences import SequentialDeprecation
+from memworth.signals.change_detection import reference_rates
+from memworth.signals.confidence_sequences import SequentialDeprecation
 from memworth_experiments import deprecation, staleness
 from memworth_experiments.common import load_config
 
@@ -192,7 +192,7 @@ def test_a_drop_within_one_context_still_raises_re_verify(store: MemoryStore) ->
 def test_the_splitter_splits_as_soon_as_both_alarm_in_their_namespace_only(store: MemoryStore) -> None:
     """No govern() needed: the live statistics move with every outcome; the same ids in
     another namespace that did not break are not split."""
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     store.add("Prague was the capital of Czechoslovakia until 1993.", id="cz", namespace="other")
     store.add("Use list.reverse() or [::-1] to reverse a Python list.", id="reverse", namespace="other")
@@ -215,7 +215,7 @@ def test_the_splitter_splits_as_soon_as_both_alarm_in_their_namespace_only(store
 def test_the_splitter_s_live_statistics_equal_a_fresh_scan_of_the_log() -> None:
     """Advanced outcome by outcome (weights, new memories, several namespaces), the live
     statistics are those a scan of the whole log gives; splitting starts with no govern()."""
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=1.0, seed=0)
     store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0, ablation=splitter)
@@ -246,7 +246,7 @@ def test_record_many_advances_the_live_statistics_as_one_record_at_a_time_does()
     recording the same outcomes one at a time does (memories repeated within a batch,
     confidences that differ by batch, a memory that arrives late, two namespaces in one
     batch), and what a fresh scan of the log gives."""
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     def twin() -> MemoryStore:
         never = AlarmSplitter(share=1.0, suspect=1e9, seed=0)  # keeps live statistics, never splits
@@ -299,7 +299,7 @@ def test_record_many_advances_the_live_statistics_as_one_record_at_a_time_does()
 
 def test_govern_refreshes_the_splitter_from_the_log(store: MemoryStore) -> None:
     """Outcomes another process logged reach the splitter at the next govern()."""
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     writer = MemoryStore(store.backend, encoder=HashingEncoder(), seed=0, exploration=0.0)  # no splitter
     for ok in [True] * 40 + [False] * 10:

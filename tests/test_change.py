@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memworth import ValidationError
-from memworth.change import (
+from memworth.signals.change_detection import (
     BernoulliCusum,
     CusumState,
     ExplainingAway,
@@ -330,7 +330,7 @@ def test_explaining_away_refuses_bad_input() -> None:
 
 
 def test_context_check_holds_failures_in_a_context_the_memory_always_failed() -> None:
-    from memworth.change import ContextCheck
+    from memworth.signals.change_detection import ContextCheck
 
     det, check = BernoulliCusum(), ContextCheck()
     times = np.arange(1, 81)
@@ -348,7 +348,7 @@ def test_context_check_holds_failures_in_a_context_the_memory_always_failed() ->
 
 
 def test_context_check_weights_outcomes_and_survives_extreme_settings() -> None:
-    from memworth.change import ContextCheck
+    from memworth.signals.change_detection import ContextCheck
 
     times = np.arange(1, 61)
     before = ["own"] * 40
@@ -365,7 +365,7 @@ def test_context_check_weights_outcomes_and_survives_extreme_settings() -> None:
 
 
 def test_context_check_refuses_bad_input() -> None:
-    from memworth.change import ContextCheck
+    from memworth.signals.change_detection import ContextCheck
 
     det = BernoulliCusum()
     ok = np.array([True, False])

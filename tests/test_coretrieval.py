@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from memworth import HashingEncoder, MemoryStore, RegressionWorth, UnknownMemoryError, ValidationError
-from memworth.coretrieval import AblationPlanner, CoRetrieval, confounds
 from memworth.ranking import drop, select
+from memworth.signals.coretrieval import AblationPlanner, CoRetrieval, confounds
 
 
 def random_sets(seed: int, episodes: int = 400, memories: int = 15, k: int = 4) -> np.ndarray:
@@ -273,7 +273,7 @@ def test_store_refuses_a_planner_that_is_not_one() -> None:
 
 
 def test_alarm_splitter_drops_suspects_only_and_takes_turns() -> None:
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=1.0, suspect=6.0, seed=0)
     splitter.watch({"a": 12.0, "b": 11.0, "c": 7.0, "fine": 1.0})
@@ -288,7 +288,7 @@ def test_alarm_splitter_drops_suspects_only_and_takes_turns() -> None:
 
 
 def test_alarm_splitter_share_and_bad_input() -> None:
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=0.25, suspect=6.0, limit=10_000, seed=1)
     splitter.watch({"a": 9.0, "b": 9.0})
@@ -312,7 +312,7 @@ def test_alarm_splitter_share_and_bad_input() -> None:
 
 
 def test_alarm_splitter_stops_at_its_limit() -> None:
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=1.0, limit=3, seed=0)
     splitter.watch({"a": 20.0, "b": 20.0})
@@ -327,7 +327,7 @@ def test_the_store_refuses_a_planner_of_another_kind() -> None:
 
 
 def test_the_store_returns_the_set_without_the_dropped_suspect() -> None:
-    from memworth.coretrieval import AlarmSplitter
+    from memworth.signals.coretrieval import AlarmSplitter
 
     splitter = AlarmSplitter(share=1.0, suspect=6.0, seed=0)
     store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0, seed=0, ablation=splitter)

@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memworth import Counts, HashingEncoder, MemoryStore, ValidationError
 from memworth.cli import main
 from memworth.governance import GovernancePolicy
-from memworth.governance_parts import (
+from memworth.governance.parts import (
     FLAT_NAMES,
     PARTS,
     ChangeSettings,
@@ -30,8 +30,8 @@ from memworth.governance_parts import (
     GuardSettings,
     LowWorthSettings,
 )
+from memworth.governance.replay import ReplaySettings
 from memworth.mcp_server import create_server
-from memworth.policy_replay import ReplaySettings
 from memworth.server import create_app, create_key
 
 BAD: list[tuple[dict[str, Any], str, str]] = [
@@ -254,7 +254,7 @@ def test_failures_a_flagged_memory_explains_hold_suppress_and_deprecate() -> Non
     """Issue 14 item 6: a worth-based protective action passes through explaining away too."""
     import numpy as np
 
-    from memworth.change import OutcomeStream
+    from memworth.signals.change_detection import OutcomeStream
 
     y = np.zeros(40, dtype=bool)
     alone = OutcomeStream(y, np.ones(40), None, np.arange(1, 41))

@@ -15,7 +15,7 @@ from mcp import Client
 from memworth import HashingEncoder, MemoryStore
 from memworth.cli import main
 from memworth.errors import ValidationError
-from memworth.guard import HoldoutGuard
+from memworth.governance.holdout_guard import HoldoutGuard
 from memworth.mcp_server import create_server
 from memworth.server.app import create_app
 from memworth.server.dashboard.pages import governance_page

@@ -11,7 +11,7 @@ import pytest
 
 from memworth import ValidationError
 from memworth.cli import main
-from memworth.holdout import in_holdout, lift, wilson_interval
+from memworth.signals.holdout import in_holdout, lift, wilson_interval
 from memworth_experiments.demo import _rate_ci
 
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from memworth import MemworthError, ValidationError
-from memworth.encoders import Encoder
-from memworth.minilm import MiniLMEncoder, load_minilm, model_dir
+from memworth.embed.encoders import Encoder
+from memworth.embed.minilm import MiniLMEncoder, load_minilm, model_dir
 
 LONG = " ".join(
     "Memory stores for language-model agents keep notes, facts and past trajectories, and an agent "
@@ -84,7 +84,7 @@ def _needs(backend: str) -> type[MiniLMEncoder]:
         return MiniLMEncoder
     pytest.importorskip("onnxruntime", reason="needs the 'fast' extra")
     pytest.importorskip("onnx", reason="needs the 'fast' extra")
-    from memworth.minilm_onnx import OnnxMiniLMEncoder
+    from memworth.embed.minilm_onnx import OnnxMiniLMEncoder
 
     return OnnxMiniLMEncoder  # type: ignore[return-value]
 
@@ -247,7 +247,7 @@ def test_onnx_bad_settings(field: str, value: object) -> None:
 
 def test_onnx_graph_is_cached_reused_and_rebuilt_when_damaged(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     cls = _needs("onnxruntime")
-    from memworth import minilm_onnx
+    from memworth.embed import minilm_onnx
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     texts = SENTENCES[:5]

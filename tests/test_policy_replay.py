@@ -7,7 +7,7 @@ import pytest
 
 from memworth import Counts, ValidationError
 from memworth.governance import GovernancePolicy
-from memworth.policy_replay import Credit, LoggedOutcome, ReplaySettings, compare, replay_governance
+from memworth.governance.replay import Credit, LoggedOutcome, ReplaySettings, compare, replay_governance
 
 
 def stream(rates: dict[str, float], steps: int, seed: int = 0, start: float = 0.0, step_s: float = 60.0) -> list:

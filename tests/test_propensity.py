@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from memworth import RawWorth, Tracker, ValidationError
-from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
 from memworth.ranking import inclusion_probabilities, select
+from memworth.signals.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
 
 
 @pytest.mark.parametrize(

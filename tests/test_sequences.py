@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from memworth import Counts, CountsTable, ValidationError
-from memworth.sequences import BetaBinomialCS, SequentialDeprecation
+from memworth.signals.confidence_sequences import BetaBinomialCS, SequentialDeprecation
 
 
 @pytest.mark.parametrize(("a", "b"), [(1.0, 1.0), (0.5, 2.0)])

@@ -23,18 +23,18 @@ from mcp import Client
 from memworth import HashingEncoder, MemoryStore, Sidecar
 from memworth.cli import main
 from memworth.config_file import load
-from memworth.coretrieval import AblationPlanner, AlarmSplitter
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
-from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
-from memworth.governance_parts import ChangeSettings
+from memworth.governance.parts import PARTS as GOVERNANCE_PARTS
+from memworth.governance.parts import ChangeSettings
 from memworth.mcp_server import create_server
 from memworth.ranking import LowerBoundBlend
 from memworth.server.app import create_app
 from memworth.server.keys import create_key
 from memworth.server.pool import StorePool
 from memworth.settings import RecallSettings, Settings
-from memworth.sources import SourceLimit
+from memworth.signals.coretrieval import AblationPlanner, AlarmSplitter
+from memworth.signals.sources import SourceLimit
 from tests.serving import free_port, memworth_serve
 
 # -- the object ----------------------------------------------------------------------------

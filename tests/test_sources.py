@@ -11,7 +11,7 @@ from scipy.stats import binom
 
 from memworth import Counts, ValidationError
 from memworth.cli import main
-from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
+from memworth.signals.sources import Agreement, BurstDetector, Reliability, SourceLimit
 
 
 def test_no_verified_outcome_keeps_the_fixed_confidence() -> None:

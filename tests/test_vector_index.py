@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memworth import ValidationError
-from memworth.vector_index import ExactIndex, HNSWIndex
+from memworth.embed.vector_index import ExactIndex, HNSWIndex
 
 
 def clustered(n: int, dim: int, clusters: int, seed: int, intrinsic: int = 16) -> np.ndarray:

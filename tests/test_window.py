@@ -1,8 +1,8 @@
-"""The window test's explaining-away (memworth.window): whose failures are these?"""
+"""The window test's explaining-away (memworth.signals.window_test): whose failures are these?"""
 
 from __future__ import annotations
 
-from memworth.window import explainers, fires
+from memworth.signals.window_test import explainers, fires
 
 
 def test_a_memory_that_fails_only_beside_a_suspect_is_explained_by_it() -> None:

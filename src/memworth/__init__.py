@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr__ imports them
     from memworth.counts import Counts, CountsTable
-    from memworth.encoders import Encoder, HashingEncoder
+    from memworth.embed.encoders import Encoder, HashingEncoder
     from memworth.errors import (
         ConflictError,
         DuplicateError,
@@ -36,16 +36,16 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time __getattr_
 __version__ = "0.1.0"
 
 _HOME = {  # each name and the module that defines it, imported at first use
-    "AblationPlanner": "memworth.coretrieval",
-    "AlarmSplitter": "memworth.coretrieval",
-    "BernoulliCusum": "memworth.change",
-    "BetaBinomialCS": "memworth.sequences",
+    "AblationPlanner": "memworth.signals.coretrieval",
+    "AlarmSplitter": "memworth.signals.coretrieval",
+    "BernoulliCusum": "memworth.signals.change_detection",
+    "BetaBinomialCS": "memworth.signals.confidence_sequences",
     "BetaBound": "memworth.estimators",
     "BetaMean": "memworth.estimators",
     "Blend": "memworth.ranking",
-    "BurstDetector": "memworth.sources",
+    "BurstDetector": "memworth.signals.sources",
     "Classification": "memworth.policy",
-    "CoRetrieval": "memworth.coretrieval",
+    "CoRetrieval": "memworth.signals.coretrieval",
     "ContextPooled": "memworth.estimators",
     "ConflictError": "memworth.errors",
     "CosineRecencyWorth": "memworth.ranking",
@@ -57,11 +57,11 @@ _HOME = {  # each name and the module that defines it, imported at first use
     "DeprecationRule": "memworth.policy",
     "DuplicateError": "memworth.errors",
     "ErasedMemoryError": "memworth.errors",
-    "Encoder": "memworth.encoders",
+    "Encoder": "memworth.embed.encoders",
     "Episode": "memworth.store",
-    "EpisodeStats": "memworth.adjusted",
+    "EpisodeStats": "memworth.signals.context_adjusted",
     "GovernancePolicy": "memworth.governance",
-    "HashingEncoder": "memworth.encoders",
+    "HashingEncoder": "memworth.embed.encoders",
     "LowerBoundBlend": "memworth.ranking",
     "Memory": "memworth.store",
     "MemoryReport": "memworth.store.report",
@@ -69,20 +69,20 @@ _HOME = {  # each name and the module that defines it, imported at first use
     "MemworthError": "memworth.errors",
     "NotFoundError": "memworth.errors",
     "OutcomeError": "memworth.errors",
-    "PropensityCounts": "memworth.propensity",
-    "QueryClusters": "memworth.contexts",
+    "PropensityCounts": "memworth.signals.propensity",
+    "QueryClusters": "memworth.signals.query_clusters",
     "RawWorth": "memworth.estimators",
     "Recall": "memworth.store",
     "Recalled": "memworth.store",
-    "RegressionWorth": "memworth.adjusted",
-    "Reliability": "memworth.sources",
-    "ReplaySettings": "memworth.policy_replay",
-    "SequentialDeprecation": "memworth.sequences",
+    "RegressionWorth": "memworth.signals.context_adjusted",
+    "Reliability": "memworth.signals.sources",
+    "ReplaySettings": "memworth.governance.replay",
+    "SequentialDeprecation": "memworth.signals.confidence_sequences",
     "Settings": "memworth.settings",
     "Sidecar": "memworth.sidecar",
-    "SourceLimit": "memworth.sources",
+    "SourceLimit": "memworth.signals.sources",
     "StoreError": "memworth.errors",
-    "StratifiedWorth": "memworth.adjusted",
+    "StratifiedWorth": "memworth.signals.context_adjusted",
     "Taxonomy": "memworth.policy",
     "Tracker": "memworth.tracker",
     "UnknownEpisodeError": "memworth.errors",
@@ -91,7 +91,7 @@ _HOME = {  # each name and the module that defines it, imported at first use
     "ValueClass": "memworth.policy",
     "WilsonBound": "memworth.estimators",
     "as_outcome": "memworth.outcome",
-    "confounds": "memworth.coretrieval",
+    "confounds": "memworth.signals.coretrieval",
     "decay_factor": "memworth.decay",
     "evidence_of": "memworth.counts",
     "normalise": "memworth.credit",
@@ -163,4 +163,4 @@ def __dir__() -> list[str]:
 _FORMER = sorted(set(_HOME) - set(__all__))
 """Names that left ``__all__`` (the signals past the paper, credit helpers, less-used errors):
 still importable from ``memworth`` so that code written against 0.1 keeps working, and
-documented at their modules (``memworth.coretrieval.AlarmSplitter``, ...)."""
+documented at their modules (``memworth.signals.coretrieval.AlarmSplitter``, ...)."""

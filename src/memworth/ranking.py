@@ -28,7 +28,7 @@ Selection (:func:`select`) fills k slots by score, except that each slot is, wit
 probability ``exploration``, given to a low-evidence candidate drawn uniformly: the
 exploration floor that keeps assumption A2 true. It returns each pick's exact inclusion
 probability under that policy, so later analysis can weight by inverse propensity.
-:func:`drop` takes one pick out again (a budgeted ablation, :mod:`memworth.coretrieval`).
+:func:`drop` takes one pick out again (a budgeted ablation, :mod:`memworth.signals.coretrieval`).
 """
 
 from __future__ import annotations

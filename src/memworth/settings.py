@@ -14,7 +14,7 @@ holds them all, composed of one part per question:
 * :class:`AutomationSettings` (``automation``): continuous governance and the verifier's time limit;
 * ``governance``: the :class:`memworth.governance.GovernancePolicy`, itself of named parts
   (``classes``, ``standing``, ``low_worth``, ``staleness``, ``change``, ``probes``,
-  ``limits``, ``holdout_guard``: :mod:`memworth.governance_parts`).
+  ``limits``, ``holdout_guard``: :mod:`memworth.governance.parts`).
 
 The object is pure data: :meth:`Settings.to_dict` gives plain JSON and
 :meth:`Settings.from_dict` reads it back, refusing an unknown name or a bad value with the
@@ -53,10 +53,10 @@ from typing import Any
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
-from memworth.governance_parts import FLAT_NAMES
-from memworth.governance_parts import PARTS as GOVERNANCE_PARTS
+from memworth.governance.parts import FLAT_NAMES
+from memworth.governance.parts import PARTS as GOVERNANCE_PARTS
 from memworth.ranking import Blend, CosineRecencyWorth, LowerBoundBlend, ScoreRule
-from memworth.sources import BurstDetector, Reliability, SourceLimit
+from memworth.signals.sources import BurstDetector, Reliability, SourceLimit
 from memworth.validation import check_confidence, check_name, check_storable
 
 __all__ = [
@@ -69,8 +69,8 @@ __all__ = [
 ]
 
 PLANNERS = ("split", "pairs", "none")
-"""Recall planners a store can run: ``split`` (:class:`memworth.coretrieval.AlarmSplitter`),
-``pairs`` (:class:`memworth.coretrieval.AblationPlanner`), ``none``."""
+"""Recall planners a store can run: ``split`` (:class:`memworth.signals.coretrieval.AlarmSplitter`),
+``pairs`` (:class:`memworth.signals.coretrieval.AblationPlanner`), ``none``."""
 
 _TYPES: dict[str, type] = {
     cls.__name__: cls
@@ -255,7 +255,7 @@ class HoldoutSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from memworth.holdout import check_share
+        from memworth.signals.holdout import check_share
 
         check_share(self.share, "share")
         _count(self.seed, "seed", low=0)
@@ -399,7 +399,7 @@ def resolve(dotted: str) -> list[str]:
 
     The governance part has parts of its own (``governance.change.threshold``); the flat
     names it had before (``governance.change_threshold``, bare ``change_threshold``) are
-    aliases (:data:`memworth.governance_parts.FLAT_NAMES`), and so is a governance part
+    aliases (:data:`memworth.governance.parts.FLAT_NAMES`), and so is a governance part
     named without ``governance.`` (``change.threshold``), unless another part has a setting
     of that name (``limits`` is ``sources.limits``: ``governance.limits.pin_evidence``).
 

@@ -21,7 +21,7 @@ from memworth.progress import on_terminal
 
 if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
     from memworth.config_file import ConfigFile
-    from memworth.encoders import Encoder
+    from memworth.embed.encoders import Encoder
     from memworth.store import Memory, MemoryStore
 
 __all__ = ["register"]
@@ -152,7 +152,7 @@ def register(commands: Any) -> None:
 
 def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        from memworth.encoders import HashingEncoder
+        from memworth.embed.encoders import HashingEncoder
         from memworth.store import MemoryStore
 
         found = _resolve_options(args)
@@ -160,7 +160,7 @@ def _with_store(handler: Callable[[MemoryStore, argparse.Namespace], int]) -> Ca
         if args.encoder == "hashing":
             encoder = HashingEncoder()
         elif args.encoder == "minilm":
-            from memworth.minilm import load_minilm
+            from memworth.embed.minilm import load_minilm
 
             encoder = load_minilm()
         settings: dict[str, Any] = {"encoder": encoder}
@@ -514,7 +514,7 @@ def _govern(store: MemoryStore, args: argparse.Namespace) -> int:
 
 
 def _policy_replay(store: MemoryStore, args: argparse.Namespace) -> int:
-    from memworth.policy_replay import ReplaySettings
+    from memworth.governance.replay import ReplaySettings
 
     if args.apply:
         raise ValidationError("--apply", "a replay changes nothing; drop --apply or --replay")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memworth.encoders import check_texts
+from memworth.embed.encoders import check_texts
 from memworth.errors import ValidationError
 
 __all__ = ["VectorEncoder", "clustered_embeddings", "episodes", "memory_texts", "words"]

@@ -8,7 +8,7 @@ each one's normalised embeddings and sentence-transformers'. Thread counts are l
 their defaults (torch's, and one onnxruntime thread per core) and reported.
 
 A second task times :meth:`memworth.MemoryStore.add_many` of many short memories on a
-SQLite file with the default encoder (:func:`memworth.minilm.load_minilm`);
+SQLite file with the default encoder (:func:`memworth.embed.minilm.load_minilm`);
 ``benchmarks/bench_embed.py --add-many N`` runs only that, at N memories.
 """
 
@@ -82,8 +82,8 @@ def measure(settings: Settings) -> Section:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
-        from memworth.minilm import MiniLMEncoder, model_dir
-        from memworth.minilm_onnx import OnnxMiniLMEncoder
+        from memworth.embed.minilm import MiniLMEncoder, model_dir
+        from memworth.embed.minilm_onnx import OnnxMiniLMEncoder
 
         path = model_dir()
         import onnxruntime
@@ -144,8 +144,8 @@ def measure(settings: Settings) -> Section:
     sps = {k: [n / s for s in v] for k, v in enc.items()}
     tokens = [len(e.ids) for e in numpy_enc._tokenizer.encode_batch(texts)]
     names = {
-        "onnx": f"memworth.minilm_onnx (onnxruntime, {onnx_enc.threads} threads)",
-        "numpy": "memworth.minilm (NumPy)",
+        "onnx": f"memworth.embed.minilm_onnx (onnxruntime, {onnx_enc.threads} threads)",
+        "numpy": "memworth.embed.minilm (NumPy)",
         "st": "sentence-transformers (torch CPU)",
     }
     rows = [
@@ -154,7 +154,7 @@ def measure(settings: Settings) -> Section:
     ]
     rows.append(
         [
-            "memworth.minilm_onnx, graph built in memory (cache=False)",
+            "memworth.embed.minilm_onnx, graph built in memory (cache=False)",
             "",
             mid(spread(loads["onnx_build"]), lambda x: f"{x:.2f}"),
         ]
@@ -233,7 +233,7 @@ def measure_add_many(settings: Settings, n: int) -> Section:
     """``add_many`` of ``n`` short memories in one call on a fresh SQLite file, default encoder."""
     title = f"add_many of {n:,} short memories (SQLite)"
     try:
-        from memworth.minilm import load_minilm
+        from memworth.embed.minilm import load_minilm
 
         encoder = load_minilm()
     except Exception as exc:  # missing extra or model package

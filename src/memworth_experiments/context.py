@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from memworth import RawWorth
-from memworth.adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
-from memworth.contexts import QueryClusters
+from memworth.signals.context_adjusted import EpisodeStats, RegressionWorth, StratifiedWorth
+from memworth.signals.query_clusters import QueryClusters
 from memworth_experiments import exp2
 from memworth_experiments.common import Result, load_config, mean_std, progress, read_raw, spearman
 from memworth_experiments.targets import Bound

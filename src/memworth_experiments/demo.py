@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, ValidationError
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
 from memworth_experiments.common import load_world
 from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 

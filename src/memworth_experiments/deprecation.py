@@ -10,7 +10,7 @@ memory counts as deprecated from the first retrieval at which its rule fires.
 * ``store``: ``GovernancePolicy``'s default deprecation, worth < 0.3 with V >= 10;
 * ``bayes``: the paper's section 6 suggestion, a Beta(1, 1) credible bound
   (``BetaBound("upper")``, 95% two-sided) below theta_L, valid at one fixed time only;
-* ``cs`` (ours): :class:`memworth.sequences.SequentialDeprecation`, the 95% beta-binomial
+* ``cs`` (ours): :class:`memworth.signals.confidence_sequences.SequentialDeprecation`, the 95% beta-binomial
   confidence sequence wholly below theta_L;
 * ``cs-credit``: the same rule on counts credited 1/8 per retrieval (weighted evidence).
 
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from memworth import BetaBound, CountsTable
-from memworth.sequences import SequentialDeprecation
+from memworth.signals.confidence_sequences import SequentialDeprecation
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 from memworth_experiments.targets import Bound
 

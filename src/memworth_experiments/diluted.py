@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from memworth import Sidecar
-from memworth.multiplicity import ebh
+from memworth.signals.multiplicity import ebh
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
 
 PROTECTIVE = ("re-verify", "suppress", "deprecate")

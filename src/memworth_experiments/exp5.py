@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, Recall, ValidationError
-from memworth.coretrieval import AblationPlanner
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
+from memworth.signals.coretrieval import AblationPlanner
 from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
 
 ROLES = ("stale", "specialist", "hitchhiker", "control")
@@ -58,7 +58,7 @@ class CachedEncoder:
 
 
 def default_encoder() -> Encoder:
-    from memworth.minilm import MiniLMEncoder
+    from memworth.embed.minilm import MiniLMEncoder
 
     return MiniLMEncoder()
 

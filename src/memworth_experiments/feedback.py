@@ -10,9 +10,9 @@ clip(mean U* + N(0, 0.1^2), 0, 1), uniform credit). Policies, each on the same w
   (``memworth.ranking.select``: each of the k slots explores with chance eps, drawing
   uniformly from the memories the other slots did not take); MW as the paper computes it;
 * ``floor+ipw``: the same episodes as ``floor``, worth from inverse-propensity weighted
-  counts (:class:`memworth.propensity.PropensityCounts`, self-normalised per memory) with
+  counts (:class:`memworth.signals.propensity.PropensityCounts`, self-normalised per memory) with
   the policy's logged propensities: each pick's inclusion probability over the softmax
-  draw and the floor's draw (:func:`memworth.propensity.softmax_inclusion`, from the worth
+  draw and the floor's draw (:func:`memworth.signals.propensity.softmax_inclusion`, from the worth
   known before the episode), ``1 / propensity`` clipped at N / k;
 * ``floor+ipw unclipped`` (the same without the clip) and ``floor+ipw given ranking``
   (propensities given the episode's own softmax ranking, ``inclusion_by_rank[rank]``:
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from memworth import RawWorth, Tracker
-from memworth.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
+from memworth.signals.propensity import InversePropensity, PropensityCounts, inclusion_by_rank, softmax_inclusion
 from memworth_experiments.common import Result, Row, mean_std, read_raw, spearman
 from memworth_experiments.exp3 import run_policy
 from memworth_experiments.targets import Bound

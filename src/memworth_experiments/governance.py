@@ -106,7 +106,7 @@ def _rate_diff(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, fl
 
 
 def _wilson(s: int, n: int) -> tuple[float, float]:
-    from memworth.holdout import wilson_interval
+    from memworth.signals.holdout import wilson_interval
 
     lo, hi = wilson_interval(s, n)
     return float(lo), float(hi)

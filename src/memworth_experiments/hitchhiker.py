@@ -2,9 +2,9 @@
 
 Experiment 4's anchor and hitchhiker (retrieved together in every episode) and
 Experiment 5's specialist and hitchhiker (routed together by MiniLM), each run with and
-without :class:`memworth.coretrieval.AblationPlanner`; on the same episodes, the paper's
-MW beside ours (:class:`memworth.adjusted.RegressionWorth` and the confounded flag of
-:func:`memworth.coretrieval.confounds`).
+without :class:`memworth.signals.coretrieval.AblationPlanner`; on the same episodes, the paper's
+MW beside ours (:class:`memworth.signals.context_adjusted.RegressionWorth` and the confounded flag of
+:func:`memworth.signals.coretrieval.confounds`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, RawWorth
-from memworth.adjusted import EpisodeStats, RegressionWorth
-from memworth.contexts import QueryClusters
-from memworth.coretrieval import AblationPlanner, confounds
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
+from memworth.signals.context_adjusted import EpisodeStats, RegressionWorth
+from memworth.signals.coretrieval import AblationPlanner, confounds
+from memworth.signals.query_clusters import QueryClusters
 from memworth_experiments import exp4, exp5
 from memworth_experiments.common import Result, load_config, mean_std, progress, read_raw
 from memworth_experiments.targets import Bound

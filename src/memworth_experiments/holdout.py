@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from memworth import Blend, MemoryStore
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
 from memworth.governance import GovernancePolicy
-from memworth.holdout import lift
-from memworth.policy_replay import ReplaySettings
+from memworth.governance.replay import ReplaySettings
+from memworth.signals.holdout import lift
 from memworth_experiments.common import Result, Row, load_world, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, draw_task, succeeded
 
@@ -203,7 +203,7 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from memworth.holdout import wilson_interval
+    from memworth.signals.holdout import wilson_interval
 
     rows: list[dict[str, Any]] = [dict(r) for r in read_raw(raw_csv)]
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8))

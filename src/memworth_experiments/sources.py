@@ -16,7 +16,7 @@ import numpy as np
 
 from memworth import Blend, MemoryStore
 from memworth.errors import RateLimitError
-from memworth.sources import BurstDetector, Reliability, SourceLimit
+from memworth.signals.sources import BurstDetector, Reliability, SourceLimit
 from memworth_experiments.common import Result, Row, mean_std, progress, read_raw, spearman
 
 STORES = ("paper", "ours")

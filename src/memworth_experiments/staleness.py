@@ -8,18 +8,18 @@ play of each seed, in which its splitter drops memories from some recalls):
   retrievals (section 5.4's crossing; the taxonomy's low class);
 * ``window``: ``GovernancePolicy``'s window test alone, with no hold (the last 20
   retrievals' worth more than 0.25 below the lifetime worth and below 0.40);
-* ``cusum``: :class:`memworth.change.BernoulliCusum` on every memory's retrievals,
-  measured against the success rate of all episodes (:func:`memworth.change.reference_rates`);
-* ``explained``: the same CUSUMs, with :class:`memworth.change.ExplainingAway`:
+* ``cusum``: :class:`memworth.signals.change_detection.BernoulliCusum` on every memory's retrievals,
+  measured against the success rate of all episodes (:func:`memworth.signals.change_detection.reference_rates`);
+* ``explained``: the same CUSUMs, with :class:`memworth.signals.change_detection.ExplainingAway`:
   a memory in alarm is not flagged while a co-retrieved memory explains its failures
   better (more evidence from the episodes without it); the store's governance runs this;
 * ``split`` (ours): ``explained`` plus two things. A flag is also held while the
   memory's own record in the contexts of its failures explains them
-  (:class:`memworth.change.ContextCheck`; the context of an episode is its task, the
+  (:class:`memworth.signals.change_detection.ContextCheck`; the context of an episode is its task, the
   label an agent would pass to ``recall(context=...)``; ``split_clusters`` reports the
   same rule with label-free contexts, the clusters of the queries' embeddings,
-  :class:`memworth.contexts.QueryClusters`). And the agent's store runs an
-  :class:`memworth.coretrieval.AlarmSplitter`: in an episode that would retrieve two or
+  :class:`memworth.signals.query_clusters.QueryClusters`). And the agent's store runs an
+  :class:`memworth.signals.coretrieval.AlarmSplitter`: in an episode that would retrieve two or
   more memories whose statistic is at least ``suspect``, recall drops one of them with
   chance ``share``, so that co-retrieved alarms get episodes apart. This changes the
   agent's episodes (a few dozen of 3,000 per seed), so this rule runs on its own play
@@ -41,12 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, ContextCheck, ExplainingAway, reference_rates
-from memworth.contexts import QueryClusters
-from memworth.coretrieval import AlarmSplitter
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
+from memworth.signals.change_detection import BernoulliCusum, ContextCheck, ExplainingAway, reference_rates
+from memworth.signals.coretrieval import AlarmSplitter
+from memworth.signals.query_clusters import QueryClusters
 from memworth_experiments.common import Result, Row, load_config, mean_std, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, play
 from memworth_experiments.targets import Bound
@@ -196,7 +196,7 @@ def split_play(
 
 
 def query_clusters(encoder: Encoder, threshold: float) -> Callable[[str], Hashable]:
-    """Label each query, in the order given, by its cluster (:class:`memworth.contexts.QueryClusters`)."""
+    """Label each query, in the order given, by its cluster (:class:`memworth.signals.query_clusters.QueryClusters`)."""
     clusters = QueryClusters(threshold)
     return lambda query: clusters.assign(encoder.encode([query])[0])
 

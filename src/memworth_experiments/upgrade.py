@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from memworth import MemoryStore, ValidationError
-from memworth.encoders import Encoder
-from memworth.holdout import lift as holdout_lift
+from memworth.embed.encoders import Encoder
 from memworth.ranking import Blend
+from memworth.signals.holdout import lift as holdout_lift
 from memworth_experiments.common import Result, Row, paired_interval, progress, read_raw
 from memworth_experiments.demo import _SimulatedClock
 from memworth_experiments.exp5 import CachedEncoder, default_encoder

@@ -66,7 +66,7 @@ from memworth import (
     uniform,
 )
 from memworth.governance import GovernancePolicy
-from memworth.governance_parts import FLAT_NAMES
+from memworth.governance.parts import FLAT_NAMES
 from memworth.server import create_app, create_key
 
 from .conftest import Tally, drop

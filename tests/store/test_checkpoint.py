@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from memworth import HashingEncoder, MemoryStore, Sidecar
-from memworth.coretrieval import AlarmSplitter
 from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
+from memworth.signals.coretrieval import AlarmSplitter
 from memworth.store import checkpoint
 from memworth.store.followed import Followed
 from tests.store.test_following import IDS, _feed, _same_streams

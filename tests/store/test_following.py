@@ -11,7 +11,7 @@ import pytest
 
 from memworth import HashingEncoder, MemoryStore, Sidecar
 from memworth.governance import GovernancePolicy
-from memworth.streams import namespace_streams
+from memworth.signals.outcome_streams import namespace_streams
 
 IDS = [f"m{i}" for i in range(12)]
 

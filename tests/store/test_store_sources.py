@@ -12,8 +12,8 @@ import pytest
 from memworth import Counts, DuplicateError, HashingEncoder, MemoryStore, ValidationError
 from memworth.errors import RateLimitError
 from memworth.governance import GovernancePolicy
-from memworth.policy_replay import ReplaySettings
-from memworth.sources import BurstDetector, Reliability, SourceLimit
+from memworth.governance.replay import ReplaySettings
+from memworth.signals.sources import BurstDetector, Reliability, SourceLimit
 from memworth.store.sqlite import MIGRATIONS
 from tests.store.conftest import FACTS
 

@@ -3,9 +3,9 @@
 This is :meth:`memworth.MemoryStore.outcome_streams` over the kept episode log instead of
 a backend: one observation per retrieval, in time order, weighted by the outcome's
 confidence, against the success rate of all the namespace's episodes before it
-(:func:`memworth.change.reference_rates`), with every memory's CUSUM run at once, the
+(:func:`memworth.signals.change_detection.reference_rates`), with every memory's CUSUM run at once, the
 alarms that stand after e-BH across the namespace and the co-retrieved memories that
-explain an alarm: the store's own function, :func:`memworth.streams.namespace_streams`,
+explain an alarm: the store's own function, :func:`memworth.signals.outcome_streams.namespace_streams`,
 reads the episodes. The window test's counts (each memory's last
 ``staleness_window`` retrievals) are SQL sums (:data:`RECENT_SQL`, run by both engines).
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from memworth.change import CusumState, OutcomeStream
 from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
-from memworth.streams import namespace_streams as namespace_streams_of
+from memworth.signals.change_detection import CusumState, OutcomeStream
+from memworth.signals.outcome_streams import namespace_streams as namespace_streams_of
 
 __all__ = [
     "RECENT_SQL",

@@ -51,7 +51,7 @@ def queue(store: MemoryStore, namespace: str) -> list[dict[str, Any]]:
 
 def rescan(store: MemoryStore, namespace: str) -> None:
     """What a store object of the server catches up on after a govern ran elsewhere: its live
-    change statistics for the namespace (an :class:`memworth.coretrieval.AlarmSplitter`'s, kept
+    change statistics for the namespace (an :class:`memworth.signals.coretrieval.AlarmSplitter`'s, kept
     only where it records outcomes), scanned again as its own govern would have (from where it
     last read the log)."""
     if namespace in store._live:

@@ -1,7 +1,7 @@
 """Each memory's change statistic in one namespace, kept current outcome by outcome.
 
 :meth:`memworth.MemoryStore.govern` scans a namespace's whole outcome log to run the
-change detectors. An :class:`memworth.coretrieval.AlarmSplitter` needs the statistics at
+change detectors. An :class:`memworth.signals.coretrieval.AlarmSplitter` needs the statistics at
 every recall, not only at the last scan: :class:`LiveAlarms` starts from a scan and
 advances each memory's CUSUM with every outcome this process records, exactly as the
 scan would (same detector, same reference rate, same order). Outcomes that other
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, CusumState, ReferenceRate
+from memworth.signals.change_detection import BernoulliCusum, CusumState, ReferenceRate
 
 __all__ = ["LiveAlarms"]
 
@@ -23,7 +23,7 @@ class LiveAlarms:
     """The CUSUM state of one namespace's memories, and the reference rate, to advance.
 
     ``ids`` name the rows of ``state`` (a copy of a namespace scan's), ``reference`` is the
-    success rate of the outcomes that scan read (:class:`memworth.change.ReferenceRate`, a
+    success rate of the outcomes that scan read (:class:`memworth.signals.change_detection.ReferenceRate`, a
     copy) and ``logged`` how many outcomes it has seen.
     """
 

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from memworth.governance import GovernancePolicy
+from memworth.signals.outcome_streams import NamespaceScan
 from memworth.store.followed import Followed
-from memworth.streams import NamespaceScan
 
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SHARE", "FORMAT", "decode", "due", "encode", "fingerprint"]
 

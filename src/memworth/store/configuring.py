@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memworth.coretrieval import AblationPlanner, AlarmSplitter, RecallPlanner
+from memworth.embed.vector_index import faiss_available
 from memworth.errors import SettingsConflictError, SettingsError, ValidationError
 from memworth.governance import GovernancePolicy
-from memworth.governance_parts import FLAT_NAMES
+from memworth.governance.parts import FLAT_NAMES
 from memworth.settings import HoldoutSettings, Settings
+from memworth.signals.coretrieval import AblationPlanner, AlarmSplitter, RecallPlanner
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
 from memworth.validation import check_actor
-from memworth.vector_index import faiss_available
 
 __all__ = ["KEPT", "SETTINGS_KEY", "ConfigMixin", "settings_from_arguments"]
 

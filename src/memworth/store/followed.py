@@ -19,8 +19,8 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from memworth.counts import Counts
+from memworth.signals.outcome_streams import NamespaceScan
 from memworth.store.records import Episode, EpisodeItem, OutcomeRow
-from memworth.streams import NamespaceScan
 
 __all__ = ["Followed"]
 

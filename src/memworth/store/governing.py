@@ -28,11 +28,11 @@ from memworth.errors import (
 )
 from memworth.estimators import RawWorth
 from memworth.governance import Proposal
-from memworth.guard import GuardReading
+from memworth.governance.holdout_guard import GuardReading
 from memworth.policy import Taxonomy
 from memworth.progress import Bar, Progress
 from memworth.progress import bar as progress_bar
-from memworth.sources import BurstAlert
+from memworth.signals.sources import BurstAlert
 from memworth.store import decisions
 from memworth.store.backend import ERASE, NewMemory
 from memworth.store.followed import Followed
@@ -283,7 +283,7 @@ class GovernanceMixin(StoreState):
         return {mid: d.proposal for mid, d in self._decide(memories, namespace).items()}
 
     def holdout_guard(self, *, namespace: str = "default") -> GuardReading | None:
-        """The holdout guard over the namespace's log (:mod:`memworth.guard`): whether governed
+        """The holdout guard over the namespace's log (:mod:`memworth.governance.holdout_guard`): whether governed
         success has fallen below holdout success with confidence. None without a holdout share.
 
         When it fires, :meth:`govern` applies nothing (continuous governance included) and

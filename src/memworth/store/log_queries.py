@@ -11,16 +11,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memworth.adjusted import EpisodeStats
-from memworth.change import CusumState, OutcomeStream
-from memworth.coretrieval import AlarmSplitter
 from memworth.counts import Counts
 from memworth.errors import StoreError, ValidationError
-from memworth.holdout import Lift
-from memworth.policy_replay import ReplaySettings
+from memworth.governance.replay import ReplaySettings
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
-from memworth.sources import BurstAlert
+from memworth.signals.change_detection import CusumState, OutcomeStream
+from memworth.signals.context_adjusted import EpisodeStats
+from memworth.signals.coretrieval import AlarmSplitter
+from memworth.signals.holdout import Lift
+from memworth.signals.outcome_streams import NamespaceScan, NamespaceStreams
+from memworth.signals.sources import BurstAlert
 from memworth.store import checkpoint, outcome_log
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Increment, shareable
@@ -28,7 +29,6 @@ from memworth.store.followed import Followed
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
-from memworth.streams import NamespaceScan, NamespaceStreams
 from memworth.validation import check_memory_id, check_name
 
 __all__ = ["FOLLOW_BUDGET", "Followed", "LogMixin", "ReplayReport"]
@@ -153,7 +153,7 @@ class LogMixin(StoreState):
             return self._history(namespace).recent(size)
 
     def episode_stats(self, namespace: str = "default") -> EpisodeStats:
-        """The namespace's episodes with an outcome, as :class:`memworth.adjusted.EpisodeStats`.
+        """The namespace's episodes with an outcome, as :class:`memworth.signals.context_adjusted.EpisodeStats`.
 
         Each episode counts the set recall returned (after any ablation), its outcome and
         its ``context`` label. Adjusted worth and confound flags read it::
@@ -183,10 +183,10 @@ class LogMixin(StoreState):
         return self._streams(namespace)
 
     def _streams(self, namespace: str) -> dict[str, OutcomeStream]:
-        """The outcome streams of :meth:`outcome_streams` (:class:`memworth.streams.NamespaceScan`
+        """The outcome streams of :meth:`outcome_streams` (:class:`memworth.signals.outcome_streams.NamespaceScan`
         over the namespace's history, as ``memworth score`` reads a log).
 
-        An :class:`memworth.coretrieval.AlarmSplitter` as the store's ablation planner is
+        An :class:`memworth.signals.coretrieval.AlarmSplitter` as the store's ablation planner is
         given the statistics found here (it splits suspects until the next scan)."""
         found = self._namespace_scan(namespace)
         if isinstance(self.ablation, AlarmSplitter):
@@ -247,13 +247,13 @@ class LogMixin(StoreState):
     ) -> PolicyReplayReport:
         """Re-run governance over the namespace's log under the store's policy and each alternative.
 
-        See :mod:`memworth.policy_replay` for what a replay can and cannot tell.
+        See :mod:`memworth.governance.replay` for what a replay can and cannot tell.
 
         Examples
         --------
         >>> from memworth import MemoryStore, HashingEncoder
         >>> from memworth.governance import GovernancePolicy
-        >>> from memworth.policy_replay import ReplaySettings
+        >>> from memworth.governance.replay import ReplaySettings
         >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
         >>> _ = store.add("Prague was the capital of Czechoslovakia.", id="cz")
         >>> for i in range(40):

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.holdout import Lift, lift
-from memworth.policy_replay import (
+from memworth.governance.replay import (
     Credit,
     Difference,
     LoggedOutcome,
@@ -24,7 +23,8 @@ from memworth.policy_replay import (
     compare,
     replay_governance,
 )
-from memworth.sources import Agreement, BurstAlert, BurstDetector, SourceLimit
+from memworth.signals.holdout import Lift, lift
+from memworth.signals.sources import Agreement, BurstAlert, BurstDetector, SourceLimit
 from memworth.store.backend import Backend, Increment
 from memworth.store.records import Episode, Memory, OutcomeRow
 

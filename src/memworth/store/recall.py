@@ -21,16 +21,16 @@ import numpy as np
 
 from memworth.counts import Counts, CountsTable
 from memworth.credit import normalise
+from memworth.embed.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 from memworth.errors import StoreError, ValidationError
-from memworth.holdout import in_holdout
 from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
+from memworth.signals.holdout import in_holdout
 from memworth.store.backend import Backend, erased_key
 from memworth.store.filters import RecallFilter
 from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
 from memworth.store.report import worth_of
 from memworth.store.state import StoreState
 from memworth.validation import check_context, check_k, check_memory_id, check_name, check_text
-from memworth.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory

@@ -12,10 +12,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 
-from memworth.coretrieval import AlarmSplitter
 from memworth.errors import DuplicateError, RateLimitError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.outcome import as_outcome
-from memworth.sources import Agreement, Reliability
+from memworth.signals.coretrieval import AlarmSplitter
+from memworth.signals.sources import Agreement, Reliability
 from memworth.store.backend import Increment
 from memworth.store.governing import AUTOMATIC
 from memworth.store.outcome_log import SourceReport

@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memworth.coretrieval import RecallPlanner
-from memworth.encoders import Encoder
+from memworth.embed.encoders import Encoder
 from memworth.governance import GovernancePolicy
 from memworth.ranking import ScoreRule
-from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
+from memworth.signals.coretrieval import RecallPlanner
+from memworth.signals.sources import Agreement, BurstDetector, Reliability, SourceLimit
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend
 from memworth.store.report import MemoryReport
 
 if TYPE_CHECKING:
-    from memworth.change import OutcomeStream
-    from memworth.sources import BurstAlert
+    from memworth.signals.change_detection import OutcomeStream
+    from memworth.signals.sources import BurstAlert
     from memworth.store.backend import Increment, NewMemory
     from memworth.store.followed import Followed
     from memworth.store.governing import GovernanceReport

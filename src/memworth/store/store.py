@@ -31,16 +31,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memworth.coretrieval import RecallPlanner
 from memworth.counts import Counts
-from memworth.encoders import Encoder, HashingEncoder
+from memworth.embed.encoders import Encoder, HashingEncoder
+from memworth.embed.vector_index import faiss_available
 from memworth.errors import ErasedMemoryError, SettingsError, StoreError, UnknownMemoryError, ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.progress import Progress
 from memworth.progress import check as check_progress
 from memworth.ranking import ScoreRule
 from memworth.settings import Settings
-from memworth.sources import Agreement, BurstDetector, Reliability, SourceLimit
+from memworth.signals.coretrieval import RecallPlanner
+from memworth.signals.sources import Agreement, BurstDetector, Reliability, SourceLimit
 from memworth.store.alarms import LiveAlarms
 from memworth.store.backend import Backend, NewMemory
 from memworth.store.configuring import (
@@ -73,7 +74,6 @@ from memworth.validation import (
     check_text,
     check_ttl,
 )
-from memworth.vector_index import faiss_available
 
 if TYPE_CHECKING:
     from memworth.store.hot import HotTier
@@ -171,13 +171,13 @@ class MemoryStore(
         (default ``time.time``; simulations pass their own).
     reliability
         Learn each source's confidence from verified outcomes
-        (:class:`memworth.sources.Reliability`); ``None`` (default): the fixed
+        (:class:`memworth.signals.sources.Reliability`); ``None`` (default): the fixed
         confidences of ``sources``, as note 003 has them.
     limits
         Per-source quota and rate limit ``{source: SourceLimit}``; an outcome beyond one
         is refused and nothing is written.
     burst
-        The burst alert :meth:`govern` reports (:class:`memworth.sources.BurstDetector`);
+        The burst alert :meth:`govern` reports (:class:`memworth.signals.sources.BurstDetector`);
         ``None`` turns it off.
     holdout
         Share of episodes (by a seeded hash of the episode id) that recall without
@@ -202,12 +202,12 @@ class MemoryStore(
         result and the episode log, its inclusion probability scaled by the share), so its
         worth keeps learning while most recalls never serve it. 0 never serves it.
     ablation
-        An :class:`memworth.coretrieval.AblationPlanner`: in a budgeted share of the
+        An :class:`memworth.signals.coretrieval.AblationPlanner`: in a budgeted share of the
         episodes that would retrieve a habitual pair, recall drops one member (the next
         candidate takes its slot), so that adjusted worth has independent evidence. The
         planner sees ``(namespace, id)`` keys; ``recall().diagnostics["ablation"]`` says
         what was dropped; the episode logs the set actually returned. An
-        :class:`memworth.coretrieval.AlarmSplitter` instead drops one of two or more
+        :class:`memworth.signals.coretrieval.AlarmSplitter` instead drops one of two or more
         co-retrieved memories in change alarm (with the policy's ``change_detection``
         on): their statistics come from a scan of the namespace's log (at its first
         outcome recorded here and at every :meth:`govern`), advanced by every outcome
@@ -581,7 +581,7 @@ def _encoder_named(name: str) -> Encoder:
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEncoder(int(name[8:]))
     if name == "all-MiniLM-L6-v2":
-        from memworth.minilm import load_minilm
+        from memworth.embed.minilm import load_minilm
 
         return load_minilm()
     raise SettingsError(

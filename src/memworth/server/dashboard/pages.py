@@ -14,7 +14,7 @@ import numpy as np
 from memworth.counts import Counts, CountsTable
 from memworth.errors import UnknownMemoryError, ValidationError
 from memworth.governance import Proposal
-from memworth.guard import GuardReading
+from memworth.governance.holdout_guard import GuardReading
 from memworth.policy import Classification, ValueClass
 from memworth.server.dashboard.history import Point, trajectory
 from memworth.settings import by_setting

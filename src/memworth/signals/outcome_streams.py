@@ -9,14 +9,14 @@ module computes both from the namespace's episodes alone, so that the store
 (from a retrieval log in DuckDB) decide alike:
 
 * every memory's CUSUM, run over the episodes at once
-  (:func:`memworth.change.scan_episodes`), gives an e-value; the alarms that stand are
+  (:func:`memworth.signals.change_detection.scan_episodes`), gives an e-value; the alarms that stand are
   those the e-BH procedure rejects across the namespace at ``policy.change_alpha``
   (:meth:`memworth.governance.GovernancePolicy.change_flags`), so a hundred memories
   watched at once do not raise a hundred memories' worth of false alarms;
 * an alarm whose failures a co-retrieved memory explains better is held
-  (:class:`memworth.change.ExplainingAway`), at the bar e-BH set for that memory;
+  (:class:`memworth.signals.change_detection.ExplainingAway`), at the bar e-BH set for that memory;
 * the window test, when the policy runs it, and its own explaining away
-  (:func:`memworth.window.hold`).
+  (:func:`memworth.signals.window_test.hold`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memworth.change import (
+from memworth.errors import ValidationError
+from memworth.governance import GovernancePolicy
+from memworth.signals.change_detection import (
     BernoulliCusum,
     CusumReading,
     CusumState,
@@ -37,10 +39,8 @@ from memworth.change import (
     OutcomeStream,
     ReferenceRate,
 )
-from memworth.errors import ValidationError
-from memworth.governance import GovernancePolicy
-from memworth.window import failing_with
-from memworth.window import hold as window_hold
+from memworth.signals.window_test import failing_with
+from memworth.signals.window_test import hold as window_hold
 
 __all__ = ["NamespaceScan", "NamespaceStreams", "namespace_streams"]
 
@@ -343,7 +343,7 @@ def namespace_streams(
 
 
 _STATE = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
-"""The arrays of a :class:`memworth.change.CusumState`, in its constructor's order."""
+"""The arrays of a :class:`memworth.signals.change_detection.CusumState`, in its constructor's order."""
 
 
 def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_reference: float) -> CusumReading:

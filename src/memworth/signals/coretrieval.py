@@ -7,7 +7,7 @@ Experiment 4). Three pieces address that:
 * :class:`CoRetrieval` - running counts of retrievals and co-retrievals (pairs);
 * :func:`confounds` - for each memory in a habitual pair, a confound score: how habitual
   the pair is (its share of episodes together) times how much more the partner is worth
-  on an adjusted scale (:class:`memworth.adjusted.RegressionWorth`), i.e. the worth the
+  on an adjusted scale (:class:`memworth.signals.context_adjusted.RegressionWorth`), i.e. the worth the
   memory's raw MW borrows from the partner, and a ``confounded`` flag;
 * :class:`AblationPlanner` - asks recall to drop one member of a habitual pair in a small,
   budgeted, seeded share of the pair's episodes, so that independent evidence exists.
@@ -310,7 +310,7 @@ def confounds(
     with ``min_share`` and ``min_episodes``), of ``share x (partner's adjusted worth - its
     own)``; it is flagged ``confounded`` when that exceeds ``margin``: its raw MW is
     largely a better partner's. ``adjusted`` maps ids to adjusted worth (e.g.
-    :meth:`memworth.adjusted.RegressionWorth.worth`). Without independent evidence the
+    :meth:`memworth.signals.context_adjusted.RegressionWorth.worth`). Without independent evidence the
     regression gives both members of a pair the same worth, so neither is flagged until
     some exists (that is what :class:`AblationPlanner` provides).
 
@@ -502,7 +502,7 @@ class AlarmSplitter(RecallPlanner):
     """Drop one of several co-retrieved memories in alarm, so that their alarms can be told apart.
 
     Memories retrieved together fail together: when one of them breaks, every CUSUM in
-    the set rises (:class:`memworth.change.ExplainingAway` then holds the flags it
+    the set rises (:class:`memworth.signals.change_detection.ExplainingAway` then holds the flags it
     cannot tell apart). Separating them needs episodes that retrieve one without the
     other. When the set recall intends to return holds at least two memories whose
     change statistic is at least ``suspect``, the splitter drops one of them with

@@ -3,7 +3,7 @@
 An encoder turns texts into unit-length float32 vectors, so cosine similarity is a dot
 product. Its ``name`` is stored beside every embedding, so a store never compares
 vectors from two different models. The real model, all-MiniLM-L6-v2, lives in
-:mod:`memworth.minilm` (extra ``embed``); :class:`HashingEncoder` needs nothing and is
+:mod:`memworth.embed.minilm` (extra ``embed``); :class:`HashingEncoder` needs nothing and is
 what most tests use.
 """
 

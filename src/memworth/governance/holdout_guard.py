@@ -1,7 +1,7 @@
 """The holdout guard: is governance making the agent fail more than no governance would?
 
 A store opened with a holdout share ``pi`` recalls that share of its episodes without
-governance (:mod:`memworth.holdout`), picked by a hash of the episode id, so both arms
+governance (:mod:`memworth.signals.holdout`), picked by a hash of the episode id, so both arms
 see the same tasks at the same time. The guard watches the difference of their success
 rates as the outcomes arrive and fires when the governed arm is worse *with confidence*,
 however often it is looked at.

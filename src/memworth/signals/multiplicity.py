@@ -17,8 +17,8 @@ the dependence between the tests*: memories retrieved in the same episodes share
 outcome, so no independence can be assumed. One memory tested alone (``K = 1``) is
 rejected when ``e >= 1 / alpha``: the per-memory rule the namespace rule generalises.
 
-Where the e-values come from is each test's business (:mod:`memworth.sequences` for the
-worth thresholds, :mod:`memworth.change` for a broken success rate); the governance
+Where the e-values come from is each test's business (:mod:`memworth.signals.confidence_sequences` for the
+worth thresholds, :mod:`memworth.signals.change_detection` for a broken success rate); the governance
 policy (:meth:`memworth.governance.GovernancePolicy.flags`) gathers them.
 
 Examples

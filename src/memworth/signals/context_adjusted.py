@@ -15,7 +15,7 @@ Two estimators remove that, both reading :class:`EpisodeStats`:
 
 Both report on the MW scale: the overall success rate plus the memory's own effect, i.e.
 roughly the MW the memory would have with average company in an average context.
-Contexts come from caller labels or from :class:`memworth.contexts.QueryClusters`.
+Contexts come from caller labels or from :class:`memworth.signals.query_clusters.QueryClusters`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from memworth._index import check_key
-from memworth.coretrieval import CoRetrieval, check_id_matrix, check_ids
 from memworth.counts import Counts, CountsTable
 from memworth.errors import ValidationError
 from memworth.outcome import as_outcome, as_outcomes
+from memworth.signals.coretrieval import CoRetrieval, check_id_matrix, check_ids
 
 __all__ = ["EpisodeStats", "RegressionWorth", "StratifiedWorth"]
 
@@ -358,5 +358,5 @@ class RegressionWorth:
         return stats._select(values, ids)
 
     def worth(self, stats: EpisodeStats) -> dict[Hashable, float]:
-        """Adjusted worth by memory id (what :func:`memworth.coretrieval.confounds` reads)."""
+        """Adjusted worth by memory id (what :func:`memworth.signals.coretrieval.confounds` reads)."""
         return dict(zip(stats.ids(), self.values(stats).tolist(), strict=True))

@@ -1,7 +1,7 @@
 """The real text encoder: sentence-transformers/all-MiniLM-L6-v2, run in NumPy.
 
 :func:`load_minilm` is how memworth gets the model: the onnxruntime runtime
-(:mod:`memworth.minilm_onnx`, extra ``fast``, about three times faster) when it is
+(:mod:`memworth.embed.minilm_onnx`, extra ``fast``, about three times faster) when it is
 installed, else the NumPy one here. Both share the front end below (tokeniser,
 truncation, batching by length) and agree with each other and with sentence-transformers
 to within float rounding.
@@ -22,7 +22,7 @@ it is installed on its own without its dependencies::
 
 Examples
 --------
->>> from memworth.minilm import MiniLMEncoder
+>>> from memworth.embed.minilm import MiniLMEncoder
 >>> enc = MiniLMEncoder()  # doctest: +SKIP
 >>> vectors = enc.encode(["How do I reverse a list in Python?", "Prague is in Czechia."])  # doctest: +SKIP
 >>> vectors.shape, vectors.dtype  # doctest: +SKIP
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.special import erf
 
-from memworth.encoders import check_texts
+from memworth.embed.encoders import check_texts
 from memworth.errors import MemworthError, ValidationError
 
 __all__ = ["BACKENDS", "MODEL_NAME", "MiniLMEncoder", "load_minilm", "model_dir"]
@@ -280,7 +280,7 @@ class _MiniLM:
 class MiniLMEncoder(_MiniLM):
     """sentence-transformers/all-MiniLM-L6-v2 in NumPy: 384-dimensional unit vectors.
 
-    Meets the :class:`memworth.encoders.Encoder` protocol. Loading reads about 90 MB
+    Meets the :class:`memworth.embed.encoders.Encoder` protocol. Loading reads about 90 MB
     of weights and takes well under a second; encoding runs on the CPU through NumPy's
     BLAS, in batches of texts of similar token length, so little is spent on padding.
     Output rows do not depend on how the texts are batched (beyond float rounding,
@@ -398,7 +398,7 @@ def load_minilm(backend: str = "auto", *, batch_size: int = 64, path: str | os.P
     Parameters
     ----------
     backend : {"auto", "onnxruntime", "numpy"}, default "auto"
-        ``auto``: :class:`memworth.minilm_onnx.OnnxMiniLMEncoder` when onnxruntime and
+        ``auto``: :class:`memworth.embed.minilm_onnx.OnnxMiniLMEncoder` when onnxruntime and
         onnx import (the ``fast`` extra), else :class:`MiniLMEncoder`. Either way the
         encoder's ``backend`` attribute says which runs. Both give the same vectors to
         within float rounding (about 1e-6), under the same ``name``.
@@ -424,6 +424,6 @@ def load_minilm(backend: str = "auto", *, batch_size: int = 64, path: str | os.P
             backend = "onnxruntime"
     if backend == "numpy":
         return MiniLMEncoder(batch_size=batch_size, path=path)
-    from memworth.minilm_onnx import OnnxMiniLMEncoder
+    from memworth.embed.minilm_onnx import OnnxMiniLMEncoder
 
     return OnnxMiniLMEncoder(batch_size=batch_size, path=path)

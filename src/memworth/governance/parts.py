@@ -185,7 +185,7 @@ class StalenessSettings:
 
 @dataclass(frozen=True)
 class ChangeSettings:
-    """The change-detection test of re-verify (:class:`memworth.change.BernoulliCusum`).
+    """The change-detection test of re-verify (:class:`memworth.signals.change_detection.BernoulliCusum`).
 
     Parameters
     ----------
@@ -200,7 +200,7 @@ class ChangeSettings:
     reference_half_life
         Half-life, in episodes, of the success rate of all episodes the CUSUM compares with, > 0.
     context_strength
-        Pseudo-observations per context of :class:`memworth.change.ContextCheck`, > 0.
+        Pseudo-observations per context of :class:`memworth.signals.change_detection.ContextCheck`, > 0.
     alpha
         e-BH's false discovery rate across a namespace's alarms, in (0, 1).
     """
@@ -226,7 +226,7 @@ class ChangeSettings:
 @dataclass(frozen=True)
 class ProbeSettings:
     """The probe test that releases or suppresses a quarantined memory
-    (:class:`memworth.verification.ProbeTest`): ``alpha`` is the chance of releasing a
+    (:class:`memworth.governance.verification.ProbeTest`): ``alpha`` is the chance of releasing a
     memory still broken, ``beta`` of suppressing one that recovered, both in (0, 0.5)."""
 
     alpha: float = 0.05
@@ -264,7 +264,7 @@ class LimitSettings:
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """The holdout guard (:mod:`memworth.guard`): ``alpha``, its error rate, in (0, 1)."""
+    """The holdout guard (:mod:`memworth.governance.holdout_guard`): ``alpha``, its error rate, in (0, 1)."""
 
     alpha: float = 0.05
 

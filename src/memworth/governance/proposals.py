@@ -10,7 +10,7 @@ audits. Rules, first match wins, for an ``active`` memory:
      ``staleness_window`` retrievals succeeded at a rate more than ``staleness_drop``
      below its lifetime worth and below ``theta_low``;
    * change detection (``change_detection``, given the memory's outcome stream): a
-     :class:`memworth.change.BernoulliCusum` on its retrievals, against the success
+     :class:`memworth.signals.change_detection.BernoulliCusum` on its retrievals, against the success
      rate of all episodes, is at or above its threshold now and e-BH across the
      namespace's memories rejects it (``change_alpha``): its success rate broke.
      The proposal carries the statistic, the threshold and the estimated change point.
@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memworth.change import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.counts import Counts, check_counts
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
-from memworth.governance_parts import (
+from memworth.governance.holdout_guard import HoldoutGuard
+from memworth.governance.parts import (
     FLAT_NAMES,
     FLAT_OF,
     PARTS,
@@ -58,11 +58,11 @@ from memworth.governance_parts import (
     StalenessSettings,
     StandingSettings,
 )
-from memworth.guard import HoldoutGuard
-from memworth.multiplicity import ebh, ebh_level
+from memworth.governance.verification import ProbeTest
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
-from memworth.sequences import SequentialDeprecation
-from memworth.verification import ProbeTest
+from memworth.signals.change_detection import BernoulliCusum, ContextCheck, OutcomeStream
+from memworth.signals.confidence_sequences import SequentialDeprecation
+from memworth.signals.multiplicity import ebh, ebh_level
 
 __all__ = ["GovernancePolicy", "Proposal", "WorthFlag"]
 
@@ -120,41 +120,41 @@ class WorthFlag:
 @dataclass(frozen=True, init=False)
 class GovernancePolicy:
     """Settings of the governance rules (defaults: the paper's and the notes' numbers),
-    composed of one frozen part per rule (:mod:`memworth.governance_parts`):
+    composed of one frozen part per rule (:mod:`memworth.governance.parts`):
 
-    * ``classes`` (:class:`~memworth.governance_parts.ClassSettings`): ``theta_high``,
+    * ``classes`` (:class:`~memworth.governance.parts.ClassSettings`): ``theta_high``,
       ``theta_low``, ``min_evidence``, ``hot_worth``;
-    * ``standing`` (:class:`~memworth.governance_parts.StandingSettings`): note 003's
+    * ``standing`` (:class:`~memworth.governance.parts.StandingSettings`): note 003's
       ``promote_above``, ``demote_below``, ``min_confidence``;
-    * ``low_worth`` (:class:`~memworth.governance_parts.LowWorthSettings`): the test that
+    * ``low_worth`` (:class:`~memworth.governance.parts.LowWorthSettings`): the test that
       suppresses and deprecates: ``rule`` (``"sequential"`` or ``"fixed"``), ``alpha``,
       ``evidence``, ``deprecate_below``;
-    * ``staleness`` (:class:`~memworth.governance_parts.StalenessSettings`): the window
+    * ``staleness`` (:class:`~memworth.governance.parts.StalenessSettings`): the window
       test: ``window_test``, ``window``, ``drop``;
-    * ``change`` (:class:`~memworth.governance_parts.ChangeSettings`): the change-detection
+    * ``change`` (:class:`~memworth.governance.parts.ChangeSettings`): the change-detection
       test: ``enabled``, ``odds_ratio``, ``threshold``, ``min_history``,
       ``reference_half_life``, ``context_strength``, ``alpha``;
-    * ``probes`` (:class:`~memworth.governance_parts.ProbeSettings`): ``alpha``, ``beta``;
-    * ``limits`` (:class:`~memworth.governance_parts.LimitSettings`):
+    * ``probes`` (:class:`~memworth.governance.parts.ProbeSettings`): ``alpha``, ``beta``;
+    * ``limits`` (:class:`~memworth.governance.parts.LimitSettings`):
       ``max_changes_per_day``, ``max_quarantined``, ``pin_evidence``;
-    * ``holdout_guard`` (:class:`~memworth.governance_parts.GuardSettings`): ``alpha``.
+    * ``holdout_guard`` (:class:`~memworth.governance.parts.GuardSettings`): ``alpha``.
 
     **Compatibility.** The flat names the policy had before it was composed
     (``theta_low``, ``change_threshold``, ``deprecation``, ``probe_alpha``, ...; the table
-    :data:`memworth.governance_parts.FLAT_NAMES`) still work as constructor arguments
+    :data:`memworth.governance.parts.FLAT_NAMES`) still work as constructor arguments
     (``GovernancePolicy(theta_low=0.2)``, ``dataclasses.replace(policy, theta_low=0.2)``:
     each changes its part) and as read-only attributes (``policy.change_threshold`` is
     ``policy.change.threshold``); a refusal of a flat argument names the flat name. A part
     may also be given as a dict of its settings (``GovernancePolicy(**policy.settings())``).
 
     The change-detection test of re-verify (``change.enabled``) runs
-    :class:`memworth.change.BernoulliCusum` with ``change.odds_ratio`` (the alternative:
+    :class:`memworth.signals.change_detection.BernoulliCusum` with ``change.odds_ratio`` (the alternative:
     odds of success that many times lower), ``change.threshold`` (about
     ``exp(threshold)`` retrievals between false alarms) and ``change.min_history``
     (retrievals before a memory is watched), against the success rate of all episodes
     with half-life ``change.reference_half_life`` episodes. When the stream has context
     labels, an alarm whose failures the memory's own record in those contexts explains is
-    held (:class:`memworth.change.ContextCheck` with ``change.context_strength``
+    held (:class:`memworth.signals.change_detection.ContextCheck` with ``change.context_strength``
     pseudo-observations per context), and the window test compares the window's worth
     with what that record predicts for the window's contexts instead of with the
     lifetime worth alone. The window test is also held when at least half of the
@@ -169,7 +169,7 @@ class GovernancePolicy:
     on a quarantined memory or a status or standing set by hand, nothing is proposed for
     that memory until it has ``limits.pin_evidence`` more retrievals (an explicit pin holds
     until unpinned). A quarantined memory (standing ``re-verify``) is released or
-    suppressed by the probe test (:class:`memworth.verification.ProbeTest` with
+    suppressed by the probe test (:class:`memworth.governance.verification.ProbeTest` with
     ``probes.alpha``, the chance of releasing a memory still broken, and ``probes.beta``,
     of suppressing one that recovered).
 
@@ -197,7 +197,7 @@ class GovernancePolicy:
     A success rate that broke, seen in the outcome stream (40 successes, then 10 failures):
 
     >>> import numpy as np
-    >>> from memworth.change import OutcomeStream
+    >>> from memworth.signals.change_detection import OutcomeStream
     >>> y = np.array([True] * 40 + [False] * 10)
     >>> stream = OutcomeStream(y, np.ones(50), None, np.arange(1, 51))
     >>> p = policy.propose("old-fact", Counts(success=10.0, failure=2.5, n=50), "active", "normal", stream=stream)
@@ -213,7 +213,7 @@ class GovernancePolicy:
 
     The parts, and the flat names of the compatibility layer:
 
-    >>> from memworth.governance_parts import ChangeSettings
+    >>> from memworth.governance.parts import ChangeSettings
     >>> strict = GovernancePolicy(change=ChangeSettings(threshold=9.0))
     >>> strict.change.threshold, strict.change_threshold, strict == GovernancePolicy(change_threshold=9.0)
     (9.0, 9.0, True)
@@ -290,7 +290,7 @@ class GovernancePolicy:
         return asdict(self)
 
     def flat_settings(self) -> dict[str, Any]:
-        """The settings by their flat names (:data:`memworth.governance_parts.FLAT_NAMES`)."""
+        """The settings by their flat names (:data:`memworth.governance.parts.FLAT_NAMES`)."""
         return {flat: getattr(getattr(self, part), name) for flat, (part, name) in FLAT_NAMES.items()}
 
     @classmethod
@@ -337,7 +337,7 @@ class GovernancePolicy:
         return max(1, math.floor(self.limits.max_quarantined * active))
 
     def guard(self) -> HoldoutGuard:
-        """The holdout guard (:mod:`memworth.guard`) at ``guard_alpha``."""
+        """The holdout guard (:mod:`memworth.governance.holdout_guard`) at ``guard_alpha``."""
         return HoldoutGuard(self.holdout_guard.alpha)
 
     def probe_test(self) -> ProbeTest:
@@ -370,7 +370,7 @@ class GovernancePolicy:
         that asked of each: a memory alarms when its CUSUM is at ``change_threshold`` (the
         detector's own bar, about ``exp(threshold)`` observations between false alarms) *and*
         e-BH at ``change_alpha`` over the watched memories rejects it
-        (:mod:`memworth.multiplicity`), so the expected share of false alarms among the alarms
+        (:mod:`memworth.signals.multiplicity`), so the expected share of false alarms among the alarms
         standing at any one reading is at most ``change_alpha``. In a small namespace the
         threshold decides; in a large one, e-BH raises the bar.
         """
@@ -398,7 +398,7 @@ class GovernancePolicy:
         ``theta_low``", "... at least ``deprecate_below``") rejects one, and which.
 
         The e-values are Robbins' beta-binomial mixture martingales
-        (:class:`memworth.sequences.BetaBinomialCS`) at each threshold, which stay e-values
+        (:class:`memworth.signals.confidence_sequences.BetaBinomialCS`) at each threshold, which stay e-values
         however often one looks: the expected share of useful memories among those
         suppressed or deprecated at any reading is at most ``deprecation_alpha``. One
         memory alone is suppressed when its confidence sequence at ``deprecation_alpha / 2``

@@ -171,12 +171,12 @@ class OutcomeStream:
     without one) when any episode had one, else ``None`` (:class:`ContextCheck` reads it);
     ``window_explained_by`` names memories whose change alarm stands (not held) that came
     with at least half of the failures among its last retrievals (the window test's), or
-    suspects that explain them (:func:`memworth.window.explainers`): those failures are
+    suspects that explain them (:func:`memworth.signals.window_test.explainers`): those failures are
     theirs. ``suspect`` says whether the memory itself looks broken now (its change alarm
     fired, held or not, or its window test fires): a probe of another memory that came
     with it tells nothing about that other memory. ``change_alarm`` says whether its
     change alarm stands after the namespace's error control (e-BH over every memory's
-    e-value, :func:`memworth.streams.namespace_streams`), with ``change_level`` the e-value
+    e-value, :func:`memworth.signals.outcome_streams.namespace_streams`), with ``change_level`` the e-value
     that asked of it; ``None``: the stream was read alone, and the policy tests it alone.
 
     Examples

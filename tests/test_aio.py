@@ -34,7 +34,7 @@ NOW = 1_700_000_000.0
 
 # Public MemoryStore methods with no async twin: opening and closing are the async store's
 # own (open, aclose), and these compute from arguments or from the store object's memory.
-NOT_TWINNED = {"open", "close", "choose", "score", "increments_of", "holdout_episode"}
+NOT_TWINNED = {"open", "close", "choose", "score", "increments_of", "holdout_episode", "outcomes_until_govern"}
 POOL_WIDE = {"configure", "set_policy"}
 
 

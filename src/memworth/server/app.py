@@ -52,6 +52,7 @@ from memworth import __version__
 from memworth.errors import MemworthError, NotAdminError
 from memworth.server import long_calls
 from memworth.server.dashboard import dashboard_router
+from memworth.server.group_commit import GroupCommit
 from memworth.server.ids import RawIdPaths, path_id
 from memworth.server.keys import authenticate, list_keys
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
@@ -354,6 +355,7 @@ def create_app(
     app.state.pool = pool
     metrics = Metrics(lambda: pool.run(None, lambda s: s.backend.quarantined()))
     call = pool.run  # call(namespace, fn): fn(store object) on the tenant's object, under its lock
+    committer = GroupCommit(pool)  # concurrent outcomes of a tenant share one commit
 
     def key_namespace(request: Request, authorization: str | None, x_api_key: str | None, write: bool) -> str:
         info = call(None, lambda s: authenticate(s, authorization, x_api_key, write=write))
@@ -603,12 +605,7 @@ def create_app(
 
     @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429))
     def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> dict[str, Any]:
-        call(
-            namespace,
-            lambda s: s.record(
-                episode_id, body.ok, source=body.source, confidence=body.confidence, namespace=namespace
-            ),
-        )
+        committer.record(namespace, episode_id, body.ok, source=body.source, confidence=body.confidence)
         outcome = "success" if body.ok else "failure"
         metrics.outcomes.labels(body.source, outcome).inc()
         return {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}

@@ -152,6 +152,13 @@ class RecordingMixin(StoreState):
         """
         return self._record([(episode, success)], VERIFIED, None, namespace)[0]
 
+    def outcomes_until_govern(self, namespace: str = "default") -> int | None:
+        """How many more outcomes in ``namespace`` until continuous governance (``govern_every``)
+        runs; ``None`` when it is off. A batch of exactly that many triggers it."""
+        if self.govern_every is None:
+            return None
+        return max(1, self.govern_every - self._outcomes_since_govern.get(namespace, 0))
+
     def _record(
         self,
         outcomes: Iterable[tuple[Recall | Episode | str, object]],

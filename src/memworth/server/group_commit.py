@@ -116,7 +116,7 @@ class GroupCommit:
         with self._guard:
             queue = self._queues[namespace]
             head = queue[0]
-            batch = []
+            batch: list[_Waiting] = []
             for item in queue:
                 if len(batch) == limit or (item.source, item.confidence) != (head.source, head.confidence):
                     break

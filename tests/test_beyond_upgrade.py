@@ -134,6 +134,34 @@ def test_the_flag_tally_counts_broken_false_and_bugs() -> None:
     assert (row["bugs_eligible"], row["bugs_flagged"]) == (1, 1)
 
 
+def test_the_oracle_bound_sees_only_what_reached_an_outcome() -> None:
+    """A broken recipe that ran (and failed) beside a working sibling, and a broken recipe that
+    never ran beside a working one: on the streams a store sees (every recalled recipe shares
+    the outcome) the oracle flags the broken recipe and its sibling alike; crediting only the
+    recipe run, the broken one alone; the one that never ran, never."""
+    cfg = load_config("upgrade")
+    cfg["world"] |= {"upgrade_at": 100, "flag_window": 100, "min_retrievals": 10}
+    world = _world({"broken": (True, False), "sibling": (True, True), "hidden": (True, False), "fine": (True, True)})
+    recalled, ran, outcomes = [], [], []
+    for t in range(1, 201):
+        if t % 2:
+            recalled.append(("broken", "sibling"))
+            ran.append("broken")
+            outcomes.append(t <= 100)
+        else:
+            recalled.append(("hidden", "fine"))
+            ran.append("fine")
+            outcomes.append(True)
+    after = Counter(m for t, members in enumerate(recalled, start=1) if t > 100 for m in members)
+    run = {"recalled": recalled, "ran": ran, "outcomes": outcomes, "retrieved_after": after}
+    seen = upgrade.oracle_bound(world, cfg, run, attributable=False)
+    assert seen == {"oracle_caught": 1, "oracle_false": 1, "reached": 1}
+    by_ran = upgrade.oracle_bound(world, cfg, run, attributable=True)
+    assert by_ran == {"oracle_caught": 1, "oracle_false": 0, "reached": 1}
+    run["outcomes"] = [True] * 200  # nothing fell: nothing to flag
+    assert upgrade.oracle_bound(world, cfg, run, attributable=False) == {"oracle_caught": 0, "oracle_false": 0, "reached": 1}
+
+
 def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "upgrade" in BEYOND_EXPERIMENTS
     out = tmp_path / "upgrade"
@@ -155,6 +183,7 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert all(r["paper"] is None for r in payload["rows"])
     names = {r["name"] for r in payload["rows"]}
     assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin"} <= names
+    assert {"uniform: oracle bound, broken recipes flagged within 300", "ran: oracle bound, broken recipes flagged within 300"} <= names
     assert {"uniform: ablation no_standing", "ran: ablation no_standing"} <= names
     with (out / "raw.csv").open() as f:
         raw = list(csv.DictReader(f))

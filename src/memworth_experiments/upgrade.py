@@ -5,7 +5,8 @@ worker and the table of real test runs) is :mod:`memworth_experiments.upgrade_wo
 this module plays the agent against a governed store, its ungoverned twin and the
 ablations, and tallies what the issue asks for: which recipes the upgrade broke and how
 soon governance flagged them, false flags, bugs, and task success before and after the
-upgrade with 95% intervals.
+upgrade with 95% intervals; and, on the ungoverned twin's log, an oracle bound
+(:func:`oracle_bound`): what any test of a memory's outcome stream could flag in time.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memworth import MemoryStore, ValidationError
 from memworth.embed.encoders import Encoder
 from memworth.ranking import Blend
 from memworth.signals.holdout import lift as holdout_lift
+from memworth.signals.multiplicity import ebh
 from memworth_experiments.common import Result, Row, paired_interval, progress, read_raw
 from memworth_experiments.demo import _SimulatedClock
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
@@ -117,7 +119,7 @@ def play(
     store = MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": r.id, "text": r.text} for r in world.recipes.values()])
     k = int(w["k"]) if credit == "uniform" else 1
-    outcomes, held, ran, crowded = [], [], [], []
+    outcomes, held, ran, crowded, recalled = [], [], [], [], []
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
     flags: list[tuple[str, int, str]] = []
@@ -136,6 +138,7 @@ def play(
         outcomes.append(ok)
         held.append(recall.episode.holdout)
         ran.append(pick or "")
+        recalled.append(tuple(r.memory.id for r in recall.results))
         (retrieved_after if t > upgrade_at else retrieved_before).update(r.memory.id for r in recall.results)
         if governed and t % int(w["govern_every"]) == 0:
             report = store.govern(apply=True)
@@ -149,6 +152,7 @@ def play(
         "holdout": np.array(held, dtype=bool),
         "crowded": np.array(crowded, dtype=bool),
         "ran": ran,
+        "recalled": recalled,
         "retrieved_before": retrieved_before,
         "retrieved_after": retrieved_after,
         "flags": flags,
@@ -204,6 +208,59 @@ def flag_tally(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[s
     }
 
 
+ORACLE_ALPHA = 0.05
+"""The false discovery rate of the oracle bound (the policy's default ``change.alpha``)."""
+
+
+def oracle_bound(world: World, cfg: dict[str, Any], run: dict[str, Any], *, attributable: bool) -> dict[str, int]:
+    """What any test of one memory's outcome stream could flag in time, at best, in one run.
+
+    Each memory's stream is the outcomes of the episodes that retrieved it (``attributable``:
+    only those whose recipe the agent ran, the credit a store would get if the agent said
+    which recipe it used). The oracle knows each stream's success rate before the upgrade
+    and after it (the run's own rates: no estimation error, a bound no real test reaches)
+    and tests "it fell" against "as it was" with the likelihood ratio of the stream's
+    outcomes in the ``flag_window`` episodes after the upgrade; e-BH at
+    :data:`ORACLE_ALPHA` over every memory with an outcome there (the error control the
+    library's detectors work under). A stream whose rate did not fall gets e-value 1.
+
+    Returns ``oracle_caught`` (broken recipes retrieved at least ``min_retrievals`` times
+    after the upgrade, as :func:`flag_tally` counts them, that e-BH rejects),
+    ``oracle_false`` (rejected recipes that pass every input after the upgrade) and
+    ``reached`` (those broken recipes the agent ran at least once in the window: a
+    breakage that never reached an outcome cannot be seen in any stream).
+    """
+    w = cfg["world"]
+    upgrade_at, end = int(w["upgrade_at"]), int(w["upgrade_at"]) + int(w["flag_window"])
+    streams: dict[str, list[tuple[int, bool]]] = {}
+    for t, (members, pick, ok) in enumerate(zip(run["recalled"], run["ran"], run["outcomes"], strict=True), start=1):
+        for m in ((pick,) if pick else ()) if attributable else members:
+            streams.setdefault(m, []).append((t, bool(ok)))
+    ids, log_e = [], []
+    for m, seen in streams.items():
+        t = np.array([x for x, _ in seen])
+        y = np.array([ok for _, ok in seen], dtype=bool)
+        pre, post, window = y[t <= upgrade_at], y[t > upgrade_at], y[(t > upgrade_at) & (t <= end)]
+        if not (pre.size and window.size):
+            continue
+        ids.append(m)
+        p0 = float(np.clip(pre.mean(), 0.5 / pre.size, 1 - 0.5 / pre.size))
+        p1 = float(np.clip(post.mean(), 0.5 / post.size, 1 - 0.5 / post.size))
+        s, f = int(window.sum()), int((~window).sum())
+        log_e.append(s * math.log(p1 / p0) + f * math.log((1 - p1) / (1 - p0)) if p1 < p0 else 0.0)
+    rejected = set()
+    if ids:
+        mask = ebh(np.exp(np.minimum(np.array(log_e), 700.0)), ORACLE_ALPHA)
+        rejected = {m for m, r in zip(ids, mask.tolist(), strict=True) if r}
+    eligible = [r for r in world.broken() if run["retrieved_after"][r] >= int(w["min_retrievals"])]
+    ran_in_window = {m for t, m in enumerate(run["ran"], start=1) if m and upgrade_at < t <= end}
+    return {
+        "oracle_caught": sum(1 for r in eligible if r in rejected),
+        "oracle_false": sum(1 for m in rejected if world.table.passes(m, "after")),
+        "reached": sum(1 for r in eligible if r in ran_in_window),
+    }
+
+
 def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> dict[str, int]:
     """Successes and episodes before and after the upgrade (``holdout``: only those episodes, or only the others)."""
     y, h = run["outcomes"], run["holdout"]
@@ -216,6 +273,15 @@ def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> di
         "after_s": int(y[after].sum()),
         "after_n": int(after.sum()),
     }
+
+
+def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The ungoverned twin's log read by the oracle (:func:`oracle_bound`): on the streams a
+    store sees, and on the streams of the recipe that ran."""
+    seen = oracle_bound(world, cfg, run, attributable=False)
+    ran = oracle_bound(world, cfg, run, attributable=True)
+    eligible = sum(1 for r in world.broken() if run["retrieved_after"][r] >= int(cfg["world"]["min_retrievals"]))
+    return seen | {"broken_eligible": eligible, "ran_caught": ran["oracle_caught"], "ran_false": ran["oracle_false"]}
 
 
 def run_seed(
@@ -233,7 +299,7 @@ def run_seed(
     plays += [(str(c), arm, True, settings) for c in w["ablation_credits"] for arm, settings in arms.items()]
     for credit, arm, governed, settings in plays:
         run = play(world, cfg, seed, seq, encoder, credit, governed, settings)
-        tally = flag_tally(world, cfg, run) if governed else {}
+        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run)
         overall = _successes(run, upgrade_at, None)
         arm_only = _successes(run, upgrade_at, False)
         held = _successes(run, upgrade_at, True)
@@ -273,6 +339,11 @@ SUMMARY_FIELDS = (
     "guard_rollbacks",
     "crowded",
     "recalls",
+    "oracle_caught",
+    "oracle_false",
+    "reached",
+    "ran_caught",
+    "ran_false",
 )
 
 
@@ -425,6 +496,24 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
                 f"summed over {seeds} seeds); median delay {np.median(delays) if delays else float('nan'):.0f} episodes",
                 at_least=float(targets["flagged_share"]),
                 known_miss=miss["flagged"],
+            )
+        )
+        twin_eligible = sum(int(r["broken_eligible"]) for r in base)
+        caught, reached = sum(int(r["oracle_caught"]) for r in base), sum(int(r["reached"]) for r in base)
+        by_ran = sum(int(r["ran_caught"]) for r in base)
+        rows.append(
+            Row(
+                f"{credit}: oracle bound, broken recipes flagged within {w['flag_window']}",
+                "share",
+                None,
+                caught / max(twin_eligible, 1),
+                0.0,
+                None,
+                f"{caught} of {twin_eligible} on the ungoverned twin's log: likelihood ratios that know each memory's "
+                f"stream success rate before and after the upgrade, e-BH at FDR {ORACLE_ALPHA:g}; false flags per seed "
+                f"{np.mean([int(r['oracle_false']) for r in base]):.1f}; {reached} of {twin_eligible} were run at least "
+                f"once in the window (a breakage no outcome showed); crediting only the recipe run: {by_ran} of "
+                f"{twin_eligible}, false flags per seed {np.mean([int(r['ran_false']) for r in base]):.1f}",
             )
         )
         false_flags = [int(r["false_flags"]) for r in gov]

@@ -205,21 +205,37 @@ class SQLiteBackend:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One transaction (``BEGIN IMMEDIATE``) around every write this store object makes
-        until the block ends: committed at a clean exit, rolled back on an exception. Each
-        write inside is a savepoint; the connection's lock is held throughout, so another
-        thread's call on this backend waits for the end (it never sees what is not
-        committed). StoreError if one is open already."""
+        """One transaction around every write this store object makes until the block ends:
+        committed at a clean exit, rolled back on an exception. It begins (``BEGIN
+        IMMEDIATE``, the database's write lock) at the first write inside, so work before it
+        (embedding, reading) holds no lock other processes wait for; each write is a
+        savepoint of it. The connection's lock is held throughout: another thread's call on
+        this backend waits for the end (it never sees what is not committed). StoreError if
+        one is open already."""
         with self._lock:
             if self._unit:
                 raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
-            with _Transaction(self._db, self._lock, self):
-                self._unit = True
-                try:
-                    yield
-                finally:
-                    self._unit = False
-                    due, self._truncate_wal = self._truncate_wal, False
+            self._unit = True
+            try:
+                yield
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error as err:
+                        raise StoreError(f"rollback failed: {err}") from exc
+                raise
+            else:
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("COMMIT")
+                    except sqlite3.Error as err:
+                        if self._db.in_transaction:
+                            self._db.execute("ROLLBACK")
+                        raise StoreError(f"commit failed, nothing written: {err}") from err
+            finally:
+                self._unit = False
+                due, self._truncate_wal = self._truncate_wal, False
             if due:  # committed: an erased memory's old pages leave the WAL now
                 self._checkpoint_wal()
 
@@ -872,7 +888,12 @@ class _Transaction:
         self._lock.acquire()
         self._savepoint = self._backend._unit  # read under the lock: only its holder can have opened one
         try:
-            self._db.execute("SAVEPOINT memworth_write" if self._savepoint else "BEGIN IMMEDIATE")
+            if self._savepoint:
+                if not self._db.in_transaction:  # the block's first write begins its transaction
+                    self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("SAVEPOINT memworth_write")
+            else:
+                self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._lock.release()
             raise StoreError(f"cannot start a write: {exc}") from exc

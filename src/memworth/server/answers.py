@@ -1,0 +1,51 @@
+"""A change's answer, rendered before the change is kept: one transaction holds both.
+
+A route that changes something calls :func:`answered`: the change and the rendering of its
+answer (validated and encoded to JSON, what FastAPI would do with a returned value) run in
+one transaction of the store (:meth:`memworth.MemoryStore.transaction`), committed only once
+the answer is ready. A failure to answer (a bug in the route, a value that does not encode,
+a memory whose report cannot be rendered) rolls the change back whole and is answered 500 by
+the app; a client that goes away after the commit loses only the acknowledgement.
+
+The long calls a worker process runs (:mod:`memworth.server.long_calls`) render their answer
+there, inside their own transaction (:func:`checked`): what comes back is plain data already
+shown to encode, which the route renders again, the same way, after the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+
+from memworth.store import MemoryStore
+
+__all__ = ["answered", "checked", "rendered"]
+
+T = TypeVar("T")
+
+
+def rendered(content: Any, status: int = 200) -> JSONResponse:
+    """``content`` as a route's JSON answer, rendered now (:func:`jsonable_encoder`, then JSON
+    without NaN, as FastAPI sends a returned value), so that a value that cannot be sent fails
+    here, while its change can still be rolled back."""
+    return JSONResponse(jsonable_encoder(content), status_code=status)
+
+
+def answered(store: MemoryStore, work: Callable[[MemoryStore], Any], status: int = 200) -> tuple[Any, JSONResponse]:
+    """``work(store)`` and its rendered answer in one transaction of ``store``: committed once the
+    answer is ready, rolled back whole if either fails. Returns the content and the answer."""
+    with store.transaction():
+        content = work(store)
+        return content, rendered(content, status)
+
+
+def checked(store: MemoryStore, work: Callable[[MemoryStore], T]) -> T:
+    """``work(store)`` in one transaction of ``store``, committed only once its answer (plain
+    data) has been rendered as the route will render it; the answer."""
+    with store.transaction():
+        content = work(store)
+        rendered(content)
+        return content

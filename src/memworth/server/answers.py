@@ -22,9 +22,10 @@ from fastapi.responses import JSONResponse
 
 from memworth.store import MemoryStore
 
-__all__ = ["answered", "checked", "rendered"]
+__all__ = ["answered", "checked", "rendered", "with_answer"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def rendered(content: Any, status: int = 200) -> JSONResponse:
@@ -34,12 +35,17 @@ def rendered(content: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(jsonable_encoder(content), status_code=status)
 
 
-def answered(store: MemoryStore, work: Callable[[MemoryStore], Any], status: int = 200) -> tuple[Any, JSONResponse]:
-    """``work(store)`` and its rendered answer in one transaction of ``store``: committed once the
-    answer is ready, rolled back whole if either fails. Returns the content and the answer."""
+def with_answer(store: MemoryStore, change: Callable[[MemoryStore], T], answer: Callable[[T], R]) -> R:
+    """``change(store)`` and ``answer(what it returned)`` in one transaction of ``store``:
+    committed once the answer is built, rolled back whole if either fails. The answer."""
     with store.transaction():
-        content = work(store)
-        return content, rendered(content, status)
+        return answer(change(store))
+
+
+def answered(store: MemoryStore, work: Callable[[MemoryStore], Any], status: int = 200) -> tuple[Any, JSONResponse]:
+    """``work(store)`` and its rendered JSON answer in one transaction of ``store``
+    (:func:`with_answer`). Returns the content and the answer."""
+    return with_answer(store, work, lambda content: (content, rendered(content, status)))
 
 
 def checked(store: MemoryStore, work: Callable[[MemoryStore], T]) -> T:

@@ -73,7 +73,7 @@ def test_every_write_route_keeps_nothing_when_its_answer_fails(
     for method, path, body in _requests(seeded):
         before = _state(seeded)
         with monkeypatch.context() as patch:
-            patch.setattr(answers, "jsonable_encoder", _unencodable)
+            patch.setattr(answers, "encoded", _unencodable)
             r = client.request(method, path, json=body, headers=h)
         assert r.status_code == 500, (path, r.text)
         assert r.json()["error"]["type"] == "InternalError"
@@ -125,7 +125,7 @@ def test_over_a_real_socket_the_next_request_on_the_connection_works(
             return response.status, json.loads(response.read())
 
         with monkeypatch.context() as patch:
-            patch.setattr(answers, "jsonable_encoder", _unencodable)
+            patch.setattr(answers, "encoded", _unencodable)
             failed = add()
         first_socket = connection.sock
         kept = [m.id for m in seeded.list()]
@@ -163,3 +163,13 @@ def test_every_mcp_write_tool_keeps_nothing_when_its_answer_fails(
         assert not getattr(result, "is_error", False), tool
         assert _state(seeded) != before, tool
     assert seeded.replay().mismatches == []
+
+
+def test_an_answer_is_encoded_as_fastapi_encodes_a_returned_value() -> None:
+    """NaN and infinities (an empty arm's lift, say) are null, as before answers were rendered
+    inside the transaction; only a value that really cannot be sent fails."""
+    assert answers.rendered({"lift": float("nan"), "upper": float("inf"), "ids": ("a",)}).body == (
+        b'{"lift":null,"upper":null,"ids":["a"]}'
+    )
+    with pytest.raises(ValueError):
+        answers.rendered({"memory": object()})

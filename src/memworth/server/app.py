@@ -426,7 +426,7 @@ def create_app(
         *,
         status: int = 200,
         counted: Callable[[Any], None] | None = None,
-    ) -> JSONResponse:
+    ) -> Response:
         """``work(store object)``, a change, answered: the answer is rendered inside the change's
         transaction (:func:`answered`), so a change is kept only when its answer is ready, and
         a failure to answer leaves nothing changed. ``counted(content)`` counts the metrics of

@@ -31,6 +31,15 @@ during the block:
 * the Redis hot tier: its writes wait for the commit (and never happen on a rollback); one
   that then fails marks the namespace's mirror stale, as it would have outside a block.
 
+What a block costs: the locks its writes take are held until it ends, SQLite's write lock
+from the first write inside (not before: embedding and reading hold none), PostgreSQL's row
+locks likewise; so a block should hold a change and its answer, nothing slow. A govern with
+a verifier holds them through the verifier's calls. On PostgreSQL two blocks of several
+writes each can wait for one another; PostgreSQL ends such a deadlock by failing one, which
+is rolled back whole (:class:`memworth.errors.UnavailableError`: try again). The first
+memory a pgvector store holds adds its vector column, which readers wait for until the block
+that added it ends.
+
 Transactions do not nest, and a store object has at most one open: opening another (on
 the same thread or another) raises :class:`memworth.errors.TransactionError`. Another
 thread's plain call on the same store object waits for the end (SQLite, ``memory://``) or

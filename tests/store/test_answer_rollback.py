@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -173,3 +174,32 @@ def test_an_answer_is_encoded_as_fastapi_encodes_a_returned_value() -> None:
     )
     with pytest.raises(ValueError):
         answers.rendered({"memory": object()})
+
+
+def test_a_dashboard_form_keeps_nothing_when_its_redirect_fails(
+    seeded: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memworth.server.dashboard import routes
+
+    client = TestClient(create_app(seeded))
+    key = create_key(seeded, "default", "person")
+    r = client.post("/dashboard/login", data={"key": key, "next": "/dashboard"}, follow_redirects=False)
+    assert r.status_code == 303
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get("/dashboard").text)
+    assert found is not None
+    forms = [
+        ("/dashboard/set", {"memory_id": "methods", "field": "status", "value": "suppressed", "reason": "r"}),
+        ("/dashboard/pin", {"memory_id": "recursion", "reason": "r"}),
+        ("/dashboard/delete", {"memory_id": "prague", "reason": "r", "confirm": "prague"}),
+        ("/dashboard/edit", {"memory_id": "reverse", "reason": "r", "text": "Use reversed()."}),
+    ]
+    for path, form in forms:
+        data = {**form, "csrf": found.group(1)}
+        before = _state(seeded)
+        with monkeypatch.context() as patch:
+            patch.setattr(routes, "with_notice", _unencodable)
+            failed = client.post(path, data=data, follow_redirects=False)
+        assert failed.status_code == 500, path
+        assert _state(seeded) == before, path
+        done = client.post(path, data=data, follow_redirects=False)
+        assert done.status_code == 303 and _state(seeded) != before, path

@@ -34,7 +34,12 @@ NOW = 1_700_000_000.0
 
 # Public MemoryStore methods with no async twin: opening and closing are the async store's
 # own (open, aclose), and these compute from arguments or from the store object's memory.
-NOT_TWINNED = {"open", "close", "choose", "score", "increments_of", "holdout_episode", "outcomes_until_govern"}
+# transaction is a block of sync calls on one thread and one store object (issue 18), not a
+# database call: the async store's awaited calls may each run on another of its objects.
+# outcomes_until_govern reads the store object's own count (the server's group commit).
+NOT_TWINNED = {
+    "open", "close", "choose", "score", "increments_of", "holdout_episode", "transaction", "outcomes_until_govern"
+}
 POOL_WIDE = {"configure", "set_policy"}
 
 

@@ -169,3 +169,26 @@ def test_an_outcome_in_another_tenant_is_unknown_to_this_one(store):
     with pytest.raises(UnknownEpisodeError):
         committer.record("b", e, True)
     assert list(store.backend.outcome_log()) == []
+
+
+def test_an_answer_that_fails_keeps_nothing_of_its_outcome_and_the_others_stay(store, monkeypatch):
+    eps = _episodes(store, 4)
+    pool = StorePool(store)
+    committer = GroupCommit(pool)
+    sizes = _spy_batches(store, monkeypatch)
+
+    def broken() -> str:
+        raise ValueError("the answer cannot be rendered")
+
+    calls = [
+        lambda e=e, i=i: committer.record("default", e, True, answer=broken if i == 2 else lambda i=i: f"answer {i}")
+        for i, e in enumerate(eps)
+    ]
+    answers: dict[int, object] = {}
+    wrapped = [lambda c=c, i=i: answers.__setitem__(i, c()) for i, c in enumerate(calls)]
+    errors = _queued_then_released(pool, committer, wrapped)
+    assert sizes == [4]  # tried as one batch, rolled back whole by the failed answer, then one by one
+    assert isinstance(errors[2], ValueError)
+    assert answers == {0: "answer 0", 1: "answer 1", 3: "answer 3"}
+    assert [o.episode_id for o in store.backend.outcome_log()] == [eps[0], eps[1], eps[3]]
+    assert store.replay().consistent

@@ -56,6 +56,7 @@ __all__ = [
     "SettingsConflictError",
     "SettingsError",
     "StoreError",
+    "TransactionError",
     "UnavailableError",
     "UnknownEntryError",
     "UnknownEpisodeError",
@@ -283,3 +284,9 @@ class SettingsError(StoreError):
     """The store is not set up for what was asked (no hot tier, another encoder)."""
 
     status = 409
+
+
+class TransactionError(StoreError):
+    """A transaction (:meth:`memworth.MemoryStore.transaction`) was opened on a store object
+    that has one open: they do not nest, and a store object takes one at a time (a bug in
+    the caller, hence 500); nothing was changed by the refused one."""

@@ -42,6 +42,7 @@ from memworth.validation import MAX_K, MAX_TEXT, check_name
 __all__ = ["MEMORY_PREFIX", "MEMORY_TEMPLATE", "create_server", "memory_uri", "uri_memory_id"]
 
 _T = TypeVar("_T")
+_V = TypeVar("_V", bound=pydantic.BaseModel)
 
 INSTRUCTIONS = """Governed long-term memory. Call `recall` before a task to get memories that
 worked before (each with its worth: the share of episodes it took part in that succeeded),
@@ -204,6 +205,20 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             except MemworthError as exc:
                 raise _tool_error(exc, field) from None
 
+    def change(fn: Callable[[], _V], field: str | Callable[[MemworthError], str]) -> _V:
+        """A tool that changes something: ``fn`` makes the change and builds its answer (a view),
+        rendered to JSON inside one transaction of the store, so the change is kept only once
+        its answer is ready (a failure to answer rolls it back whole). A memworth error becomes
+        a tool error naming ``field`` (or the field ``field(error)`` names)."""
+        with lock:
+            try:
+                with store.transaction():
+                    view = fn()
+                    view.model_dump_json()  # what the tool answers, shown to render before the commit
+                    return view
+            except MemworthError as exc:
+                raise _tool_error(exc, field if isinstance(field, str) else field(exc)) from None
+
     def tool(annotations: ToolAnnotations) -> Callable[[Callable[..., _T]], Callable[..., _T]]:
         """Register a tool, its docstring (dedented) as the description the model reads."""
 
@@ -232,24 +247,26 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         """Store one memory. It starts at worth 0.5 (no evidence) and earns worth from the outcomes
         of the episodes that recall it; outcomes also credit the memories it was derived from."""
         linked = {"derived_from": derived_from or [], "part_of": part_of or []}
-        with lock:
-            try:
-                m = store.add(
-                    text,
-                    id=id,
-                    namespace=namespace,
-                    metadata=metadata,
-                    contexts=contexts,
-                    derived_from=derived_from,
-                    part_of=part_of,
-                    ttl=ttl,
-                )
-            except UnknownMemoryError as exc:
-                field = next((k for k, ids in linked.items() if exc.memory_id in ids), "id")
-                raise _tool_error(exc, field) from None
-            except MemworthError as exc:
-                raise _tool_error(exc, "id") from None
+
+        def field(exc: MemworthError) -> str:
+            if isinstance(exc, UnknownMemoryError):
+                return next((k for k, ids in linked.items() if exc.memory_id in ids), "id")
+            return "id"
+
+        def add() -> MemoryView:
+            m = store.add(
+                text,
+                id=id,
+                namespace=namespace,
+                metadata=metadata,
+                contexts=contexts,
+                derived_from=derived_from,
+                part_of=part_of,
+                ttl=ttl,
+            )
             return memory_view(store, m)
+
+        return change(add, field)
 
     @tool(writes)
     def recall(
@@ -311,7 +328,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             ]
             return OutcomeView(episode=episode, outcome=outcome, source=source, confidence=conf, memories=credited)
 
-        return call(record, "episode")
+        return change(record, "episode")
 
     @tool(reads)
     def worth(id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")]) -> WorthView:
@@ -342,8 +359,9 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     ) -> DecisionView:
         """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
         and sticks: governance proposes nothing for the memory until new evidence comes."""
-        entry = call(lambda: store.resolve(id, verdict, reason=reason, text=text, namespace=namespace), "id")
-        return DecisionView.of(entry)
+        return change(
+            lambda: DecisionView.of(store.resolve(id, verdict, reason=reason, text=text, namespace=namespace)), "id"
+        )
 
     @tool(writes)
     def pin_memory(
@@ -351,8 +369,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
     ) -> DecisionView:
         """Keep governance away from a memory (no proposals for it) until it is unpinned."""
-        entry = call(lambda: store.pin(id, reason=reason, namespace=namespace), "id")
-        return DecisionView.of(entry)
+        return change(lambda: DecisionView.of(store.pin(id, reason=reason, namespace=namespace)), "id")
 
     @tool(writes)
     def unpin_memory(
@@ -360,8 +377,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""
-        entry = call(lambda: store.unpin(id, reason=reason, namespace=namespace), "id")
-        return DecisionView.of(entry)
+        return change(lambda: DecisionView.of(store.unpin(id, reason=reason, namespace=namespace)), "id")
 
     destroys = ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
@@ -373,8 +389,9 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         recovered. Only a tombstone stays (the id, who, when, why). Use it when a user asks for
         their data to be forgotten or a memory must not exist any more; to take a memory out of
         recall reversibly, use set_memory_status instead."""
-        entry = call(lambda: store.delete(id, reason=reason, actor=actor, namespace=namespace), "id")
-        return DecisionView.of(entry)
+        return change(
+            lambda: DecisionView.of(store.delete(id, reason=reason, actor=actor, namespace=namespace)), "id"
+        )
 
     @tool(writes)
     def edit_memory(
@@ -388,13 +405,12 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         """Replace a memory's text. The new text becomes a new memory (re-embedded, worth starting
         afresh) derived from the old one, which is archived with its counters (or erased with
         keep_old false). The answer's new field is 'archived'; replaced_by names the new id."""
-        entry = call(
-            lambda: store.edit(
-                id, text, reason=reason, actor=actor, new_id=new_id, keep_old=keep_old, namespace=namespace
+        return change(
+            lambda: DecisionView.of(
+                store.edit(id, text, reason=reason, actor=actor, new_id=new_id, keep_old=keep_old, namespace=namespace)
             ),
             "id",
         )
-        return DecisionView.of(entry)
 
     @tool(writes)
     def set_memory_status(
@@ -416,11 +432,15 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             raise ToolError("ValidationError: status: give exactly one of status and standing")
         if status is not None:
             chosen = status
-            entry = call(lambda: store.set_status(id, chosen, reason=reason, actor=actor, namespace=namespace), "id")
-        else:
-            level = str(standing)
-            entry = call(lambda: store.set_standing(id, level, reason=reason, actor=actor, namespace=namespace), "id")
-        return DecisionView.of(entry)
+            return change(
+                lambda: DecisionView.of(store.set_status(id, chosen, reason=reason, actor=actor, namespace=namespace)),
+                "id",
+            )
+        level = str(standing)
+        return change(
+            lambda: DecisionView.of(store.set_standing(id, level, reason=reason, actor=actor, namespace=namespace)),
+            "id",
+        )
 
     @tool(reads)
     def governance_proposals() -> GovernanceView:

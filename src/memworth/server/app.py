@@ -22,6 +22,14 @@ memory ``a/worth``, ``/v1/memories/a/worth`` the worth of ``a`` (:mod:`memworth.
 Any other error is a bug: it is logged (``memworth.server``) and answered 500 in the same
 shape, and the connection stays open for the client's next request.
 
+A write is kept only with its answer: every route that changes something runs the change and
+renders its whole answer (validated and encoded as JSON) in one transaction of the store
+(:meth:`memworth.MemoryStore.transaction`), which commits only once the answer is ready, so a
+failure to answer (a 500) rolls the change back whole (:mod:`memworth.server.answers`). Recall (and the
+sidecar's retrieve and retrieved) log an episode as they answer and are not held to it: an
+episode whose answer failed has no outcome, which counts nothing, as for a client that never
+reports one.
+
 Requests run on a pool of store objects over the store's database
 (:class:`memworth.server.pool.StorePool`; ``create_app(store, workers=N)``, ``memworth
 serve --workers N``, default :data:`memworth.server.pool.DEFAULT_WORKERS` = 4, 1 over
@@ -51,6 +59,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memworth import __version__
 from memworth.errors import MemworthError, NotAdminError
 from memworth.server import long_calls
+from memworth.server.answers import answered, rendered
 from memworth.server.dashboard import dashboard_router
 from memworth.server.group_commit import GroupCommit
 from memworth.server.ids import RawIdPaths, path_id
@@ -413,10 +422,28 @@ def create_app(
             headers["Allow"] = ", ".join(allowed_methods(app, dict(request.scope)))
         return _error(exc.status_code, kind, str(exc.detail), headers=headers)
 
-    def decided(entry: AuditEntry) -> dict[str, Any]:
-        """A change a person made through the API: counted in the metrics, answered as its audit entry."""
-        metrics.actions.labels(entry.action).inc()
+    def write(
+        namespace: str,
+        work: Callable[[MemoryStore], Any],
+        *,
+        status: int = 200,
+        counted: Callable[[Any], None] | None = None,
+    ) -> Response:
+        """``work(store object)``, a change, answered: the answer is rendered inside the change's
+        transaction (:func:`answered`), so a change is kept only when its answer is ready, and
+        a failure to answer leaves nothing changed. ``counted(content)`` counts the metrics of
+        a committed change."""
+        content, response = call(namespace, lambda s: answered(s, work, status))
+        if counted is not None:
+            counted(content)
+        return response
+
+    def entry_row(entry: AuditEntry) -> dict[str, Any]:
+        """A change a person made through the API, answered as its audit entry."""
         return dict(entry.__dict__)
+
+    def count_action(row: dict[str, Any]) -> None:
+        metrics.actions.labels(row["action"]).inc()
 
     @app.get("/metrics", response_class=Response)
     def prometheus() -> Response:
@@ -433,36 +460,41 @@ def create_app(
             ok, detail = False, str(exc)
         return {"ok": ok, "version": __version__, "backend": pool.first.backend.url.split("@")[-1], "detail": detail}
 
-    @app.post("/v1/memories", status_code=201, responses=errors(404, 409))
-    def add_memory(body: NewMemory, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/memories", status_code=201, responses=errors(404, 409), response_model=dict[str, Any])
+    def add_memory(body: NewMemory, namespace: Writer) -> Response:
         item = body.model_dump(exclude_none=True)
-        return dict(call(namespace, lambda s: _memory(s, s.add_many([item], namespace=namespace)[0])))
+        return write(namespace, lambda s: _memory(s, s.add_many([item], namespace=namespace)[0]), status=201)
 
-    @app.post("/v1/batch/memories", status_code=201, responses=errors(404, 409))
-    def add_memories(body: NewMemories, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/batch/memories", status_code=201, responses=errors(404, 409), response_model=dict[str, Any])
+    def add_memories(body: NewMemories, namespace: Writer) -> Response:
         """Store many memories in one transaction: all or none. A refused item is named by its
         position: ``items.3.text`` for a field this route checks, or the field with ``(items[3])``
         ending the reason for one the store checks (nothing is written either way)."""
         items = [item.model_dump(exclude_none=True) for item in body.items]
-        return {"memories": call(namespace, lambda s: [_memory(s, m) for m in s.add_many(items, namespace=namespace)])}
+        return write(
+            namespace, lambda s: {"memories": [_memory(s, m) for m in s.add_many(items, namespace=namespace)]}, status=201
+        )
 
-    @app.post("/v1/batch/outcomes", responses=errors(404, 409, 429))
-    def record_outcomes(body: OutcomeBatch, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/batch/outcomes", responses=errors(404, 409, 429), response_model=dict[str, Any])
+    def record_outcomes(body: OutcomeBatch, namespace: Writer) -> Response:
         """Record the outcomes of many episodes in one transaction: all or none. A refused item is
         named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
         an outcome already is a 409 whose reason names it and its position."""
         pairs = [(o.episode, o.ok) for o in body.outcomes]
-        call(
-            namespace,
-            lambda s: s.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace),
-        )
-        for o in body.outcomes:
-            metrics.outcomes.labels(body.source, "success" if o.ok else "failure").inc()
-        return {
-            "ok": True,
-            "recorded": len(pairs),
-            "outcomes": [{"episode": e, "outcome": "success" if ok else "failure"} for e, ok in pairs],
-        }
+
+        def record_all(s: MemoryStore) -> dict[str, Any]:
+            s.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace)
+            return {
+                "ok": True,
+                "recorded": len(pairs),
+                "outcomes": [{"episode": e, "outcome": "success" if ok else "failure"} for e, ok in pairs],
+            }
+
+        def count(content: dict[str, Any]) -> None:
+            for o in content["outcomes"]:
+                metrics.outcomes.labels(body.source, o["outcome"]).inc()
+
+        return write(namespace, record_all, counted=count)
 
     @app.get("/v1/memories")
     def list_memories(
@@ -505,7 +537,7 @@ def create_app(
         mid = path_id(memory_id)
         return dict(call(namespace, lambda s: _memory(s, s.get(mid, namespace=namespace))))
 
-    @app.delete("/v1/memories/{memory_id:memory_id}", responses=errors(409))
+    @app.delete("/v1/memories/{memory_id:memory_id}", responses=errors(409), response_model=dict[str, Any])
     def delete_memory(
         memory_id: PathId,
         namespace: Writer,
@@ -514,16 +546,20 @@ def create_app(
         actor: Annotated[
             str | None, Query(min_length=1, max_length=100, description="who asked (the key is named too)")
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> Response:
         """Erase a memory for good: text, embedding and metadata are deleted; the answer is its
         tombstone (the audit entry, action ``erase``). Reading the id afterwards is a 404 saying
         it was erased; adding it again is a 409 (an erased id is never reused)."""
         mid = path_id(memory_id)
         who = _actor(request, actor)
-        return decided(call(namespace, lambda s: s.delete(mid, reason=reason, actor=who, namespace=namespace)))
+        return write(
+            namespace,
+            lambda s: entry_row(s.delete(mid, reason=reason, actor=who, namespace=namespace)),
+            counted=count_action,
+        )
 
-    @app.patch("/v1/memories/{memory_id:memory_id}", responses=errors(409, 429))
-    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Writer, request: Request) -> dict[str, Any]:
+    @app.patch("/v1/memories/{memory_id:memory_id}", responses=errors(409, 429), response_model=dict[str, Any])
+    def change_memory(memory_id: PathId, body: MemoryChange, namespace: Writer, request: Request) -> Response:
         """Change one thing of a memory, audited: ``text`` (a new version, re-embedded, with fresh
         counters, replaces it; the old one is archived with its counters, or erased with
         ``keep_old: false``), ``status`` or ``standing`` (a person's decision: it pins the memory).
@@ -539,19 +575,23 @@ def create_app(
                     namespace=namespace,
                 )  # fmt: skip
                 return {
-                    **decided(entry),
+                    **entry_row(entry),
                     "memory": _memory(s, s.get(entry.settings["replaced_by"], namespace=namespace)),
                 }
 
-            return dict(call(namespace, edit))
+            return write(namespace, edit, counted=count_action)
         if body.status is not None:
             status = body.status
-            return decided(
-                call(namespace, lambda s: s.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace))
+            return write(
+                namespace,
+                lambda s: entry_row(s.set_status(mid, status, reason=body.reason, actor=who, namespace=namespace)),
+                counted=count_action,
             )
         standing = str(body.standing)
-        return decided(
-            call(namespace, lambda s: s.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace))
+        return write(
+            namespace,
+            lambda s: entry_row(s.set_standing(mid, standing, reason=body.reason, actor=who, namespace=namespace)),
+            counted=count_action,
         )
 
     @app.get("/v1/ttl")
@@ -559,20 +599,33 @@ def create_app(
         """The namespace's time to live for new memories, in seconds (null: they never expire)."""
         return {"ttl": call(namespace, lambda s: s.ttl(namespace=namespace))}
 
-    @app.put("/v1/ttl")
-    def put_ttl(body: TTLRequest, namespace: Writer) -> dict[str, Any]:
+    @app.put("/v1/ttl", response_model=dict[str, Any])
+    def put_ttl(body: TTLRequest, namespace: Writer) -> Response:
         """Give memories added to the namespace from now on ``ttl`` seconds to live (null: forever)."""
         ttl = body.ttl
-        call(namespace, lambda s: s.set_ttl(ttl, namespace=namespace))
-        return {"ttl": call(namespace, lambda s: s.ttl(namespace=namespace))}
 
-    @app.post("/v1/expire")
-    def expire(body: ExpireRequest, namespace: Writer) -> dict[str, Any]:
+        def set_ttl(s: MemoryStore) -> dict[str, Any]:
+            s.set_ttl(ttl, namespace=namespace)
+            return {"ttl": s.ttl(namespace=namespace)}
+
+        return write(namespace, set_ttl)
+
+    @app.post("/v1/expire", response_model=dict[str, Any])
+    def expire(body: ExpireRequest, namespace: Writer) -> Response:
         """Erase the namespace's expired memories now (recall also does it first): their tombstones;
         with ``list_only``, the expired memories, erasing nothing."""
         if body.list_only:
-            return {"expired": call(namespace, lambda s: [_memory(s, m) for m in s.expired(namespace=namespace)])}
-        return {"erased": [decided(e) for e in call(namespace, lambda s: s.purge_expired(namespace=namespace))]}
+            return write(namespace, lambda s: {"expired": [_memory(s, m) for m in s.expired(namespace=namespace)]})
+
+        def count(content: dict[str, Any]) -> None:
+            for row in content["erased"]:
+                count_action(row)
+
+        return write(
+            namespace,
+            lambda s: {"erased": [entry_row(e) for e in s.purge_expired(namespace=namespace)]},
+            counted=count,
+        )
 
     @app.post("/v1/recall")
     def recall(body: RecallRequest, namespace: Writer) -> dict[str, Any]:
@@ -603,24 +656,34 @@ def create_app(
             "diagnostics": r.diagnostics,
         }
 
-    @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429))
-    def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> dict[str, Any]:
-        committer.record(namespace, episode_id, body.ok, source=body.source, confidence=body.confidence)
+    @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429), response_model=dict[str, Any])
+    def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> Response:
         outcome = "success" if body.ok else "failure"
-        metrics.outcomes.labels(body.source, outcome).inc()
-        return {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
 
-    @app.post("/v1/govern", responses=errors(429))
-    def govern(body: GovernRequest, namespace: Writer) -> dict[str, Any]:
+        content = {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
+        answer = committer.record(  # rendered inside the transaction that records it, as write() does
+            namespace, episode_id, body.ok, source=body.source, confidence=body.confidence, answer=lambda: rendered(content)
+        )
+        metrics.outcomes.labels(body.source, outcome).inc()
+        return answer
+
+    @app.post("/v1/govern", responses=errors(429), response_model=dict[str, Any])
+    def govern(body: GovernRequest, namespace: Writer) -> Response:
+        """Govern the namespace (with ``apply``, make the changes): its changes commit once the
+        answer is rendered, where it runs (a worker process, or the tenant's store object)."""
         row = pool.long(namespace, long_calls.govern, body.apply, then=long_calls.rescan)
+        answer = rendered(row)  # shown to render before the govern committed: the same data renders the same
         for e in row["applied"]:
             metrics.actions.labels(e["action"]).inc()
-        return row
+        return answer
 
-    @app.post("/v1/episodes/{episode_id}/verify", responses=errors(409))
-    def verify(episode_id: str, body: VerifyRequest, namespace: Writer) -> dict[str, Any]:
-        v = call(namespace, lambda s: s.verify(episode_id, body.ok, namespace=namespace))
-        return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
+    @app.post("/v1/episodes/{episode_id}/verify", responses=errors(409), response_model=dict[str, Any])
+    def verify(episode_id: str, body: VerifyRequest, namespace: Writer) -> Response:
+        def verified(s: MemoryStore) -> dict[str, Any]:
+            v = s.verify(episode_id, body.ok, namespace=namespace)
+            return {"ok": True, "episode": episode_id, "success": v.success, "source": v.source, "agreed": v.agreed}
+
+        return write(namespace, verified)
 
     @app.get("/v1/sources")
     def sources(namespace: Reader) -> list[dict[str, Any]]:
@@ -645,42 +708,49 @@ def create_app(
         """Memories awaiting verification (quarantined), each with its report."""
         return pool.long(namespace, long_calls.queue)
 
-    @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429))
-    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429), response_model=dict[str, Any])
+    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> Response:
         """Resolve a quarantined memory: confirmed, stale or edited (audited; a person's decision sticks)."""
         mid = path_id(memory_id)
-        entry = call(
+        return write(
             namespace,
-            lambda s: s.resolve(
-                mid,
-                body.verdict,
-                reason=body.reason,
-                text=body.text,
-                new_id=body.new_id,
-                status=body.status,
-                namespace=namespace,
+            lambda s: entry_row(
+                s.resolve(
+                    mid,
+                    body.verdict,
+                    reason=body.reason,
+                    text=body.text,
+                    new_id=body.new_id,
+                    status=body.status,
+                    namespace=namespace,
+                )
             ),
+            counted=count_action,
         )
-        return decided(entry)
 
-    @app.post("/v1/memories/{memory_id:path}/pin", responses=errors(409))
-    def pin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/pin", responses=errors(409), response_model=dict[str, Any])
+    def pin(memory_id: PathId, body: PinRequest, namespace: Writer) -> Response:
         """Keep governance away from a memory until it is unpinned (audited)."""
         mid = path_id(memory_id)
-        entry = call(namespace, lambda s: s.pin(mid, reason=body.reason, namespace=namespace))
-        return decided(entry)
+        return write(
+            namespace, lambda s: entry_row(s.pin(mid, reason=body.reason, namespace=namespace)), counted=count_action
+        )
 
-    @app.post("/v1/memories/{memory_id:path}/unpin", responses=errors(409))
-    def unpin(memory_id: PathId, body: PinRequest, namespace: Writer) -> dict[str, Any]:
+    @app.post("/v1/memories/{memory_id:path}/unpin", responses=errors(409), response_model=dict[str, Any])
+    def unpin(memory_id: PathId, body: PinRequest, namespace: Writer) -> Response:
         """End a memory's pin (audited)."""
         mid = path_id(memory_id)
-        entry = call(namespace, lambda s: s.unpin(mid, reason=body.reason, namespace=namespace))
-        return decided(entry)
+        return write(
+            namespace, lambda s: entry_row(s.unpin(mid, reason=body.reason, namespace=namespace)), counted=count_action
+        )
 
-    @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429))
-    def restore(seq: int, body: RestoreRequest, namespace: Writer) -> dict[str, Any]:
-        entry = call(namespace, lambda s: s.restore(seq, reason=body.reason, namespace=namespace))
-        return decided(entry)
+    @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429), response_model=dict[str, Any])
+    def restore(seq: int, body: RestoreRequest, namespace: Writer) -> Response:
+        return write(
+            namespace,
+            lambda s: entry_row(s.restore(seq, reason=body.reason, namespace=namespace)),
+            counted=count_action,
+        )
 
     @app.get("/v1/audit")
     def audit(
@@ -739,8 +809,8 @@ def create_app(
         """The store's settings in force and their version (every namespace works under them)."""
         return dict(call(namespace, lambda s: s.config()))
 
-    @app.put("/v1/config", responses=errors(409))
-    def put_config(body: ConfigChange, namespace: Writer, request: Request) -> dict[str, Any]:
+    @app.put("/v1/config", responses=errors(409), response_model=dict[str, Any])
+    def put_config(body: ConfigChange, namespace: Writer, request: Request) -> Response:
         """Change settings by dotted name (``{"changes": {"recall.exploration": 0.05}}``): a new
         version, kept with the store, recorded with the key that made it. Needs an admin key.
         409: other processes kept new versions each time this one was about to be written."""
@@ -751,8 +821,14 @@ def create_app(
                 "Authorization", "changing the store's settings needs an admin key (memworth keys create --admin)"
             )
         actor = _actor(request, body.actor)
-        pool.configure(body.changes, actor=actor, namespace=namespace)  # in force on every store object
-        return dict(call(namespace, lambda s: s.config()))
+
+        def configure(s: MemoryStore) -> dict[str, Any]:
+            s.configure(body.changes, actor=actor)
+            return s.config()
+
+        answer = write(namespace, configure)  # kept with its answer
+        pool.follow_everywhere()  # then in force on every store object
+        return answer
 
     app.include_router(dashboard_router(pool))  # the web dashboard, /dashboard
     sidecar = sidecar_router(pool, writer, reader)

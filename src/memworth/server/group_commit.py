@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from memworth.server.pool import StorePool
 from memworth.store import MemoryStore
@@ -50,11 +52,13 @@ class _Waiting:
     success: bool
     source: str
     confidence: float | None
+    answer: Callable[[], Any]
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this request's thread writes the next batch
     recorded: bool = False  # committed
     answered: bool = False  # its fate is known (recorded, or error set)
     error: BaseException | None = None
+    result: Any = None
 
 
 class GroupCommit:
@@ -74,7 +78,8 @@ class GroupCommit:
     >>> store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
     >>> _ = store.add("Prague is the capital of the Czech Republic.", id="prague")
     >>> ep = store.recall("capital of the czech republic", k=1).episode
-    >>> GroupCommit(StorePool(store)).record("default", ep.id, True)
+    >>> GroupCommit(StorePool(store)).record("default", ep.id, True, answer=lambda: "recorded")
+    'recorded'
     >>> store.get("prague").counts.success
     1.0
     """
@@ -86,11 +91,23 @@ class GroupCommit:
         self._guard = threading.Lock()
 
     def record(
-        self, namespace: str, episode: str, success: bool, *, source: str = "explicit", confidence: float | None = None
-    ) -> None:
+        self,
+        namespace: str,
+        episode: str,
+        success: bool,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        answer: Callable[[], Any] = lambda: None,
+    ) -> Any:
         """:meth:`memworth.MemoryStore.record` of one outcome in ``namespace``, committed (perhaps
-        with others) before it returns; raises what that call would raise for it alone."""
-        item = _Waiting(episode, success, source, confidence)
+        with others) before it returns; raises what that call would raise for it alone.
+
+        ``answer()`` builds the request's answer inside the transaction that records the outcome
+        (:meth:`memworth.MemoryStore.transaction`): if it fails, nothing of that transaction is
+        kept (the batch's other outcomes are then recorded one by one) and its error is raised
+        here. Returns what it returned."""
+        item = _Waiting(episode, success, source, confidence, answer)
         with self._guard:
             queue = self._queues.setdefault(namespace, deque())
             queue.append(item)
@@ -105,6 +122,7 @@ class GroupCommit:
                     self._hand_on(namespace, [item], RuntimeError("the outcome was not recorded"))
         if item.error is not None:
             raise item.error
+        return item.result
 
     def _write(self, store: MemoryStore, namespace: str) -> None:
         """Record the batch at the head of the tenant's queue (it starts with the leading
@@ -148,26 +166,32 @@ class GroupCommit:
 
 
 def _record(store: MemoryStore, namespace: str, batch: list[_Waiting]) -> None:
-    """Record ``batch`` in one transaction, or, if that is refused, one outcome at a time;
-    each item's error (if any) is kept on it."""
+    """Record ``batch`` and build its answers in one transaction, or, if that fails, each
+    outcome in a transaction of its own; each item's answer or error is kept on it."""
     head = batch[0]
     if len(batch) > 1:
         try:
-            store.record_many(
-                [(item.episode, item.success) for item in batch],
-                source=head.source,
-                confidence=head.confidence,
-                namespace=namespace,
-            )
+            with store.transaction():
+                store.record_many(
+                    [(item.episode, item.success) for item in batch],
+                    source=head.source,
+                    confidence=head.confidence,
+                    namespace=namespace,
+                )
+                results = [item.answer() for item in batch]
         except Exception:  # each outcome again, alone: it gets its own answer
             pass
         else:
-            for item in batch:
-                item.recorded = True
+            for item, result in zip(batch, results, strict=True):
+                item.result, item.recorded = result, True
             return
     for item in batch:
         try:
-            store.record(item.episode, item.success, source=item.source, confidence=item.confidence, namespace=namespace)
+            with store.transaction():
+                store.record(
+                    item.episode, item.success, source=item.source, confidence=item.confidence, namespace=namespace
+                )
+                item.result = item.answer()
             item.recorded = True
         except Exception as exc:  # raised in the request's own thread
             item.error = exc

@@ -16,21 +16,26 @@ too: the first time a store object serves them for a namespace they took 1.0 s a
 (cold), then follow the log from where they left it.
 
 Each function is module-level (a worker process finds it by name) and only reads its
-arguments; the route counts the metrics from the answer.
+arguments; the route counts the metrics from the answer. A call that changes something
+(govern) runs in one transaction with the rendering of its answer, wherever it runs
+(:func:`memworth.server.answers.checked`): its changes commit only once the answer is known
+to render, so a failure to answer there rolls them back.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from memworth.server.answers import checked
 from memworth.store import MemoryStore
 
 __all__ = ["govern", "queue", "replay", "rescan"]
 
 
 def govern(store: MemoryStore, namespace: str, apply: bool) -> dict[str, Any]:
-    """``POST /v1/govern``: :meth:`memworth.MemoryStore.govern`, its report's row."""
-    return store.govern(apply=apply, namespace=namespace).row()
+    """``POST /v1/govern``: :meth:`memworth.MemoryStore.govern`, its report's row, committed
+    with the answer rendered."""
+    return checked(store, lambda s: s.govern(apply=apply, namespace=namespace).row())
 
 
 def replay(store: MemoryStore, namespace: str) -> dict[str, Any]:

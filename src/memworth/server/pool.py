@@ -220,10 +220,14 @@ class StorePool:
         then the newest kept version in force on every other one (that version, or one another
         process kept since: never the one before it); the version written."""
         version = self.run(namespace, lambda store: store.configure(changes, actor=actor))
+        self.follow_everywhere()
+        return version
+
+    def follow_everywhere(self) -> None:
+        """Put the newest kept settings version in force on every store object (after one kept it)."""
         for lock, store in zip(self._locks, self.stores, strict=True):
             with lock:
                 store.follow_settings(now=True)
-        return version
 
     def close(self) -> None:
         """Stop the worker processes and close the store objects the pool opened (not the first)."""

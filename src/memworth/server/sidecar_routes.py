@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memworth.errors import ValidationError
+from memworth.server.answers import answered
 from memworth.server.openapi import errors
 from memworth.server.pool import StorePool
 from memworth.sidecar import MAX_CANDIDATES, MAX_RETRIEVED, Ranked, Sidecar
@@ -94,16 +96,16 @@ def sidecar_router(pool: StorePool, writer: Callable[..., str], reader: Callable
     Tenant = Annotated[str, Depends(writer)]
     Reader = Annotated[str, Depends(reader)]
 
-    @router.post("/register", responses=errors(409))
-    def register(body: RegisterRequest, namespace: Tenant) -> dict[str, Any]:
-        """Register external memory ids (idempotent); answers which were new."""
-        new = call(
-            namespace,
-            lambda sidecar: sidecar.register(
-                body.ids, namespace=namespace, contexts=body.contexts, metadata=body.metadata
-            ),
-        )
-        return {"registered": new, "already": len(body.ids) - len(new)}
+    @router.post("/register", responses=errors(409), response_model=dict[str, Any])
+    def register(body: RegisterRequest, namespace: Tenant) -> Response:
+        """Register external memory ids (idempotent); answers which were new. Kept only with
+        its answer (:mod:`memworth.server.answers`)."""
+
+        def registered(sidecar: Sidecar) -> dict[str, Any]:
+            new = sidecar.register(body.ids, namespace=namespace, contexts=body.contexts, metadata=body.metadata)
+            return {"registered": new, "already": len(body.ids) - len(new)}
+
+        return pool.run(namespace, lambda s: answered(s, lambda s: registered(sidecars[id(s)]))[1])
 
     @router.post("/rerank")
     def rerank(body: RerankRequest, namespace: Reader) -> dict[str, Any]:

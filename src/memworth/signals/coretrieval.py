@@ -16,7 +16,7 @@ Experiment 4). Three pieces address that:
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -565,6 +565,19 @@ class AlarmSplitter(RecallPlanner):
                 raise ValidationError("statistics", f"the statistic of {key!r} must be a finite number, got {value!r}")
             fresh[check_key(key, "statistics")] = number
         self._statistics.update(fresh)
+
+    def watched(self, keys: Iterable[Hashable]) -> dict[Hashable, float | None]:
+        """The statistic each of ``keys`` has now (None: it has none), as :meth:`rewatch` takes it back."""
+        return {key: self._statistics.get(key) for key in keys}
+
+    def rewatch(self, statistics: Mapping[Hashable, float | None]) -> None:
+        """Give each key the statistic :meth:`watched` read (None: none), undoing later :meth:`watch`
+        calls on those keys (a store's rolled-back transaction)."""
+        for key, value in statistics.items():
+            if value is None:
+                self._statistics.pop(key, None)
+            else:
+                self._statistics[key] = value
 
     def plan(self, ids: Sequence[Hashable]) -> Ablation | None:
         """Return the suspect to drop from the intended set ``ids``, or ``None``."""

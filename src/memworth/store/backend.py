@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -254,6 +255,16 @@ class Backend(Protocol):
 
     def drop_checkpoints(self, namespace: str | None = None) -> None:
         """Forget the checkpoint of ``namespace`` (None: of every namespace)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A unit of work: every call this thread makes on the backend until the block ends
+        is one transaction, committed when the block exits cleanly and rolled back whole on
+        an exception (each write's own transaction becomes part of it). Calls inside read
+        what the block wrote so far; no other thread or process sees it before the commit.
+        StoreError if this thread has one open already: transactions do not nest.
+
+        :meth:`memworth.MemoryStore.transaction` opens it, with the store's own state."""
         ...
 
     def close(self) -> None:

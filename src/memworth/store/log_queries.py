@@ -197,7 +197,7 @@ class LogMixin(StoreState):
                 live = LiveAlarms(scan.detector, found.ids, state.copy(), scan.reference.copy(), scan.episodes)
             with self._live_lock:
                 self._live[namespace] = live
-                self.ablation.watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
+                self._watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
         return found.streams
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:

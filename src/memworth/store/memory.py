@@ -1,19 +1,24 @@
 """In-process backend (``memory://``): the protocol in plain Python, for tests and scratch work.
 
 Nothing survives the process. Writes are atomic because each validates everything
-before changing anything, under one lock.
+before changing anything, under one lock. Inside :meth:`MemoryBackend.transaction` each
+change also notes how to undo it (the value a key held, a list's length), so the block's
+writes are undone together on an exception: the cost of a write grows with what it
+changes, not with what the store holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import ChangedError, DuplicateError, UnknownMemoryError
+from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError
 from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
@@ -41,20 +46,77 @@ class MemoryBackend:
         self._kept_edges: list[tuple[str, str, str, str]] = []  # (namespace, src, dst, kind) of erased memories
         self._generation = 0
         self._checkpoints: dict[str, bytes] = {}
+        self._undo: list[Callable[[], None]] | None = None  # inside transaction(): how to undo each change
+
+    # -- the transaction and its undo log ---------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every write this thread makes until the block ends, kept at a clean exit and undone
+        together on an exception. The lock is held throughout: another thread's call waits for
+        the end (it never sees what is not kept). StoreError if one is open already."""
+        with self._lock:
+            if self._undo is not None:
+                raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
+            self._undo = []
+            try:
+                yield
+            except BaseException:
+                for undo in reversed(self._undo):
+                    undo()
+                # An erased memory put back went to the end: memories are listed in insertion order.
+                ordered = sorted(self._memories.items(), key=lambda item: self._seq[item[0]])
+                self._memories.clear()
+                self._memories.update(ordered)
+                raise
+            finally:
+                self._undo = None
+
+    def _put(self, table: MutableMapping[Any, Any], key: Any, value: Any) -> None:
+        """``table[key] = value``, undoable."""
+        if self._undo is not None:
+            self._undo.append(_restorer(table, key))
+        table[key] = value
+
+    def _drop(self, table: MutableMapping[Any, Any], key: Any) -> Any:
+        """``table.pop(key)``, undoable."""
+        if self._undo is not None:
+            self._undo.append(_restorer(table, key))
+        return table.pop(key)
+
+    def _include(self, members: set[str], item: str) -> None:
+        """``members.add(item)``, undoable."""
+        if self._undo is not None and item not in members:
+            self._undo.append(lambda: members.discard(item))
+        members.add(item)
+
+    def _note(self, name: str) -> None:
+        """Before an attribute changes (a counter, a list that only grows): how to set it back."""
+        if self._undo is not None:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                kept = len(value)
+                self._undo.append(lambda: value.__delitem__(slice(kept, None)))
+            else:
+                self._undo.append(lambda: setattr(self, name, value))
+
+    # -- settings ---------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
-        return self._meta.get(key)
+        with self._lock:
+            return self._meta.get(key)
 
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
-            self._meta[key] = value
+            self._put(self._meta, key, value)
 
     def set_meta_if(self, key: str, expected: str | None, value: str, also: Mapping[str, str] | None = None) -> bool:
         with self._lock:
             if self._meta.get(key) != expected:
                 return False
-            self._meta.update(also or {})
-            self._meta[key] = value
+            for k, v in (also or {}).items():
+                self._put(self._meta, k, v)
+            self._put(self._meta, key, value)
             return True
 
     def meta_items(self, prefix: str) -> list[tuple[str, str]]:
@@ -62,7 +124,8 @@ class MemoryBackend:
             return sorted((k, v) for k, v in self._meta.items() if k.startswith(prefix))
 
     def generation(self) -> int:
-        return self._generation
+        with self._lock:
+            return self._generation
 
     def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         with self._lock:
@@ -77,12 +140,14 @@ class MemoryBackend:
                 if key in self._memories or key in seen:
                     raise DuplicateError(f"memory {key[1]!r} already exists in namespace {key[0]!r}")
                 seen.add(key)
+            self._note("_top")
+            self._note("_generation")
             for row in rows:
                 key = (row.memory.namespace, row.memory.id)
-                self._memories[key] = row.memory
-                self._vectors[key] = np.array(row.embedding, dtype=np.float32)
+                self._put(self._memories, key, row.memory)
+                self._put(self._vectors, key, np.array(row.embedding, dtype=np.float32))
                 self._top += 1  # never reused, even after an erasure
-                self._seq[key] = self._top
+                self._put(self._seq, key, self._top)
             self._generation += 1
             return None if then is None else self.change(then)
 
@@ -156,7 +221,7 @@ class MemoryBackend:
         with self._lock:
             if episode.id in self._episodes:
                 raise DuplicateError(f"episode {episode.id!r} exists already")
-            self._episodes[episode.id] = episode
+            self._put(self._episodes, episode.id, episode)
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
         with self._lock:
@@ -183,22 +248,24 @@ class MemoryBackend:
                 if (inc.namespace, inc.memory_id) not in self._memories:
                     raise UnknownMemoryError(inc.memory_id)
             recorded = outcomes[-1].recorded if outcomes else 0.0
+            for name in ("_outcomes", "_verifications"):
+                self._note(name)
             for o in outcomes:
                 ep = self._episodes.get(o.episode_id)
                 ns = ep.namespace if ep is not None else o.namespace
                 row = dataclasses.replace(o, seq=len(self._outcomes) + 1, namespace=ns)
                 self._outcomes.append(row)
-                self._has_outcome.add(o.episode_id)
-                self._outcome_of[o.episode_id] = row
+                self._include(self._has_outcome, o.episode_id)
+                self._put(self._outcome_of, o.episode_id, row)
             for v in verifications:
                 self._verifications.append(dataclasses.replace(v, seq=len(self._verifications) + 1))
-                self._verified.add(v.episode_id)
+                self._include(self._verified, v.episode_id)
             for inc in sorted(increments, key=lambda i: (i.namespace, i.memory_id)):
                 key = (inc.namespace, inc.memory_id)
                 m = self._memories[key]
                 c = m.counts
                 counts = Counts(c.success + inc.success, c.failure + inc.failure, c.n + inc.n)
-                self._memories[key] = dataclasses.replace(m, counts=counts, updated=recorded)
+                self._put(self._memories, key, dataclasses.replace(m, counts=counts, updated=recorded))
 
     def outcome_log(
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
@@ -244,7 +311,7 @@ class MemoryBackend:
                     raise UnknownMemoryError(mid)
             for mid, c in counts.items():
                 key = (namespace, mid)
-                self._memories[key] = dataclasses.replace(self._memories[key], counts=c)
+                self._put(self._memories, key, dataclasses.replace(self._memories[key], counts=c))
 
     def _check_change(self, entry: AuditEntry) -> Memory:
         """The memory ``entry`` changes, if the change can be made (else the error :meth:`change` raises)."""
@@ -259,16 +326,18 @@ class MemoryBackend:
         with self._lock:
             key = (entry.namespace, entry.memory_id)
             m = self._check_change(entry)
+            self._note("_audit")
             if entry.field in NOTE_FIELDS:
                 saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
                 self._audit.append(saved)
                 return saved
             if entry.field == "status":
-                self._memories[key] = dataclasses.replace(m, status=entry.new, updated=entry.at)
+                self._put(self._memories, key, dataclasses.replace(m, status=entry.new, updated=entry.at))
             else:
-                self._memories[key] = dataclasses.replace(m, standing=entry.new, updated=entry.at)
+                self._put(self._memories, key, dataclasses.replace(m, standing=entry.new, updated=entry.at))
             saved = dataclasses.replace(entry, seq=len(self._audit) + 1)
             self._audit.append(saved)
+            self._note("_generation")
             self._generation += 1
             return saved
 
@@ -279,15 +348,18 @@ class MemoryBackend:
             if missing:
                 raise UnknownMemoryError(missing[0][1])
             saved = []
+            for name in ("_kept_edges", "_audit", "_generation"):
+                self._note(name)
             for key, entry in zip(keys, entries, strict=True):
-                m = self._memories.pop(key)
-                del self._vectors[key], self._seq[key]
+                m = self._drop(self._memories, key)
+                self._drop(self._vectors, key)
+                self._drop(self._seq, key)
                 self._kept_edges += [(m.namespace, m.id, d, "derived_from") for d in m.derived_from]
                 self._kept_edges += [(m.namespace, m.id, d, "part_of") for d in m.part_of]
                 saved.append(dataclasses.replace(entry, seq=len(self._audit) + 1))
                 self._audit.append(saved[-1])
             for ns in {e.namespace for e in entries}:
-                self._meta[erased_key(ns)] = str(int(self._meta.get(erased_key(ns), "0")) + 1)
+                self._put(self._meta, erased_key(ns), str(int(self._meta.get(erased_key(ns), "0")) + 1))
             self._generation += 1
             return saved
 
@@ -323,7 +395,7 @@ class MemoryBackend:
 
     def save_checkpoint(self, namespace: str, data: bytes) -> None:
         with self._lock:
-            self._checkpoints[namespace] = bytes(data)
+            self._put(self._checkpoints, namespace, bytes(data))
 
     def load_checkpoint(self, namespace: str) -> bytes | None:
         with self._lock:
@@ -332,9 +404,26 @@ class MemoryBackend:
     def drop_checkpoints(self, namespace: str | None = None) -> None:
         with self._lock:
             if namespace is None:
+                self._note_all_checkpoints()
                 self._checkpoints.clear()
-            else:
-                self._checkpoints.pop(namespace, None)
+            elif namespace in self._checkpoints:
+                self._drop(self._checkpoints, namespace)
+
+    def _note_all_checkpoints(self) -> None:
+        if self._undo is not None:
+            kept = dict(self._checkpoints)
+            self._undo.append(lambda: self._checkpoints.update(kept))
 
     def close(self) -> None:
         pass
+
+
+_MISSING = object()
+
+
+def _restorer(table: MutableMapping[Any, Any], key: Any) -> Callable[[], None]:
+    """How to give ``table[key]`` back the value it holds now (or remove it, if it holds none)."""
+    old = table.get(key, _MISSING)
+    if old is _MISSING:
+        return lambda: table.pop(key, None)
+    return lambda: table.__setitem__(key, old)

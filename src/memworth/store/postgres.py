@@ -49,6 +49,7 @@ import re
 import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
@@ -292,6 +293,9 @@ def _open_pool(c: _Connection, where: str, configure: Callable[[Any], None]) -> 
 class PostgresBackend:
     """Memories, log and counters in PostgreSQL, through a psycopg 3 connection pool."""
 
+    _vec_column: bool
+    """Whether the ``vec`` column is known to exist (set when the store opens and when made)."""
+
     def __init__(self, url: str) -> None:
         try:
             import psycopg
@@ -303,6 +307,7 @@ class PostgresBackend:
         self.schema = connection.schema
         self.url = redact(url)  # shown in messages and answers: never the password
         self._lock = threading.Lock()
+        self._held = threading.local()  # .conn: the connection of this thread's open transaction()
         schema = self.schema
 
         def configure(conn: Any) -> None:
@@ -329,10 +334,43 @@ class PostgresBackend:
         kind = UnavailableError if isinstance(exc, self._psycopg.OperationalError) else StoreError
         return kind(f"{self.url}: {exc}")
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around every call this thread makes on the backend until the block
+        ends: committed at a clean exit, rolled back on an exception. The thread keeps one
+        pooled connection for it, and each write inside is a savepoint of it; other threads
+        (and processes) see none of it before the commit. StoreError if this thread has one
+        open already."""
+        if getattr(self._held, "conn", None) is not None:
+            raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
+        had_column = self._vec_column
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                self._held.conn = conn
+                try:
+                    yield
+                finally:
+                    self._held.conn = None
+        except BaseException as exc:
+            self._vec_column = had_column  # a vector column the block added was rolled back with it
+            if isinstance(exc, self._psycopg.Error):  # the commit itself failed: nothing was written
+                raise self._failure(exc) from exc
+            raise
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """This thread's transaction's connection, else one from the pool for the call."""
+        held = getattr(self._held, "conn", None)
+        if held is not None:
+            yield held
+        else:
+            with self._pool.connection() as conn:
+                yield conn
+
     def _run(self, fn: Any) -> Any:
         """Run ``fn(conn)`` in one transaction; database errors become StoreError."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 return fn(conn)
         except self._psycopg.Error as exc:
             raise self._failure(exc) from exc
@@ -413,6 +451,10 @@ class PostgresBackend:
         transaction, so a lone read loses nothing by running outside one.)
         """
         try:
+            held = getattr(self._held, "conn", None)
+            if held is not None:  # inside a transaction(): read what it wrote so far
+                with held.transaction():  # a savepoint: a failed read leaves the transaction usable
+                    return list(held.execute(sql, args).fetchall())
             with self._pool.connection() as conn:
                 conn.autocommit = True
                 try:
@@ -500,7 +542,7 @@ class PostgresBackend:
             return None if then is None else _change_in(conn, then, column)
 
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 saved = work(conn)
         except self._psycopg.errors.UniqueViolation as exc:  # a concurrent writer outside this store's rules
             detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
@@ -634,7 +676,7 @@ class PostgresBackend:
             ).fetchall()
 
         try:  # in a pipeline: BEGIN, the settings and the query go out together, then COMMIT
-            with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            with self._connection() as conn, conn.pipeline(), conn.transaction():
                 rows = work(conn)
         except self._psycopg.Error as exc:
             raise self._failure(exc) from exc
@@ -745,7 +787,7 @@ class PostgresBackend:
                             )
 
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 work(conn)
         except self._psycopg.errors.UniqueViolation as exc:  # rolled back: nothing was written
             raise self._duplicate_outcome([o.episode_id for o in outcomes], exc) from None
@@ -779,10 +821,14 @@ class PostgresBackend:
             yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
-        """Two indexed reads in one repeatable-read transaction (one snapshot)."""
+        """Two indexed reads in one repeatable-read transaction (one snapshot). Inside a
+        :meth:`transaction` (read committed, its isolation set by its first statement) the
+        items are read after the outcomes: a later snapshot holds every item of every outcome
+        the first read, and the items of outcomes it did not are left out."""
 
         def work(conn: Any) -> list[tuple[OutcomeRow, Episode]]:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            if getattr(self._held, "conn", None) is None:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             heads = conn.execute(
                 "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
                 " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"

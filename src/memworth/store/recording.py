@@ -295,7 +295,7 @@ class RecordingMixin(StoreState):
                 live = self._live.get(ns)
                 if live is not None:
                     moved = live.advance(*outcomes[0]) if len(outcomes) == 1 else live.advance_many(outcomes)
-                    self.ablation.watch({(ns, mid): stat for mid, stat in moved.items()})
+                    self._watch({(ns, mid): stat for mid, stat in moved.items()})
 
     def _weight(self, source: str, namespace: str, given: float | None) -> float:
         """The confidence an outcome of ``source`` is credited with."""

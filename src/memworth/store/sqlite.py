@@ -24,6 +24,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -175,6 +176,8 @@ class SQLiteBackend:
         self.url = url
         self._sync = sync
         self._lock = threading.RLock()
+        self._unit = False  # a transaction() is open: each write is a savepoint inside it
+        self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
         except sqlite3.Error as exc:
@@ -198,7 +201,43 @@ class SQLiteBackend:
     # -- plumbing -------------------------------------------------------------------
 
     def _write(self) -> _Transaction:
-        return _Transaction(self._db, self._lock)
+        return _Transaction(self._db, self._lock, self)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around every write this store object makes until the block ends:
+        committed at a clean exit, rolled back on an exception. It begins (``BEGIN
+        IMMEDIATE``, the database's write lock) at the first write inside, so work before it
+        (embedding, reading) holds no lock other processes wait for; each write is a
+        savepoint of it. The connection's lock is held throughout: another thread's call on
+        this backend waits for the end (it never sees what is not committed). StoreError if
+        one is open already."""
+        with self._lock:
+            if self._unit:
+                raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
+            self._unit = True
+            try:
+                yield
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error as err:
+                        raise StoreError(f"rollback failed: {err}") from exc
+                raise
+            else:
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("COMMIT")
+                    except sqlite3.Error as err:
+                        if self._db.in_transaction:
+                            self._db.execute("ROLLBACK")
+                        raise StoreError(f"commit failed, nothing written: {err}") from err
+            finally:
+                self._unit = False
+                due, self._truncate_wal = self._truncate_wal, False
+            if due:  # committed: an erased memory's old pages leave the WAL now
+                self._checkpoint_wal()
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -391,7 +430,7 @@ class SQLiteBackend:
         first in the WAL), so an acknowledged outcome is never without its episode; a power cut
         may lose episodes that have no outcome yet, whose outcome is then refused as unknown."""
         with self._lock:
-            relaxed = self._sync != "normal"
+            relaxed = self._sync != "normal" and not self._unit  # inside a transaction(): its commit decides
             if relaxed:
                 self._db.execute(SYNCHRONOUS["normal"])
             try:
@@ -538,8 +577,10 @@ class SQLiteBackend:
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         """Two indexed reads (outcomes with their episode heads, then their items), one snapshot."""
         with self._lock:
+            own = not self._db.in_transaction  # inside a transaction(): already one snapshot
             try:
-                self._db.execute("BEGIN")
+                if own:
+                    self._db.execute("BEGIN")
                 heads = self._db.execute(
                     "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
                     " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"
@@ -553,9 +594,10 @@ class SQLiteBackend:
                     " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq, i.position",
                     (namespace, after),
                 ).fetchall()
-                self._db.execute("COMMIT")
+                if own:
+                    self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                if self._db.in_transaction:
+                if own and self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise StoreError(f"{self.url}: {exc}") from exc
         return joined(namespace, heads, rows)
@@ -660,12 +702,18 @@ class SQLiteBackend:
                 [(erased_key(ns),) for ns in sorted({e.namespace for e in entries})],
             )
             _bump(db)
+        if self._unit:  # not committed yet: the transaction truncates the WAL once it commits
+            self._truncate_wal = True
+        else:
+            self._checkpoint_wal()
+        return saved
+
+    def _checkpoint_wal(self) -> None:
         with self._lock:
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:  # the erasure is committed; only the WAL's old copy lingers
                 raise StoreError(f"{self.url}: erased, but the WAL checkpoint failed: {exc}") from exc
-        return saved
 
     def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
         with self._lock:
@@ -827,16 +875,25 @@ def _bump(db: sqlite3.Connection) -> None:
 
 
 class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception; inside the
+    backend's open :meth:`SQLiteBackend.transaction`, a savepoint of it instead."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, backend: SQLiteBackend) -> None:
         self._db = db
         self._lock = lock
+        self._backend = backend
+        self._savepoint = False
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
+        self._savepoint = self._backend._unit  # read under the lock: only its holder can have opened one
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            if self._savepoint:
+                if not self._db.in_transaction:  # the block's first write begins its transaction
+                    self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("SAVEPOINT memworth_write")
+            else:
+                self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             self._lock.release()
             raise StoreError(f"cannot start a write: {exc}") from exc
@@ -846,7 +903,7 @@ class _Transaction:
         try:
             if kind is None:
                 try:
-                    self._db.execute("COMMIT")
+                    self._db.execute("RELEASE memworth_write" if self._savepoint else "COMMIT")
                 except sqlite3.Error as err:
                     self._rollback()
                     raise StoreError(f"commit failed, nothing written: {err}") from err
@@ -861,6 +918,10 @@ class _Transaction:
         # After some errors (a full disk, say) SQLite has rolled back already.
         if self._db.in_transaction:
             try:
-                self._db.execute("ROLLBACK")
+                if self._savepoint:  # this write only; the transaction it is part of goes on
+                    self._db.execute("ROLLBACK TO memworth_write")
+                    self._db.execute("RELEASE memworth_write")
+                else:
+                    self._db.execute("ROLLBACK")
             except sqlite3.Error as err:
                 raise StoreError(f"rollback failed: {err}") from err

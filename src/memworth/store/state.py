@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from memworth.store.backend import Backend
 from memworth.store.report import MemoryReport
 
 if TYPE_CHECKING:
+    from memworth.settings import Settings
     from memworth.signals.change_detection import OutcomeStream
     from memworth.signals.sources import BurstAlert
     from memworth.store.backend import Increment, NewMemory
@@ -84,6 +85,7 @@ class StoreState:
     _verified_seq: int
     _next_expiry: dict[str, tuple[int, float | None]]
     _filters: dict[tuple[str, str], dict[str, bool]]
+    _settings_seen: str | None
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 
@@ -163,6 +165,13 @@ class StoreState:
         def rebuild_hot_tier(self, *, namespace: str = "default") -> int: ...
 
         def _refresh_hot(self, namespace: str) -> None: ...
+
+        @property
+        def settings(self) -> Settings: ...
+
+        def _adopt(self, settings: Settings) -> None: ...
+
+        def _watch(self, statistics: Mapping[Hashable, float]) -> None: ...
 
         def list(
             self, *, namespace: str = "default", status: str | None = None, context: str | None = None

@@ -13,7 +13,8 @@ is one module, joined here as a base class of :class:`MemoryStore`:
 * :mod:`memworth.store.review`: the queue of quarantined memories, verdicts, pins;
 * :mod:`memworth.store.forgetting`: delete (erase for good), edit, expiry;
 * :mod:`memworth.store.paging`: lists a page at a time, with a cursor;
-* :mod:`memworth.store.hot`: the Redis hot tier.
+* :mod:`memworth.store.hot`: the Redis hot tier;
+* :mod:`memworth.store.transaction`: a unit of work, the writes of a block kept or undone together.
 
 :mod:`memworth.store.state` declares what they share; input checks are in
 :mod:`memworth.validation`.
@@ -62,6 +63,7 @@ from memworth.store.recording import DEFAULT_SOURCES, VERIFIED, RecordingMixin, 
 from memworth.store.records import STATUSES, Memory
 from memworth.store.report import MemoryReport
 from memworth.store.review import VERDICTS, ReviewMixin
+from memworth.store.transaction import TransactionMixin
 from memworth.validation import (
     MAX_K,
     MAX_METADATA,
@@ -110,6 +112,7 @@ class MemoryStore(
     ForgettingMixin,
     PagingMixin,
     HotTierMixin,
+    TransactionMixin,
 ):
     """A governed memory store over a backend (SQLite by default).
 

@@ -9,6 +9,7 @@ CSRF token, answered with a redirect (POST-redirect-GET) whose page announces th
 """
 
 import hmac
+from collections.abc import Callable
 from importlib import resources
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from memworth.errors import AuthError, ConflictError, StoreError
 from memworth.server import long_calls
+from memworth.server.answers import with_answer
 from memworth.server.dashboard import pages, render, settings_html
 from memworth.server.dashboard.forms import Form, from_another_site, safe_next, with_notice
 from memworth.server.dashboard.markup import ROOT, memory_url
@@ -24,6 +26,8 @@ from memworth.server.dashboard.responses import Refused, error_pages, html_page,
 from memworth.server.dashboard.sessions import COOKIE, SESSION_SECONDS, Sessions, Viewer
 from memworth.server.keys import authenticate
 from memworth.server.pool import StorePool
+from memworth.store import MemoryStore
+from memworth.store.records import AuditEntry
 
 __all__ = ["dashboard_router"]
 
@@ -33,6 +37,15 @@ def dashboard_router(pool: StorePool) -> APIRouter:
     tenant's object, under its lock: :meth:`StorePool.run`)."""
     call = pool.run
     router = APIRouter(prefix=ROOT, include_in_schema=False)
+
+    def changed(namespace: str, change: Callable[[MemoryStore], AuditEntry], to: Callable[[AuditEntry], str]) -> Response:
+        """A change made through a form, answered by a redirect to ``to(its audit entry)`` with the
+        entry as the notice; the redirect is built inside the change's transaction, so a change
+        whose answer fails is not kept (:func:`memworth.server.answers.with_answer`)."""
+        return call(
+            namespace,
+            lambda s: with_answer(s, change, lambda entry: RedirectResponse(with_notice(to(entry), entry.seq), 303)),
+        )
     sessions = Sessions()
     css = resources.files("memworth.server").joinpath("static/dashboard.css").read_text(encoding="utf-8")
 
@@ -163,10 +176,13 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, action = fields.get("memory_id", ""), fields.get("action", "")
         try:
-            entry = call(who.namespace, lambda s: s.approve(memory_id, action, namespace=who.namespace))
+            return changed(
+                who.namespace,
+                lambda s: s.approve(memory_id, action, namespace=who.namespace),
+                lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
+            )
         except StoreError as exc:  # rate-limited, or changed meanwhile
             raise Refused(exc.status, "Not applied", str(exc)) from None  # 409 changed, 429 rate limit
-        return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
 
     @router.post("/queue/resolve")
     @error_pages
@@ -176,13 +192,13 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         reason = fields.get("reason") or "resolved in the dashboard"
         text = fields.get("text") or None
         try:
-            entry = call(
+            return changed(
                 who.namespace,
                 lambda s: s.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace),
+                lambda entry: f"{ROOT}/governance",
             )
         except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
             raise Refused(409, "Not resolved", str(exc)) from None
-        return RedirectResponse(with_notice(f"{ROOT}/governance", entry.seq), 303)
 
     @router.post("/pin")
     @error_pages
@@ -197,11 +213,11 @@ def dashboard_router(pool: StorePool) -> APIRouter:
     def _pin_or_unpin(request: Request, form: Form, verb: str) -> Response:
         who, fields = changer(request, form)
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
-        entry = call(
+        return changed(
             who.namespace,
             lambda s: (s.pin if verb == "pin" else s.unpin)(memory_id, reason=reason, namespace=who.namespace),
+            lambda entry: memory_url(memory_id),
         )
-        return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
     @router.post("/delete")
     @error_pages
@@ -211,10 +227,11 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason", "")
         if fields.get("confirm") != memory_id:
             raise Refused(422, "Not erased", "type the memory's id to confirm that it is to be erased for good")
-        entry = call(
-            who.namespace, lambda s: s.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace)
+        return changed(
+            who.namespace,
+            lambda s: s.delete(memory_id, reason=reason, actor=who.actor, namespace=who.namespace),
+            lambda entry: ROOT,
         )
-        return RedirectResponse(with_notice(ROOT, entry.seq), 303)
 
     @router.post("/edit")
     @error_pages
@@ -223,13 +240,13 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, reason, text = fields.get("memory_id", ""), fields.get("reason", ""), fields.get("text", "")
         try:
-            entry = call(
+            return changed(
                 who.namespace,
                 lambda s: s.edit(memory_id, text, reason=reason, actor=who.actor, namespace=who.namespace),
+                lambda entry: memory_url(entry.settings["replaced_by"]),
             )
         except ConflictError as exc:  # archived meanwhile (replaced already)
             raise Refused(409, "Not edited", str(exc)) from None
-        return RedirectResponse(with_notice(memory_url(entry.settings["replaced_by"]), entry.seq), 303)
 
     @router.post("/set")
     @error_pages
@@ -240,15 +257,15 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         if field not in ("status", "standing"):
             raise Refused(422, "Invalid request", f"field must be status or standing, got {field!r}")
         try:
-            entry = call(
+            return changed(
                 who.namespace,
                 lambda s: (s.set_status if field == "status" else s.set_standing)(
                     memory_id, value, reason=reason, actor=who.actor, namespace=who.namespace
                 ),
+                lambda entry: memory_url(memory_id),
             )
         except StoreError as exc:  # changed meanwhile
             raise Refused(exc.status, "Not changed", str(exc)) from None
-        return RedirectResponse(with_notice(memory_url(memory_id), entry.seq), 303)
 
     @router.post("/audit/{seq}/undo")
     @error_pages
@@ -257,12 +274,13 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         if not seq.isdigit():
             raise Refused(404, "Not found", f"no audit entry {seq!r}")
         try:
-            entry = call(
-                who.namespace, lambda s: s.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace)
+            return changed(
+                who.namespace,
+                lambda s: s.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace),
+                lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
             )
         except StoreError as exc:  # the memory changed since that entry
             raise Refused(exc.status, "Not undone", str(exc)) from None
-        return RedirectResponse(with_notice(safe_next(fields.get("next") or f"{ROOT}/governance"), entry.seq), 303)
 
     @router.get("/memory")
     @error_pages

@@ -29,12 +29,13 @@ __all__ = [
     "NewMemory",
     "erased_key",
     "joined",
+    "outcome_from_row",
     "redact",
     "reused",
     "shareable",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -305,8 +306,16 @@ def redact(url: str) -> str:
 
 
 MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n, expires"
-OUTCOME_COLUMNS = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+OUTCOME_COLUMNS = (
+    "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version"
+)
 """The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
+
+
+def outcome_from_row(row: Sequence[Any]) -> OutcomeRow:
+    """An ``OutcomeRow`` from a row of :data:`OUTCOME_COLUMNS` (both SQL backends read through here)."""
+    seq, eid, ok, source, conf, recorded, ns, prop, hops, version = row
+    return OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops, version)
 
 
 def memories_from_rows(
@@ -345,7 +354,7 @@ def joined(
     """Outcomes with their episodes, from the two reads of :meth:`Backend.history`.
 
     ``heads``: ``(seq, episode_id, success, source, confidence, recorded, query, context,
-    created, holdout, propagation, max_hops)`` in commit order; ``items``: ``(episode_id, position, memory_id,
+    created, holdout, propagation, max_hops, settings_version)`` in commit order; ``items``: ``(episode_id, position, memory_id,
     weight, propensity, probe)`` in the same order, by position within an episode.
     """
     by_episode: dict[str, list[EpisodeItem]] = {}
@@ -353,8 +362,8 @@ def joined(
         by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
     return [
         (
-            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace, prop, hops),
+            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace, prop, hops, version),
             Episode(eid, namespace, query, context, created, tuple(by_episode.get(eid, ())), bool(holdout)),
         )
-        for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops in heads
+        for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops, version in heads
     ]

@@ -84,6 +84,7 @@ class StoreState:
     _verified_seq: int
     _next_expiry: dict[str, tuple[int, float | None]]
     _filters: dict[tuple[str, str], dict[str, bool]]
+    _settings_version: int
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 

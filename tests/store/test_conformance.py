@@ -109,6 +109,54 @@ def test_recall_excludes_suppressed_and_deprecated(filled: MemoryStore) -> None:
     assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=6)}
 
 
+def test_recall_reads_a_picked_memory_once_and_shows_it_as_it_is_now(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the picked memories' text, metadata, contexts and provenance never change
+    under their ids, so recall reads them from the backend once; their status, standing,
+    counts and time of last change come from the narrow read of every recall."""
+    filled.exploration = 0.0
+    filled.add("Reversing a list in place: list.reverse().", id="derived", derived_from=["reverse"],
+               metadata={"tags": ["python"]}, contexts=["code"])  # fmt: skip
+    reads: list[str] = []
+    memories = filled.backend.memories
+
+    def counted(namespace: str, ids: Any = None) -> Any:
+        reads.extend(ids or ["(every memory)"])
+        return memories(namespace, ids)
+
+    monkeypatch.setattr(filled.backend, "memories", counted)
+    first = filled.recall("reverse a python list", k=2)
+    assert sorted(reads) == sorted(r.memory.id for r in first) == ["derived", "reverse"]
+    filled.record(first, True)
+    filled.set_standing("derived", "promoted", reason="a person trusts it")
+    reads.clear()
+    again = filled.recall("reverse a python list", k=2)
+    assert {r.memory.id for r in again} == {"derived", "reverse"}
+    searched_in_database = filled.index == "database"  # pgvector: no local index, each recall reads its picks
+    assert sorted(reads) == (["derived", "reverse"] if searched_in_database else [])
+    monkeypatch.undo()
+    for r in again:
+        assert r.memory == filled.get(r.memory.id)  # counts, standing and time of change as stored now
+    derived = next(r.memory for r in again if r.memory.id == "derived")
+    assert (derived.metadata, derived.contexts, derived.derived_from, derived.standing) == (
+        {"tags": ["python"]}, ("code",), ("reverse",), "promoted"
+    )  # fmt: skip
+    derived.metadata["tags"].append("changed by the caller")  # each recall hands out its own metadata
+    latest = filled.recall("reverse a python list", k=2)
+    assert next(r.memory for r in latest if r.memory.id == "derived").metadata == {"tags": ["python"]}
+
+
+def test_an_erased_memory_leaves_what_recall_keeps(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=2)}
+    filled.delete("reverse", reason="the user asked")
+    recall = filled.recall("reverse a python list", k=2)
+    assert "reverse" not in {r.memory.id for r in recall}
+    space = filled._spaces.get("default")
+    assert space is None or "reverse" not in space.kept.content
+
+
 def test_record_credits_the_retrieved_memories(filled: MemoryStore) -> None:
     filled.exploration = 0.0
     recall = filled.recall("reverse a python list", k=4)

@@ -573,12 +573,13 @@ class PostgresBackend:
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
         return self._read(
-            "SELECT id, status, created, success, failure, n, standing FROM memories"
+            "SELECT id, status, created, success, failure, n, standing, updated FROM memories"
             " WHERE namespace = %s AND id = ANY(%s)",
             (namespace, list(dict.fromkeys(ids))),
         )

@@ -328,11 +328,12 @@ class SQLiteBackend:
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
-        return self._rows_of("id, status, created, success, failure, n, standing", namespace, ids)
+        return self._rows_of("id, status, created, success, failure, n, standing, updated", namespace, ids)
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""

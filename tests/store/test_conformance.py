@@ -147,6 +147,20 @@ def test_recall_reads_a_picked_memory_once_and_shows_it_as_it_is_now(
     assert next(r.memory for r in latest if r.memory.id == "derived").metadata == {"tags": ["python"]}
 
 
+def test_recall_keeps_at_most_its_bound_of_memories_and_still_answers_right(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memworth.store import recall as recall_module
+
+    monkeypatch.setattr(recall_module, "CONTENT_KEPT", 3)
+    filled.exploration = 0.0
+    for query in ("reverse a python list", "capital city of czech", "water boils", "recursion base case"):
+        for r in filled.recall(query, k=4):
+            assert r.memory == filled.get(r.memory.id)
+    space = filled._spaces.get("default")
+    assert space is None or len(space.kept.content) <= 3
+
+
 def test_an_erased_memory_leaves_what_recall_keeps(filled: MemoryStore) -> None:
     filled.exploration = 0.0
     assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=2)}

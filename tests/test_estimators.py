@@ -382,3 +382,23 @@ def test_one_memorys_worth_and_wilson_interval_equal_the_tables_bit_for_bit(
     for i, c in enumerate(counts):
         assert RawWorth().value(c) == raw[i] and type(RawWorth().value(c)) is float
     assert RawWorth(no_evidence=0.25).value(Counts(0.0, 0.0, 3.0)) == 0.25
+
+
+@given(st.lists(st.tuples(any_count, any_count, any_count), min_size=1, max_size=12))
+def test_an_interval_from_the_share_the_caller_has_is_the_same_bit_for_bit(rows: list[tuple[float, ...]]) -> None:
+    # worth_of computes the share once and hands it to the interval: no number may move,
+    # and no array division may warn (zero evidence included).
+    table = CountsTable(*(np.array(col, dtype=float) for col in zip(*rows, strict=True)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        share = RawWorth().value(table)
+        for evidence in ("weighted", "retrievals"):
+            given_share = WilsonBound(evidence=evidence).interval(table, share=share)
+            computed = WilsonBound(evidence=evidence).interval(table)
+            assert all(np.array_equal(a, b) for a, b in zip(given_share, computed, strict=True))
+    for i, row in enumerate(rows):  # and the array path equals the one-memory path
+        c = Counts(*row)
+        assert RawWorth().value(c) == share[i]
+        assert WilsonBound(evidence="retrievals").interval(c, share=float(share[i])) == tuple(
+            float(x[i]) for x in WilsonBound(evidence="retrievals").interval(table)
+        )

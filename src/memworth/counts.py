@@ -52,6 +52,8 @@ class Counts:
     def __post_init__(self) -> None:
         for name in ("success", "failure", "n"):
             value = getattr(self, name)
+            if type(value) is float and 0.0 <= value < math.inf:  # the common case, checked first: kept as is
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
                 raise ValidationError(name, f"must be a number, got {type(value).__name__}")
             if not math.isfinite(value) or value < 0:

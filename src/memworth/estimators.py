@@ -50,9 +50,8 @@ def _ratio(counts: CountsLike, default: float) -> float | np.ndarray:
         return counts.success / v if v > 0 else float(default)
     s = np.asarray(counts.success, dtype=float)
     v = s + np.asarray(counts.failure, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(v > 0, s / np.where(v > 0, v, 1.0), default)
-    return _unbox(r)
+    some = v > 0
+    return _unbox(np.where(some, s / np.where(some, v, 1.0), default))  # never divides by 0
 
 
 def _wilson(n: Any, p: Any, z: float, root: Callable[[Any], Any], unit: Callable[[Any], Any]) -> tuple[Any, Any]:
@@ -258,15 +257,21 @@ class WilsonBound:
     z: float = 1.96
     evidence: str = "weighted"
 
-    def interval(self, counts: CountsLike) -> tuple[float | np.ndarray, float | np.ndarray]:
-        """``(lower, upper)`` for ``counts`` (floats, or arrays for a CountsTable)."""
+    def interval(
+        self, counts: CountsLike, share: float | np.ndarray | None = None
+    ) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``(lower, upper)`` for ``counts`` (floats, or arrays for a CountsTable).
+
+        ``share``: the success share of ``counts`` when the caller has it already (what
+        ``RawWorth().value(counts)`` gives), so that it is not computed again.
+        """
         z = _check_positive(self.z, "z")
         check_unit(self.evidence)
         if isinstance(counts, Counts):  # one memory: Python floats, bit for bit the array result
-            p1 = float(_ratio(counts, 0.5))
+            p1 = float(_ratio(counts, 0.5) if share is None else share)
             n1 = counts.success + counts.failure if self.evidence == "weighted" else counts.n
             return _wilson(n1, p1, z, _root, _unit)
-        p = np.asarray(_ratio(counts, 0.5), dtype=float)
+        p = np.asarray(_ratio(counts, 0.5) if share is None else share, dtype=float)
         if self.evidence == "weighted":
             n = np.asarray(counts.success, dtype=float) + np.asarray(counts.failure, dtype=float)
         else:

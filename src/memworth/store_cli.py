@@ -136,6 +136,12 @@ def register(commands: Any) -> None:
             _config_args,
             _config,
         ),
+        (
+            "outcomes",
+            "the namespace's outcome log, a page at a time, with the settings version each was credited under",
+            _outcomes_args,
+            _outcomes,
+        ),
         ("replay", "rebuild every counter from the outcome log and compare", _replay_args, _replay),
         ("stats", "counts of memories, episodes, outcomes", lambda p: None, _stats),
         ("export", "write memories, outcomes and audit log as JSON lines", _export_args, _export),
@@ -770,6 +776,28 @@ def _pin(store: MemoryStore, args: argparse.Namespace) -> int:
 def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
     e = store.unpin(args.id, reason=args.reason, namespace=args.namespace)
     _emit(args, e, _decision_line(e))
+    return 0
+
+
+def _outcomes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=100, help="a page of at most this many (default 100)")
+    p.add_argument("--cursor", help="the page after this cursor (printed by the previous page)")
+
+
+def _outcomes(store: MemoryStore, args: argparse.Namespace) -> int:
+    page = store.outcome_page(limit=args.limit, cursor=args.cursor, namespace=args.namespace)
+    rows = [o.row() for o in page.items]
+    lines = [
+        f"{r['seq']:>6}  {r['episode']}  {r['outcome']:<7}  {r['source']} x{r['confidence']:g}  "
+        + (
+            "settings before versions were kept"
+            if r["settings_version"] is None
+            else f"settings v{r['settings_version']}"
+        )
+        for r in rows
+    ]
+    more = "(last page)" if page.next_cursor is None else f"next page: --cursor {page.next_cursor}"
+    _emit(args, {"outcomes": rows, "next_cursor": page.next_cursor}, "\n".join([*lines, more]))
     return 0
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ from memworth import (
     UnknownMemoryError,
     ValidationError,
 )
-from memworth.store import MAX_TEXT
+from memworth.store import MAX_TEXT, OutcomeRow
 from tests.store.conftest import FACTS
 
 
@@ -105,6 +107,68 @@ def test_recall_excludes_suppressed_and_deprecated(filled: MemoryStore) -> None:
     assert ids == set(FACTS) - {"reverse", "methods"}
     filled.set_status("reverse", "active", reason="undo")
     assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=6)}
+
+
+def test_recall_reads_a_picked_memory_once_and_shows_it_as_it_is_now(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the picked memories' text, metadata, contexts and provenance never change
+    under their ids, so recall reads them from the backend once; their status, standing,
+    counts and time of last change come from the narrow read of every recall."""
+    filled.exploration = 0.0
+    filled.add("Reversing a list in place: list.reverse().", id="derived", derived_from=["reverse"],
+               metadata={"tags": ["python"]}, contexts=["code"])  # fmt: skip
+    reads: list[str] = []
+    memories = filled.backend.memories
+
+    def counted(namespace: str, ids: Any = None) -> Any:
+        reads.extend(ids or ["(every memory)"])
+        return memories(namespace, ids)
+
+    monkeypatch.setattr(filled.backend, "memories", counted)
+    first = filled.recall("reverse a python list", k=2)
+    assert sorted(reads) == sorted(r.memory.id for r in first) == ["derived", "reverse"]
+    filled.record(first, True)
+    filled.set_standing("derived", "promoted", reason="a person trusts it")
+    reads.clear()
+    again = filled.recall("reverse a python list", k=2)
+    assert {r.memory.id for r in again} == {"derived", "reverse"}
+    searched_in_database = filled.index == "database"  # pgvector: no local index, each recall reads its picks
+    assert sorted(reads) == (["derived", "reverse"] if searched_in_database else [])
+    monkeypatch.undo()
+    for r in again:
+        assert r.memory == filled.get(r.memory.id)  # counts, standing and time of change as stored now
+    derived = next(r.memory for r in again if r.memory.id == "derived")
+    assert (derived.metadata, derived.contexts, derived.derived_from, derived.standing) == (
+        {"tags": ["python"]}, ("code",), ("reverse",), "promoted"
+    )  # fmt: skip
+    derived.metadata["tags"].append("changed by the caller")  # each recall hands out its own metadata
+    latest = filled.recall("reverse a python list", k=2)
+    assert next(r.memory for r in latest if r.memory.id == "derived").metadata == {"tags": ["python"]}
+
+
+def test_recall_keeps_at_most_its_bound_of_memories_and_still_answers_right(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memworth.store import recall as recall_module
+
+    monkeypatch.setattr(recall_module, "CONTENT_KEPT", 3)
+    filled.exploration = 0.0
+    for query in ("reverse a python list", "capital city of czech", "water boils", "recursion base case"):
+        for r in filled.recall(query, k=4):
+            assert r.memory == filled.get(r.memory.id)
+    space = filled._spaces.get("default")
+    assert space is None or len(space.kept.content) <= 3
+
+
+def test_an_erased_memory_leaves_what_recall_keeps(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    assert "reverse" in {r.memory.id for r in filled.recall("reverse a python list", k=2)}
+    filled.delete("reverse", reason="the user asked")
+    recall = filled.recall("reverse a python list", k=2)
+    assert "reverse" not in {r.memory.id for r in recall}
+    space = filled._spaces.get("default")
+    assert space is None or "reverse" not in space.kept.content
 
 
 def test_record_credits_the_retrieved_memories(filled: MemoryStore) -> None:
@@ -344,31 +408,97 @@ def test_a_checkpoint_is_kept_per_namespace_as_given(store: MemoryStore) -> None
     assert backend.load_checkpoint("default") is None and backend.load_checkpoint("tenant-b") is None
 
 
+def test_each_outcome_names_the_settings_version_it_was_credited_under(make_store: Callable[..., MemoryStore]) -> None:
+    """Schema 6: every outcome keeps the kept settings version in force when it was credited,
+    every read of the log returns it, and an outcome logged without one (before versions
+    were kept) reads back as None."""
+    store = make_store(seed=0)
+    base = store.settings_version
+    assert base == store.config()["version"]
+    store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    store.record(store.recall("reverse a list", k=2), True)
+    assert store.configure({"recall.exploration": 0.0}, actor="ops") == base + 1 == store.settings_version
+    store.record_many([(store.recall("capital city", k=1), False), (store.recall("water boiling", k=2), True)])
+    assert store.configure({"credit.propagation": 0.2}, actor="ops") == base + 2
+    store.verify(store.recall("recursion base case", k=1), True)  # a verification that becomes the outcome
+    old = store.recall("python sort", k=1).episode
+    store.backend.append_outcomes([OutcomeRow(old.id, True, "explicit", 1.0, 5.0, namespace="default")], [])
+    log = list(store.backend.outcome_log())
+    assert [o.settings_version for o in log] == [base, base + 1, base + 1, base + 2, None]
+    assert [(o.propagation, o.settings_version) for o in log[-2:]] == [(0.2, base + 2), (None, None)]
+    assert list(store.backend.outcome_log("default")) == log
+    assert [o for o, _ in store.backend.history("default")] == log
+    assert store.backend.outcomes_since(0.0) == log
+    assert store.backend.outcomes_of([o.episode_id for o in log]) == {o.episode_id: o for o in log}
+    page = store.outcome_page(limit=3)
+    assert page.items == log[:3] and store.outcome_page(cursor=page.next_cursor).items == log[3:]
+    assert [r["settings_version"] for r in (o.row() for o in log)] == [base, base + 1, base + 1, base + 2, None]
+
+
 def test_an_outcome_replays_under_the_credit_settings_it_was_recorded_with(
-    make_store: Callable[..., MemoryStore],
+    make_store: Callable[..., MemoryStore], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 13: a client with propagation off records; a client with the default (0.7)
-    replays. Each outcome keeps its own settings, so both agree the counters are consistent."""
+    """Issue 13: outcomes are credited under several kept settings versions (propagation
+    off, then on for one hop, then for three); a client opened afterwards with other credit
+    settings replays the log and finds it consistent, and ``replay --apply`` from it (in
+    Python, and from the CLI, which works under the newest kept version) changes nothing.
+    Each outcome keeps its own credit settings and names the version they were kept as."""
     plain = make_store(exploration=0.0, propagation=0.0, seed=0)
+    v1 = plain.settings_version
     plain.add("Prague was the capital of Czechoslovakia.", id="fact")
-    plain.add("Czechoslovakia split in 1993; Prague is the Czech capital.", id="note", derived_from=["fact"])
-    for ok in (True, False, True):
-        plain.record(plain.recall("czechoslovakia split 1993 prague", k=1), success=ok)
-    assert plain.get("fact").counts == Counts()  # nothing propagated to the parent
-    (row, *_) = plain.backend.outcome_log()
-    assert (row.propagation, row.max_hops) == (0.0, 3)
-    if plain.backend.url == "memory://":
-        pytest.skip("an in-memory store has one client")
-    kept = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), seed=0)
-    assert kept.propagation == 0.0  # a client that names no setting works under the kept ones
-    kept.close()
-    # a client that sets propagation back to the default (a new settings version)
-    default = MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), propagation=0.7, seed=0)
-    assert default.propagation == 0.7 and default.settings_record()["changed"] == ["credit.propagation"]
-    assert default.replay().consistent and plain.replay().consistent
-    report = default.replay(apply=True)
-    assert not report.applied and default.get("fact").counts == Counts()
-    default.record(default.recall("czechoslovakia split 1993 prague", k=1), success=True)  # this one propagates
-    assert default.get("fact").counts.success == pytest.approx(0.7)
-    assert default.replay().consistent and plain.replay().consistent
-    default.close()
+    plain.add("Answers about the split give its year, 1993.", id="decision", derived_from=["fact"])
+    note = "Czechoslovakia split in 1993; Prague is the Czech capital."
+    plain.add(note, id="note", derived_from=["decision"])
+
+    def outcome(store: MemoryStore, ok: bool) -> None:
+        recall = store.recall(note, k=1)
+        assert [r.memory.id for r in recall] == ["note"]
+        store.record(recall, success=ok)
+
+    for ok in (True, False):
+        outcome(plain, ok)
+    assert plain.get("decision").counts == Counts()  # nothing propagated to the parent
+    assert plain.configure({"credit.propagation": 0.5, "credit.max_hops": 1}, actor="ops") == v1 + 1
+    for ok in (True, True):
+        outcome(plain, ok)
+    assert plain.configure({"credit.max_hops": 3}, actor="ops") == v1 + 2
+    outcome(plain, False)
+    credited = [(o.propagation, o.max_hops, o.settings_version) for o in plain.backend.outcome_log()]
+    assert credited == [(0.0, 3, v1)] * 2 + [(0.5, 1, v1 + 1)] * 2 + [(0.5, 3, v1 + 2)]
+    counts = {mid: plain.get(mid).counts for mid in ("decision", "fact")}
+    assert (counts["decision"].success, counts["decision"].failure, counts["decision"].n) == pytest.approx((1, 0.5, 0))
+    assert (counts["fact"].success, counts["fact"].failure) == pytest.approx((0, 0.25))  # went 2 hops once
+    memory = plain.backend.url == "memory://"
+
+    def client(**settings: Any) -> MemoryStore:
+        if memory:  # one backend, two store objects, as two processes have on a database
+            return MemoryStore(plain.backend, encoder=HashingEncoder(), seed=0, **settings)
+        return MemoryStore.open(plain.backend.url, encoder=HashingEncoder(), seed=0, **settings)
+
+    kept = client()
+    assert (kept.propagation, kept.max_hops, kept.settings_version) == (0.5, 3, v1 + 2)  # works under the kept ones
+    if not memory:
+        kept.close()
+    # a client opened with other credit settings: a new version
+    other = client(propagation=0.9, max_hops=2)
+    assert (other.propagation, other.max_hops, other.settings_version) == (0.9, 2, v1 + 3)
+    assert other.settings_record()["changed"] == ["credit.propagation", "credit.max_hops"]
+    before = snapshot(other)
+    assert other.replay().consistent and plain.replay().consistent
+    report = other.replay(apply=True)
+    assert not report.applied and report.outcomes == 5 and snapshot(other) == before
+    if not memory:  # the CLI opens the store as it is kept (under the newest version) and replays
+        from memworth.cli import main
+
+        capsys.readouterr()
+        assert main(["replay", "--apply", "--json", "--quiet", "--store", plain.backend.url]) == 0
+        answer = json.loads(capsys.readouterr().out)
+        assert (answer["consistent"], answer["applied"], answer["mismatches"]) == (True, False, [])
+        assert snapshot(other) == before
+    outcome(other, True)  # this one goes two hops at 0.9
+    last = list(other.backend.outcome_log())[-1]
+    assert (last.propagation, last.max_hops, last.settings_version) == (0.9, 2, v1 + 3)
+    assert other.get("fact").counts.success == pytest.approx(0.81)
+    assert other.replay().consistent and plain.replay().consistent
+    if not memory:
+        other.close()

@@ -30,6 +30,7 @@ def _state(store: MemoryStore, ns: str = "default") -> dict[str, Any]:
         "audit": [(e.seq, e.memory_id, e.action, e.field, e.old, e.new) for e in store.audit(None, namespace=ns)],
         "outcomes": [(o.seq, o.episode_id, o.success) for o in store.backend.outcome_log(ns)],
         "config": store.config(),
+        "settings_version": store.settings_version,
         "history": store.settings_history(),
         "ttl": store.ttl(namespace=ns),
         "recent": store.recent_counts(ns),
@@ -84,6 +85,7 @@ def test_a_failed_block_leaves_no_trace_of_any_write(busy: MemoryStore) -> None:
     busy.record(episode, False)  # the episode's outcome was never kept: it takes one now
     busy.add("Paris is the capital of France.", id="paris")  # an id the block used is free
     assert busy.replay().mismatches == []
+    assert list(busy.backend.outcome_log())[-1].settings_version == before["settings_version"]  # not the rolled-back one
 
 
 def test_a_clean_block_commits_every_write(store: MemoryStore) -> None:

@@ -778,20 +778,11 @@ def create_app(
         cursor: Annotated[str | None, Query(description="the next_cursor of the previous page")] = None,
     ) -> dict[str, Any]:
         """The namespace's outcome log in commit order, a page at a time:
-        ``{"outcomes": [...], "next_cursor": ...}`` (null on the last page)."""
+        ``{"outcomes": [...], "next_cursor": ...}`` (null on the last page); each outcome
+        as :meth:`memworth.store.OutcomeRow.row` shows it, with the credit settings and the
+        settings version it was credited under."""
         page = call(namespace, lambda s: s.outcome_page(limit=limit, cursor=cursor, namespace=namespace))
-        rows = [
-            {
-                "seq": o.seq,
-                "episode": o.episode_id,
-                "outcome": "success" if o.success else "failure",
-                "source": o.source,
-                "confidence": o.confidence,
-                "recorded": o.recorded,
-            }
-            for o in page.items
-        ]
-        return {"outcomes": rows, "next_cursor": page.next_cursor}
+        return {"outcomes": [o.row() for o in page.items], "next_cursor": page.next_cursor}
 
     @app.get("/v1/keys")
     def keys(namespace: Reader) -> list[dict[str, Any]]:

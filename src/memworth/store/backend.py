@@ -30,12 +30,13 @@ __all__ = [
     "NewMemory",
     "erased_key",
     "joined",
+    "outcome_from_row",
     "redact",
     "reused",
     "shareable",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -113,7 +114,8 @@ class Backend(Protocol):
         ...
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks on; it then reads only the memories it returns.
         """
@@ -316,8 +318,16 @@ def redact(url: str) -> str:
 
 
 MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n, expires"
-OUTCOME_COLUMNS = "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
+OUTCOME_COLUMNS = (
+    "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version"
+)
 """The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
+
+
+def outcome_from_row(row: Sequence[Any]) -> OutcomeRow:
+    """An ``OutcomeRow`` from a row of :data:`OUTCOME_COLUMNS` (both SQL backends read through here)."""
+    seq, eid, ok, source, conf, recorded, ns, prop, hops, version = row
+    return OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops, version)
 
 
 def memories_from_rows(
@@ -356,7 +366,7 @@ def joined(
     """Outcomes with their episodes, from the two reads of :meth:`Backend.history`.
 
     ``heads``: ``(seq, episode_id, success, source, confidence, recorded, query, context,
-    created, holdout, propagation, max_hops)`` in commit order; ``items``: ``(episode_id, position, memory_id,
+    created, holdout, propagation, max_hops, settings_version)`` in commit order; ``items``: ``(episode_id, position, memory_id,
     weight, propensity, probe)`` in the same order, by position within an episode.
     """
     by_episode: dict[str, list[EpisodeItem]] = {}
@@ -364,8 +374,8 @@ def joined(
         by_episode.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
     return [
         (
-            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace, prop, hops),
+            OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), namespace, prop, hops, version),
             Episode(eid, namespace, query, context, created, tuple(by_episode.get(eid, ())), bool(holdout)),
         )
-        for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops in heads
+        for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops, version in heads
     ]

@@ -186,6 +186,8 @@ class ConfigMixin(StoreState):
     _planner_given: RecallPlanner | None
     _seed: int | None
 
+    _settings_version: int = 0
+    """The kept version of the settings in force (0: never set, the defaults)."""
     _settings_seen: str | None = None
     """The kept settings record (its JSON text) this object last put in force or wrote."""
     _settings_checked: float = -math.inf
@@ -223,9 +225,12 @@ class ConfigMixin(StoreState):
         record = self.settings_record()
         return [] if record is None else [record]
 
-    def _kept_settings(self) -> Settings | None:
-        record = self.settings_record()
-        return None if record is None else _readable(record)
+    def _kept_settings(self) -> tuple[Settings | None, int]:
+        """The kept settings (None: never set) and their version (0: never set), read once;
+        the record read is the one later looks compare with (:meth:`follow_settings`)."""
+        self._settings_seen = self.backend.get_meta(SETTINGS_KEY)
+        record = self._kept_record(self._settings_seen)
+        return (None, 0) if record is None else (_readable(record), int(record["version"]))
 
     def _legacy_settings(self) -> Settings | None:
         policy, holdout = self.backend.get_meta(LEGACY_POLICY_KEY), self.backend.get_meta(LEGACY_HOLDOUT_KEY)
@@ -245,6 +250,12 @@ class ConfigMixin(StoreState):
     def settings(self) -> Settings:
         """The settings in force (what :meth:`configure` changes)."""
         return self._settings
+
+    @property
+    def settings_version(self) -> int:
+        """The kept settings version in force on this store object (0: never set, the
+        defaults): every outcome it records, and every change governance makes, names it."""
+        return self._settings_version
 
     def config(self) -> dict[str, Any]:
         """The settings in force and their version (0: never set, the defaults): the one
@@ -275,11 +286,13 @@ class ConfigMixin(StoreState):
         stored = self.backend.get_meta(SETTINGS_KEY)
         if stored is None or stored == self._settings_seen:
             return False
-        kept = _readable(json.loads(stored))
+        record = json.loads(stored)
+        kept = _readable(record)
         self._settings_seen = stored
         if kept.to_dict() == self._settings.to_dict():
+            self._settings_version = int(record["version"])  # the same settings, kept as a newer version
             return False
-        self._adopt(kept)
+        self._adopt(kept, int(record["version"]))
         return True
 
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str = "python") -> int:
@@ -332,7 +345,7 @@ class ConfigMixin(StoreState):
                 raise ValidationError("recall.index", "'hnsw' needs faiss: pip install 'memworth[index]'")
             if kept is not None and base is not None and base.to_dict() == new.to_dict():
                 self._settings_seen = stored
-                self._adopt(new)
+                self._adopt(new, int(kept["version"]))
                 return int(kept["version"])
             version = 1 if kept is None else int(kept["version"]) + 1
             record = {
@@ -347,15 +360,15 @@ class ConfigMixin(StoreState):
             also = {SETTINGS_KEY + "_history": json.dumps([*history, record], sort_keys=True)}
             if self.backend.set_meta_if(SETTINGS_KEY, stored, text, also):
                 self._settings_seen, self._settings_checked = text, _now()
-                self._adopt(new)
+                self._adopt(new, version)
                 return version
         raise SettingsConflictError(
             f"settings: other store objects kept a newer version {WRITE_ATTEMPTS} times while this one was "
             "being written; nothing was written (try again)"
         )
 
-    def _adopt(self, settings: Settings) -> None:
-        """Put ``settings`` in force on this store object."""
+    def _adopt(self, settings: Settings, version: int) -> None:
+        """Put ``settings`` (kept as ``version``; 0: never set) in force on this store object."""
         old = getattr(self, "_settings", None)
         r, c, s = settings.recall, settings.credit, settings.sources
         self.scoring, self.exploration, self.min_evidence = r.scoring, r.exploration, r.min_evidence
@@ -373,6 +386,7 @@ class ConfigMixin(StoreState):
         if old is None or (old.recall.planner, old.recall.planner_share) != (r.planner, r.planner_share):
             self.ablation = self._planner(r.planner, r.planner_share)
         self._settings = settings
+        self._settings_version = version
 
     def _planner(self, kind: str, share: float) -> RecallPlanner | None:
         given = self._planner_given

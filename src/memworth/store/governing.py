@@ -175,6 +175,7 @@ class GovernanceMixin(StoreState):
         settings = dict(settings or {})
         if pin:
             settings["pin"] = {"until": current.counts.n + float(self.policy.limits.pin_evidence)}
+        settings["settings_version"] = self._settings_version  # the kept settings it was made under
         if "numbers" not in settings:  # what the memory showed when the change was made (a flag's "before")
             worth = float(RawWorth().value(current.counts))
             settings["numbers"] = {"worth": round(worth, 6), "retrievals": current.counts.n}

@@ -172,15 +172,18 @@ class MemoryBackend:
             )
         return found[:limit]
 
-    def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[str, str, float, float, float, float, str]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+    def candidates(
+        self, namespace: str, ids: Sequence[str]
+    ) -> list[tuple[str, str, float, float, float, float, str, float]]:
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
         with self._lock:
             found = [self._memories.get((namespace, mid)) for mid in dict.fromkeys(ids)]
             return [
-                (m.id, m.status, m.created, m.counts.success, m.counts.failure, m.counts.n, m.standing)
+                (m.id, m.status, m.created, m.counts.success, m.counts.failure, m.counts.n, m.standing, m.updated)
                 for m in found
                 if m is not None
             ]

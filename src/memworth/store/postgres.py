@@ -76,6 +76,7 @@ from memworth.store.backend import (
     erased_key,
     joined,
     memories_from_rows,
+    outcome_from_row,
     redact,
     reused,
 )
@@ -175,6 +176,11 @@ MIGRATIONS: dict[int, list[str]] = {
     # govern), so that a new process reads only the outcomes logged after it.
     5: [
         "CREATE TABLE IF NOT EXISTS checkpoints (namespace TEXT PRIMARY KEY, data BYTEA NOT NULL)",
+    ],
+    # 6: each outcome keeps the settings version in force when it was credited (NULL: logged
+    # before versions were kept), so the log says under which kept settings it was done.
+    6: [
+        "ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS settings_version INTEGER",
     ],
 }
 
@@ -609,12 +615,13 @@ class PostgresBackend:
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
         return self._read(
-            "SELECT id, status, created, success, failure, n, standing FROM memories"
+            "SELECT id, status, created, success, failure, n, standing, updated FROM memories"
             " WHERE namespace = %s AND id = ANY(%s)",
             (namespace, list(dict.fromkeys(ids))),
         )
@@ -769,9 +776,9 @@ class PostgresBackend:
                 if outcomes:
                     with cur.copy(
                         "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
-                        " max_hops) FROM STDIN (FORMAT BINARY)"
+                        " max_hops, settings_version) FROM STDIN (FORMAT BINARY)"
                     ) as copy:
-                        copy.set_types(["text", "bool", "text", "float8", "float8", "text", "float8", "int4"])
+                        copy.set_types(["text", "bool", "text", "float8", "float8", "text", "float8", "int4", "int4"])
                         for o in outcomes:
                             copy.write_row(
                                 (
@@ -783,6 +790,7 @@ class PostgresBackend:
                                     o.namespace,
                                     o.propagation,
                                     o.max_hops,
+                                    o.settings_version,
                                 )
                             )
 
@@ -816,9 +824,8 @@ class PostgresBackend:
         if limit is not None:
             sql += " LIMIT %s"
             args.append(limit)
-        rows = self._run(lambda c: c.execute(sql, args).fetchall())
-        for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, int(seq), ns, prop, hops)
+        for row in self._run(lambda c: c.execute(sql, args).fetchall()):
+            yield outcome_from_row(row)
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         """Two indexed reads in one repeatable-read transaction (one snapshot). Inside a
@@ -831,7 +838,7 @@ class PostgresBackend:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             heads = conn.execute(
                 "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
-                " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"
+                " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops, o.settings_version"
                 " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
                 " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq",
                 (namespace, after),
@@ -861,24 +868,16 @@ class PostgresBackend:
         if namespace is not None:
             sql, args = sql + " AND namespace = %s", [*args, namespace]
         sql += " ORDER BY seq"
-        rows = self._run(lambda c: c.execute(sql, tuple(args)).fetchall())
-        return [
-            OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h)
-            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
-        ]
+        return [outcome_from_row(row) for row in self._run(lambda c: c.execute(sql, tuple(args)).fetchall())]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         rows = self._run(
             lambda c: c.execute(
-                "SELECT seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-                " FROM outcomes WHERE episode_id = ANY(%s)",
+                f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id = ANY(%s)",
                 (list(dict.fromkeys(episode_ids)),),
             ).fetchall()
         )
-        return {
-            eid: OutcomeRow(eid, bool(ok), src, conf, rec, int(seq), ns, pr, h)
-            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
-        }
+        return {o.episode_id: o for o in map(outcome_from_row, rows)}
 
     def verifications(self, after: int = 0) -> list[Verification]:
         rows = self._run(

@@ -10,12 +10,12 @@ episode is ranked by similarity alone.
 from __future__ import annotations
 
 import builtins
-import dataclasses
+import json
 import math
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,11 @@ __all__ = ["FILTERS_KEPT", "UNGOVERNED", "Choice", "Recall", "RecallMixin"]
 
 FILTERS_KEPT = 32
 """Recall filters whose per-memory answers a store keeps (the least recently used go first)."""
+
+CONTENT_KEPT = 100_000
+"""Memories per namespace whose unchanging content (text, metadata, contexts, provenance,
+expiry) a store object keeps after recall read it, so that a memory picked again is not
+read again (the namespace's vector index holds 1.5 KB a memory at 384 dimensions beside)."""
 
 UNGOVERNED = ("active", "suppressed", "deprecated")
 """Statuses a holdout recall may return: all but ``archived``, which a person sets."""
@@ -82,12 +87,32 @@ class Choice:
     probe: np.ndarray
 
 
+class _Content(NamedTuple):
+    """What never changes under a memory's id: its text, metadata (JSON text, None when
+    empty, so each recall hands out its own dict), contexts, provenance and expiry."""
+
+    text: str
+    metadata: str | None
+    contexts: tuple[str, ...]
+    derived_from: tuple[str, ...]
+    part_of: tuple[str, ...]
+    expires: float | None
+
+    @classmethod
+    def of(cls, m: Memory) -> _Content:
+        return cls(
+            m.text, json.dumps(m.metadata) if m.metadata else None, m.contexts, m.derived_from, m.part_of, m.expires
+        )
+
+
 @dataclass(frozen=True)
 class _Candidates:
-    """Recall candidates, most similar first: ids, similarities, counts and creation times.
+    """Recall candidates, most similar first: ids, similarities, counts, creation times,
+    standings and (from the narrow read) when each last changed.
 
     ``known`` holds the whole memories when they came with the search (the hot tier);
-    otherwise :meth:`memories` reads the picked ones from the backend.
+    otherwise :meth:`memories` builds the picked ones from the narrow read and what never
+    changes under their ids, read from the backend only when not kept already.
     """
 
     ids: list[str]
@@ -96,6 +121,7 @@ class _Candidates:
     created: np.ndarray
     standing: list[str]
     known: dict[str, Memory] | None = None
+    updated: list[float] | None = None
 
     @classmethod
     def of(cls, memories: list[Memory], sims: np.ndarray, order: list[str] | None = None) -> _Candidates:
@@ -112,20 +138,65 @@ class _Candidates:
         standing = [m.standing for m in mems]
         return cls([m.id for m in mems], sims[keep], table, created, standing, {m.id: m for m in mems})
 
-    def memories(self, backend: Backend, namespace: str, positions: list[int]) -> list[Memory]:
-        """The memories at ``positions``, as ranked: counts and status as the ranking read them."""
+    def memories(
+        self, backend: Backend, namespace: str, positions: list[int], kept: _Kept | None = None
+    ) -> list[Memory]:
+        """The memories at ``positions``, as ranked: status, standing, counts and time of last
+        change as the narrow read gave them; their text, metadata, contexts, provenance and
+        expiry from ``kept``, which reads from the backend (once) only the ones it lacks."""
         if self.known is not None:
             return [self.known[self.ids[i]] for i in positions]
-        read = {m.id: m for m in backend.memories(namespace, [self.ids[i] for i in positions])}
+        content = (kept or _Kept()).of(backend, namespace, [self.ids[i] for i in positions])
+        s, f, n = self.table.success.tolist(), self.table.failure.tolist(), self.table.n.tolist()
         out = []
         for i in positions:
-            m = read[self.ids[i]]
-            counts = Counts(float(self.table.success[i]), float(self.table.failure[i]), float(self.table.n[i]))
-            standing = self.standing[i]
-            if m.counts != counts or m.status != "active" or m.standing != standing:  # show what was ranked
-                m = dataclasses.replace(m, counts=counts, status="active", standing=standing)
-            out.append(m)
+            c = content[self.ids[i]]
+            updated = self.updated[i] if self.updated is not None else float(self.created[i])
+            out.append(
+                Memory(
+                    self.ids[i],
+                    c.text,
+                    namespace,
+                    json.loads(c.metadata) if c.metadata is not None else {},
+                    c.contexts,
+                    c.derived_from,
+                    c.part_of,
+                    "active",
+                    self.standing[i],
+                    float(self.created[i]),
+                    updated,
+                    Counts(s[i], f[i], n[i]),
+                    c.expires,
+                )
+            )
         return out
+
+
+class _Kept:
+    """What never changes under the ids of one namespace's memories (:class:`_Content`), as
+    recall read it: a memory picked again is built from this and the narrow read, with no
+    second read. At most :data:`CONTENT_KEPT` memories (the first kept leave first); dropped
+    with the namespace's search state whenever a memory of it is erased."""
+
+    def __init__(self) -> None:
+        self.content: dict[str, _Content] = {}
+
+    def of(self, backend: Backend, namespace: str, ids: builtins.list[str]) -> dict[str, _Content]:
+        """The content of ``ids`` (all must exist): one backend read for those not kept."""
+        kept = self.content
+        missing = [mid for mid in ids if mid not in kept]
+        if missing:
+            for m in backend.memories(namespace, missing):
+                kept[m.id] = _Content.of(m)
+            while len(kept) > CONTENT_KEPT:
+                del kept[next(iter(kept))]
+        return {mid: kept[mid] if mid in kept else self._read(backend, namespace, mid) for mid in ids}
+
+    @staticmethod
+    def _read(backend: Backend, namespace: str, memory_id: str) -> _Content:
+        """One memory's content, not kept (more ids were asked for at once than are kept)."""
+        (m,) = backend.memories(namespace, [memory_id])
+        return _Content.of(m)
 
 
 def _wider(n: int, want: int, matched: int) -> int:
@@ -144,6 +215,7 @@ class _Space:
         self.index: VectorIndex | None = None
         self.inactive: set[str] = set()
         self.erased: str | None = None  # the namespace's erasure counter the index was built after
+        self.kept = _Kept()  # what never changes under the ids recall picked
 
     def add(self, ids: list[str], matrix: np.ndarray, kind: str, threshold: int) -> None:
         dim = matrix.shape[1]
@@ -299,7 +371,7 @@ class RecallMixin(StoreState):
                 namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics, standing=cand.standing
             )
             sel, scores, weights = choice.selection, choice.scores, choice.weights
-            picked = cand.memories(self.backend, namespace, sel.picked.tolist())
+            picked = cand.memories(self.backend, namespace, sel.picked.tolist(), None if space is None else space.kept)
             shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
                 m = picked[pos]
@@ -435,6 +507,7 @@ class RecallMixin(StoreState):
             CountsTable(columns[:, 1], columns[:, 2], columns[:, 3]),
             columns[:, 0],
             [str(r[6]) for r in got],
+            updated=[float(r[7]) for r in got],
         )
 
     def _first_n(self, namespace: str, where: RecallFilter | None, want: int) -> int:

@@ -237,7 +237,9 @@ class RecordingMixin(StoreState):
                 if before is not None:
                     continue
             conf = self._weight(source, ep.namespace, given)
-            row = OutcomeRow(ep.id, ok, source, conf, now, 0, ep.namespace, self.propagation, self.max_hops)
+            row = OutcomeRow(
+                ep.id, ok, source, conf, now, 0, ep.namespace, self.propagation, self.max_hops, self._settings_version
+            )
             rows.append(row)
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
@@ -357,8 +359,8 @@ class RecordingMixin(StoreState):
         self, outcome: OutcomeRow, episode: Episode, parents: dict[str, builtins.list[str]] | None = None
     ) -> builtins.list[Increment]:
         """The counter increments ``outcome`` caused, under the credit settings it was recorded
-        with (its ``propagation`` and ``max_hops``; an outcome logged before they were kept
-        uses this store's). Recording, replay, burst alerts, policy replay and the
+        with (its ``propagation`` and ``max_hops``, the settings version its ``settings_version``
+        names; an outcome logged before they were kept uses this store's). Recording, replay, burst alerts, policy replay and the
         dashboard all credit through here, so a replay rebuilds what was done, whoever
         replays. ``parents`` (the namespace's provenance) is read when needed and not given."""
         propagation = self.propagation if outcome.propagation is None else outcome.propagation

@@ -104,6 +104,31 @@ class OutcomeRow:
     """The provenance credit share it was credited with (None: logged before schema 3)."""
     max_hops: int | None = None
     """How far that credit travelled (None: logged before schema 3)."""
+    settings_version: int | None = None
+    """The store's settings version in force when it was credited (:meth:`MemoryStore.config`;
+    0: the defaults, never set; None: logged before schema 6, before versions were kept)."""
+
+    def row(self) -> dict[str, Any]:
+        """The JSON shape every face lists an outcome in (Python ``outcome_page``, HTTP
+        ``/v1/outcomes``, CLI ``outcomes --json``).
+
+        Examples
+        --------
+        >>> OutcomeRow("e1", True, "explicit", 1.0, 5.0, 3, "default", 0.7, 3, 2).row()["settings_version"]
+        2
+        """
+        return {
+            "seq": self.seq,
+            "episode": self.episode_id,
+            "outcome": "success" if self.success else "failure",
+            "source": self.source,
+            "confidence": self.confidence,
+            "recorded": self.recorded,
+            "namespace": self.namespace,
+            "propagation": self.propagation,
+            "max_hops": self.max_hops,
+            "settings_version": self.settings_version,
+        }
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,9 @@ def worth_of(policy: GovernancePolicy, table: CountsTable) -> Worth:
     >>> w.value_class
     ['high', 'low']
     """
-    worth = np.asarray(RawWorth().value(table), dtype=float)
-    lo, hi = INTERVAL.interval(table)
-    classes = [str(c) for c in policy.taxonomy().classify_table(table)]
+    worth = np.asarray(RawWorth().value(table), dtype=float)  # computed once: the interval and class read it
+    lo, hi = INTERVAL.interval(table, share=worth)
+    classes = [str(c) for c in policy.taxonomy().classify_table(table, worth).tolist()]
     return Worth(worth, np.asarray(lo, dtype=float), np.asarray(hi, dtype=float), classes)
 
 

@@ -44,6 +44,7 @@ from memworth.store.backend import (
     erased_key,
     joined,
     memories_from_rows,
+    outcome_from_row,
     reused,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
@@ -141,6 +142,11 @@ MIGRATIONS: dict[int, str] = {
     # govern), so that a new process reads only the outcomes logged after it.
     5: """
     CREATE TABLE IF NOT EXISTS checkpoints (namespace TEXT PRIMARY KEY, data BLOB NOT NULL);
+    """,
+    # 6: each outcome keeps the settings version in force when it was credited (NULL: logged
+    # before versions were kept), so the log says under which kept settings it was done.
+    6: """
+    ALTER TABLE outcomes ADD COLUMN settings_version INTEGER;
     """,
 }
 
@@ -361,11 +367,12 @@ class SQLiteBackend:
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """``(id, status, created, success, failure, n, standing)`` of the given ids that exist, in no set order.
+        """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
+        in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
-        return self._rows_of("id, status, created, success, failure, n, standing", namespace, ids)
+        return self._rows_of("id, status, created, success, failure, n, standing, updated", namespace, ids)
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""
@@ -516,7 +523,8 @@ class SQLiteBackend:
         try:
             db.executemany(
                 "INSERT INTO outcomes (episode_id, success, source, confidence, recorded, propagation, max_hops,"
-                " namespace) VALUES (?,?,?,?,?,?,?, COALESCE((SELECT namespace FROM episodes WHERE id = ?), ?))",
+                " settings_version, namespace)"
+                " VALUES (?,?,?,?,?,?,?,?, COALESCE((SELECT namespace FROM episodes WHERE id = ?), ?))",
                 [
                     (
                         o.episode_id,
@@ -526,6 +534,7 @@ class SQLiteBackend:
                         o.recorded,
                         o.propagation,
                         o.max_hops,
+                        o.settings_version,
                         o.episode_id,
                         o.namespace,
                     )
@@ -570,9 +579,8 @@ class SQLiteBackend:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        rows = self._read(sql, args)
-        for seq, eid, ok, source, conf, recorded, ns, prop, hops in rows:
-            yield OutcomeRow(eid, bool(ok), source, conf, recorded, seq, ns, prop, hops)
+        for row in self._read(sql, args):
+            yield outcome_from_row(row)
 
     def history(self, namespace: str, after: int = 0) -> list[tuple[OutcomeRow, Episode]]:
         """Two indexed reads (outcomes with their episode heads, then their items), one snapshot."""
@@ -583,7 +591,7 @@ class SQLiteBackend:
                     self._db.execute("BEGIN")
                 heads = self._db.execute(
                     "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
-                    " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops"
+                    " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops, o.settings_version"
                     " FROM outcomes o JOIN episodes e ON e.id = o.episode_id"
                     " WHERE o.namespace = ? AND o.seq > ? ORDER BY o.seq",
                     (namespace, after),
@@ -617,11 +625,7 @@ class SQLiteBackend:
             sql, args = sql + " AND source = ?", [*args, source]
         if namespace is not None:
             sql, args = sql + " AND namespace = ?", [*args, namespace]
-        rows = self._read(sql + " ORDER BY seq", tuple(args))
-        return [
-            OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, pr, h)
-            for seq, eid, ok, src, conf, rec, ns, pr, h in rows
-        ]
+        return [outcome_from_row(row) for row in self._read(sql + " ORDER BY seq", tuple(args))]
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
@@ -629,12 +633,9 @@ class SQLiteBackend:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for seq, eid, ok, src, conf, rec, ns, prop, hops in self._read(
-                f"SELECT seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops"
-                f" FROM outcomes WHERE episode_id IN ({marks})",
-                chunk,
-            ):
-                out[eid] = OutcomeRow(eid, bool(ok), src, conf, rec, seq, ns, prop, hops)
+            for row in self._read(f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id IN ({marks})", chunk):
+                o = outcome_from_row(row)
+                out[o.episode_id] = o
         return out
 
     def verifications(self, after: int = 0) -> list[Verification]:

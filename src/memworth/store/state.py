@@ -86,6 +86,7 @@ class StoreState:
     _next_expiry: dict[str, tuple[int, float | None]]
     _filters: dict[tuple[str, str], dict[str, bool]]
     _settings_seen: str | None
+    _settings_version: int
 
     if TYPE_CHECKING:  # the methods one part calls on another (each defined by its own part)
 
@@ -169,7 +170,7 @@ class StoreState:
         @property
         def settings(self) -> Settings: ...
 
-        def _adopt(self, settings: Settings) -> None: ...
+        def _adopt(self, settings: Settings, version: int) -> None: ...
 
         def _watch(self, statistics: Mapping[Hashable, float]) -> None: ...
 

@@ -48,7 +48,6 @@ from memworth.store.backend import Backend, NewMemory
 from memworth.store.configuring import (
     FOLLOWING,
     KEPT,
-    SETTINGS_KEY,
     ConfigMixin,
     following_settings,
     settings_from_arguments,
@@ -301,8 +300,7 @@ class MemoryStore(
             "govern_every": govern_every,
         }
         given = {k: v for k, v in named.items() if v is not KEPT and not (k in ("policy", "holdout") and v is None)}
-        self._settings_seen = backend.get_meta(SETTINGS_KEY)  # read first: a later version is followed
-        kept = self._kept_settings()
+        kept, version = self._kept_settings()  # read first: a later version is followed
         chosen, self._planner_given = settings_from_arguments(settings or kept, given, seed)
         if chosen.recall.index == "hnsw" and not faiss_available():
             raise ValidationError("index", "'hnsw' needs faiss: pip install 'memworth[index]'")
@@ -315,7 +313,7 @@ class MemoryStore(
         self._encoder = encoder
         self._bind_encoder(encoder)
         self._spaces = {}
-        self._adopt(chosen)
+        self._adopt(chosen, version)
         if settings is not None or given:  # a new version, on the newest kept one if another came first
             self._write_version(lambda now_kept: settings_from_arguments(settings or now_kept, given, seed)[0], actor)
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}

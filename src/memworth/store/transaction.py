@@ -136,6 +136,7 @@ class _Unit:
 
     def __init__(self, store: TransactionMixin) -> None:
         self.settings = store.settings
+        self.settings_version = store._settings_version
         self.settings_seen = store._settings_seen
         self.ablation = store.ablation
         self.spaces = _marked(store._spaces, _space_mark)
@@ -160,7 +161,8 @@ class _Unit:
     def undo(self, store: TransactionMixin) -> None:
         """Set the store object back to the start of the transaction (the database rolled back)."""
         if store.settings is not self.settings:
-            store._adopt(self.settings)
+            store._adopt(self.settings, self.settings_version)
+        store._settings_version = self.settings_version  # also when a newer version kept the same settings
         store._settings_seen = self.settings_seen
         store.ablation = self.ablation
         for splitter, saved in self.watched.values():

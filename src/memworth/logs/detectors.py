@@ -159,8 +159,9 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
         [namespace, read],
     ).fetchnumpy()
     pos = np.asarray(items["pos"], dtype=np.int64)
-    if pos.size and (pos.min() < 1 or pos.max() > read):
-        raise ValueError("items past the saved episodes")
+    kept = first_row(con, "SELECT count(*) FROM items WHERE namespace = ? AND pos <= ?", [namespace, read])[0]
+    if pos.size != kept:
+        raise ValueError("kept items of memories the saved scan does not know")
     snapshot = {k: np.asarray(memories[k]) for k in _CUSUM} | {
         "shared_starts": np.r_[0, np.cumsum(np.bincount(owner, minlength=len(ids)))].astype(np.int64),
         "shared_keys": np.asarray(shared["other"], dtype=np.int64),

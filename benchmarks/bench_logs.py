@@ -6,6 +6,7 @@ Prints a table and writes ``benchmarks/logs.json``. Measures; asserts nothing.
 
     python benchmarks/bench_logs.py --rows 1000000 --repeats 3
     python benchmarks/bench_logs.py --rows 200000 --change-detection
+    python benchmarks/bench_logs.py --rows 1000000 --files 20 --incremental 10 --change-detection
 """
 
 from __future__ import annotations

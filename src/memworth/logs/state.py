@@ -3,8 +3,8 @@
 A run adds new rows to these tables; with ``--state FILE`` they live in a DuckDB file
 between runs, so the next run reads only files it has not read and merges exactly:
 counts add, decayed counts are aged by the episodes that came since and then add, and
-the change detectors re-read the kept log (their statistic depends on every outcome
-in order). Sums are SQL ``GROUP BY``; credit that is not uniform is split by
+the change detectors, kept in the state too, are advanced over the new episodes only
+(:mod:`memworth.logs.detectors`). Sums are SQL ``GROUP BY``; credit that is not uniform is split by
 :func:`memworth.credit.normalise_rows`, the library's own rule.
 """
 
@@ -22,11 +22,16 @@ import numpy as np
 from memworth.credit import check_w_min, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
+from memworth.logs.detectors import DETECTOR_TABLES
 from memworth.logs.read import LogError, first_row
 
 __all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new_files", "split_credit"]
 
 CREDITS = ("uniform", "score", "given")
+
+VERSION = 2
+"""The state file's layout: 1 kept counts and the episode log; 2 keeps the change detectors too
+(a version 1 file is read by advancing the detectors over its kept log once, then upgraded)."""
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -70,7 +75,18 @@ class Counting:
 
 def create_tables(con: Any, counting: Counting) -> None:
     """Make the tables (if new) and check that the state was made with ``counting``."""
+    found = first_row(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'settings'")
+    version = first_row(con, "SELECT value FROM settings WHERE key = 'version'") if found else None
+    if version is not None and int(version[0]) > VERSION:
+        raise ValidationError(
+            "state", f"was written by a newer memworth (state version {version[0]}, this one reads up to {VERSION})"
+        )
     con.execute(TABLES)
+    con.execute(DETECTOR_TABLES)
+    con.execute(
+        "INSERT INTO settings VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [str(VERSION)],
+    )
     want = json.dumps(asdict(counting), sort_keys=True)
     got = first_row(con, "SELECT value FROM settings WHERE key = 'counting'")
     if got is None:

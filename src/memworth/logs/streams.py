@@ -135,8 +135,17 @@ def namespace_rows(con: Any, namespace: str) -> NamespaceRows:
 def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Streams:
     """Streams, window counts and CUSUM state of every memory of ``namespace`` in the state tables of ``con``.
 
-    The item log is read into memory only with change detection on.
+    With change detection on, the namespace's detectors are taken up where the state's
+    last run left them, advanced over the episodes kept since, and saved again
+    (:mod:`memworth.logs.detectors`): the same streams :func:`streams_of` gives from the
+    whole kept log, at the cost of the new episodes.
     """
+    from memworth.logs.detectors import follow, keep
+
     recent = recent_counts(con, namespace, policy.staleness.window)
-    rows = namespace_rows(con, namespace) if policy.change.enabled else None
-    return streams_of(rows, policy, recent)
+    if not policy.change.enabled:
+        return streams_of(None, policy, recent)
+    scan, read = follow(con, namespace, policy)
+    keep(con, namespace, scan, read)
+    found = scan.read()
+    return Streams(found.ids, found.streams, recent, found.state, found.held)

@@ -1,0 +1,224 @@
+"""The change detectors a state file keeps between runs, so a run advances them over new episodes only.
+
+A namespace's detectors (:class:`memworth.signals.outcome_streams.NamespaceScan`: every
+memory's CUSUM, the explaining-away evidence, the namespace's reference rate) depend on
+every outcome in order. Rather than re-running them over the whole kept log, a run takes
+them up where the last run left them (:meth:`NamespaceScan.snapshot` saved in DuckDB
+tables, :meth:`NamespaceScan.resume` reading them back), advances them over the episodes
+after that, and saves them again. The library's own scan does all the detecting; this
+module only stores and restores it.
+
+The saved state says how many of the namespace's episodes it has read and which detector
+settings read them. A run advances from there over the kept log, so a run with change
+detection off (which leaves the detectors where they were), a state file written before
+detectors were kept (none saved) or a run with other detector settings (the saved ones
+are dropped) catches up over the kept episodes once, and gives what a run over all the
+files at once gives.
+
+The tables (state version 2):
+
+* ``scans``: one row per namespace: the detector settings, the episodes read, the
+  reference rate's state;
+* ``scan_memories``: one row per memory, by its row in the scan: its CUSUM state;
+* ``scan_shared``: the explaining-away evidence, each memory's entries in order;
+* ``scan_references``: the reference rate before each episode (the streams carry it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memworth.governance import GovernancePolicy
+from memworth.logs.read import first_row
+from memworth.signals.change_detection import ExplainingAway
+from memworth.signals.outcome_streams import NamespaceScan
+
+__all__ = ["DETECTOR_TABLES", "follow", "keep"]
+
+DETECTOR_TABLES = """
+CREATE TABLE IF NOT EXISTS scans (
+    namespace VARCHAR PRIMARY KEY, detector VARCHAR, episodes BIGINT,
+    reference_keep DOUBLE, reference_successes DOUBLE, reference_weight DOUBLE
+);
+CREATE TABLE IF NOT EXISTS scan_memories (
+    namespace VARCHAR, row INTEGER, memory_id VARCHAR, statistic DOUBLE, observations DOUBLE,
+    successes DOUBLE, expected DOUBLE, since BIGINT, first_alarm BIGINT
+);
+CREATE TABLE IF NOT EXISTS scan_shared (namespace VARCHAR, row INTEGER, seq BIGINT, other INTEGER, value DOUBLE);
+CREATE TABLE IF NOT EXISTS scan_references (namespace VARCHAR, pos BIGINT, reference DOUBLE);
+"""
+
+_CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
+
+
+def settings_of(policy: GovernancePolicy) -> str:
+    """The detector settings a saved scan was made with (a scan under other settings is not resumed)."""
+    return f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+
+
+def follow(con: Any, namespace: str, policy: GovernancePolicy) -> tuple[NamespaceScan, int]:
+    """The namespace's scan advanced to its last kept episode, and how many episodes it had read before.
+
+    Resumes the saved scan when there is one made with ``policy``'s detector settings
+    (else starts afresh) and advances it over the kept episodes it has not read.
+    """
+    saved = first_row(
+        con,
+        "SELECT detector, episodes, reference_keep, reference_successes, reference_weight FROM scans WHERE namespace = ?",
+        [namespace],
+    )
+    scan, read = NamespaceScan(policy), 0
+    if saved is not None and saved[0] == settings_of(policy):
+        try:
+            scan, read = _resume(con, namespace, policy, int(saved[1]), saved[2:]), int(saved[1])
+        except ValueError:  # saved parts that do not fit together: read the kept log again
+            scan, read = NamespaceScan(policy), 0
+    _advance(con, namespace, scan, read)
+    return scan, read
+
+
+def keep(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
+    """Save ``scan`` for the next run (``read``: the episodes the saved one had read, as :func:`follow` said)."""
+    import pyarrow as pa
+
+    if scan.episodes == read and first_row(
+        con, "SELECT 1 FROM scans WHERE namespace = ? AND detector = ?", [namespace, settings_of(scan.policy)]
+    ):
+        return  # nothing new since it was saved
+    snap = scan.snapshot()
+    size = len(scan.ids)
+    memories = pa.table(
+        {"namespace": pa.array([namespace] * size, pa.string()), "row": pa.array(np.arange(size, dtype=np.int32))}
+        | {"memory_id": pa.array(scan.ids, pa.string())}
+        | {k: pa.array(snap[k]) for k in _CUSUM}
+    )
+    starts = snap["shared_starts"]
+    owner = np.repeat(np.arange(size, dtype=np.int32), np.diff(starts))
+    shared = pa.table(
+        {
+            "namespace": pa.array([namespace] * owner.size, pa.string()),
+            "row": pa.array(owner),
+            "seq": pa.array(np.arange(owner.size, dtype=np.int64)),
+            "other": pa.array(snap["shared_keys"].astype(np.int32)),
+            "value": pa.array(snap["shared_values"]),
+        }
+    )
+    fresh = snap["reference"][read:]
+    references = pa.table(
+        {
+            "namespace": pa.array([namespace] * fresh.size, pa.string()),
+            "pos": pa.array(np.arange(read + 1, read + 1 + fresh.size, dtype=np.int64)),
+            "reference": pa.array(fresh),
+        }
+    )
+    for table in ("scan_memories", "scan_shared"):
+        con.execute(f"DELETE FROM {table} WHERE namespace = ?", [namespace])
+    con.execute("DELETE FROM scan_references WHERE namespace = ? AND pos > ?", [namespace, read])
+    for name, arrow in (("scan_memories", memories), ("scan_shared", shared), ("scan_references", references)):
+        con.register("kept_rows", arrow)
+        con.execute(f"INSERT INTO {name} SELECT * FROM kept_rows")
+        con.unregister("kept_rows")
+    keep_rate, successes, weight = (float(v) for v in snap["reference_state"])
+    con.execute(
+        """
+        INSERT INTO scans VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (namespace) DO UPDATE SET detector = excluded.detector, episodes = excluded.episodes,
+            reference_keep = excluded.reference_keep, reference_successes = excluded.reference_successes,
+            reference_weight = excluded.reference_weight
+        """,
+        [namespace, settings_of(scan.policy), scan.episodes, keep_rate, successes, weight],
+    )
+
+
+def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate: Any) -> NamespaceScan:
+    """The saved scan of ``namespace``, over its first ``read`` kept episodes (ValueError: it does not fit)."""
+    memories = con.execute(
+        f"SELECT memory_id, {', '.join(_CUSUM)} FROM scan_memories WHERE namespace = ? ORDER BY row", [namespace]
+    ).fetchnumpy()
+    ids = [str(m) for m in memories["memory_id"]]
+    shared = con.execute(
+        "SELECT row, other, value FROM scan_shared WHERE namespace = ? ORDER BY seq", [namespace]
+    ).fetchnumpy()
+    owner = np.asarray(shared["row"], dtype=np.int64)
+    if np.any(np.diff(owner) < 0) or (owner.size and (owner.min() < 0 or owner.max() >= len(ids))):
+        raise ValueError("the shared evidence is not in memory order")
+    references = con.execute(
+        "SELECT reference FROM scan_references WHERE namespace = ? AND pos <= ? ORDER BY pos", [namespace, read]
+    ).fetchnumpy()
+    episodes = con.execute(
+        "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos <= ? ORDER BY pos",
+        [namespace, read],
+    ).fetchnumpy()
+    items = con.execute(
+        """
+        SELECT i.pos, m.row FROM items i JOIN scan_memories m ON m.namespace = i.namespace AND m.memory_id = i.memory_id
+        WHERE i.namespace = ? AND i.pos <= ? ORDER BY i.pos, m.row
+        """,
+        [namespace, read],
+    ).fetchnumpy()
+    pos = np.asarray(items["pos"], dtype=np.int64)
+    kept = first_row(con, "SELECT count(*) FROM items WHERE namespace = ? AND pos <= ?", [namespace, read])[0]
+    if pos.size != kept:
+        raise ValueError("kept items of memories the saved scan does not know")
+    snapshot = {k: np.asarray(memories[k]) for k in _CUSUM} | {
+        "shared_starts": np.r_[0, np.cumsum(np.bincount(owner, minlength=len(ids)))].astype(np.int64),
+        "shared_keys": np.asarray(shared["other"], dtype=np.int64),
+        "shared_values": np.asarray(shared["value"], dtype=np.float64),
+        "reference_state": np.asarray([float(v) for v in rate], dtype=np.float64),
+        "reference": np.asarray(references["reference"], dtype=np.float64),
+    }
+    return NamespaceScan.resume(
+        policy,
+        ids,
+        snapshot,
+        np.asarray(items["row"], dtype=np.int32),
+        np.r_[0, np.cumsum(np.bincount(pos, minlength=read + 1)[1:])].astype(np.int64),
+        np.asarray(episodes["success"], dtype=bool),
+        np.asarray(episodes["confidence"], dtype=np.float64),
+        _contexts(episodes["context"]),
+    )
+
+
+def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
+    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``.
+
+    Each episode's memories are given in the order a scan of the whole log numbers them
+    (:func:`memworth.logs.streams.streams_of`): by first retrieval, ties by id; those the
+    scan knows keep their rows, so a resumed scan numbers its memories as a whole one does.
+    """
+    episodes = con.execute(
+        "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? ORDER BY pos",
+        [namespace, read],
+    ).fetchnumpy()
+    count = len(episodes["success"])
+    if count == 0:
+        return
+    items = con.execute(
+        "SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ?", [namespace, read]
+    ).fetchnumpy()
+    names = np.asarray(items["memory_id"], dtype=object).astype(str)
+    pos = np.asarray(items["pos"], dtype=np.int64)
+    uniq, inv = np.unique(names, return_inverse=True)
+    first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inv, pos)
+    known = {mid: row for row, mid in enumerate(scan.ids)}
+    rows = np.array([known.get(str(m), -1) for m in uniq.tolist()], dtype=np.int64)
+    fresh = np.flatnonzero(rows < 0)
+    order = fresh[np.lexsort((uniq[fresh], first[fresh]))]  # new memories: by first retrieval, ties by id
+    rows[order] = len(scan.ids) + np.arange(order.size)
+    code = rows[inv]
+    sets: list[list[str]] = [[] for _ in range(count)]
+    for i in np.lexsort((code, pos)).tolist():
+        sets[int(pos[i]) - read - 1].append(str(names[i]))
+    scan.advance(
+        sets,
+        np.asarray(episodes["success"], dtype=bool),
+        np.asarray(episodes["confidence"], dtype=np.float64),
+        _contexts(episodes["context"]),
+    )
+
+
+def _contexts(values: Any) -> list[str | None]:
+    return [None if c is None or c != c else str(c) for c in np.asarray(values, dtype=object)]

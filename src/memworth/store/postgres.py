@@ -393,7 +393,7 @@ class PostgresBackend:
         self._run(work)
 
     def get_meta(self, key: str) -> str | None:
-        return self._do(self.plan_get_meta(key))  # type: ignore[no-any-return]
+        return self._do(self.plan_get_meta(key))
 
     def plan_get_meta(self, key: str) -> Plan:
         def steps() -> Statements:
@@ -437,7 +437,7 @@ class PostgresBackend:
         return [(str(k), str(v)) for k, v in rows]
 
     def generation(self) -> int:
-        return self._do(self.plan_generation())  # type: ignore[no-any-return]
+        return self._do(self.plan_generation())
 
     def plan_generation(self) -> Plan:
         def steps() -> Statements:
@@ -481,7 +481,7 @@ class PostgresBackend:
         """
         if not rows:
             return None if then is None else self.change(then)
-        return self._do(self.plan_insert_memories(rows, then))  # type: ignore[no-any-return]
+        return self._do(self.plan_insert_memories(rows, then))
 
     def plan_insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> Plan:
         if not rows:
@@ -556,7 +556,7 @@ class PostgresBackend:
         return Plan(steps(), "write", on_unique=_duplicate_memory, then=committed)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
-        return self._do(self.plan_memories(namespace, ids))  # type: ignore[no-any-return]
+        return self._do(self.plan_memories(namespace, ids))
 
     def plan_memories(self, namespace: str, ids: Sequence[str] | None = None) -> Plan:
         cols = MEMORY_COLUMNS
@@ -596,7 +596,7 @@ class PostgresBackend:
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
-        return self._do(self.plan_candidates(namespace, ids))  # type: ignore[no-any-return]
+        return self._do(self.plan_candidates(namespace, ids))
 
     def plan_candidates(self, namespace: str, ids: Sequence[str]) -> Plan:
         return _one_read(
@@ -606,7 +606,7 @@ class PostgresBackend:
         )
 
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
-        return self._do(self.plan_edges(namespace))  # type: ignore[no-any-return]
+        return self._do(self.plan_edges(namespace))
 
     def plan_edges(self, namespace: str) -> Plan:
         def steps() -> Statements:
@@ -620,7 +620,7 @@ class PostgresBackend:
         return [r[0] for r in rows]
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
-        return self._do(self.plan_vectors(namespace, after))  # type: ignore[no-any-return]
+        return self._do(self.plan_vectors(namespace, after))
 
     def plan_vectors(self, namespace: str, after: int = 0) -> Plan:
         def steps() -> Statements:
@@ -638,7 +638,7 @@ class PostgresBackend:
 
     def search(self, namespace: str, query: np.ndarray, n: int) -> tuple[list[str], np.ndarray] | None:
         """The ``n`` most similar active memories, searched in PostgreSQL; None without pgvector."""
-        return self._do(self.plan_search(namespace, query, n))  # type: ignore[no-any-return]
+        return self._do(self.plan_search(namespace, query, n))
 
     def plan_search(self, namespace: str, query: np.ndarray, n: int) -> Plan:
         """:meth:`search`'s statements, in a pipeline: BEGIN, the settings and the query go out
@@ -676,7 +676,7 @@ class PostgresBackend:
         return int(rows[0][0])
 
     def inactive(self, namespace: str) -> list[str]:
-        return self._do(self.plan_inactive(namespace))  # type: ignore[no-any-return]
+        return self._do(self.plan_inactive(namespace))
 
     def plan_inactive(self, namespace: str) -> Plan:
         return _one_read(
@@ -713,7 +713,7 @@ class PostgresBackend:
         return Plan(steps(), "write")
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
-        return self._do(self.plan_episodes(ids))  # type: ignore[no-any-return]
+        return self._do(self.plan_episodes(ids))
 
     def plan_episodes(self, ids: Sequence[str]) -> Plan:
         # One statement (one round trip, in autocommit): each episode's row once per item, its
@@ -846,7 +846,7 @@ class PostgresBackend:
         return int(self._run(work))
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
-        return self._do(self.plan_outcomes_since(since, source, namespace))  # type: ignore[no-any-return]
+        return self._do(self.plan_outcomes_since(since, source, namespace))
 
     def plan_outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> Plan:
         cols = OUTCOME_COLUMNS
@@ -866,7 +866,7 @@ class PostgresBackend:
         )
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
-        return self._do(self.plan_outcomes_of(episode_ids))  # type: ignore[no-any-return]
+        return self._do(self.plan_outcomes_of(episode_ids))
 
     def plan_outcomes_of(self, episode_ids: Sequence[str]) -> Plan:
         return _one_read(
@@ -880,7 +880,7 @@ class PostgresBackend:
         )
 
     def verifications(self, after: int = 0) -> list[Verification]:
-        return self._do(self.plan_verifications(after))  # type: ignore[no-any-return]
+        return self._do(self.plan_verifications(after))
 
     def plan_verifications(self, after: int = 0) -> Plan:
         return _one_read(
@@ -940,7 +940,7 @@ class PostgresBackend:
         return [r[0] for r in rows]
 
     def next_expiry(self, namespace: str) -> float | None:
-        return self._do(self.plan_next_expiry(namespace))  # type: ignore[no-any-return]
+        return self._do(self.plan_next_expiry(namespace))
 
     def plan_next_expiry(self, namespace: str) -> Plan:
         return _one_read(
@@ -950,7 +950,7 @@ class PostgresBackend:
         )
 
     def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
-        return self._do(self.plan_erased(namespace, ids))  # type: ignore[no-any-return]
+        return self._do(self.plan_erased(namespace, ids))
 
     def plan_erased(self, namespace: str, ids: Sequence[str]) -> Plan:
         return _one_read(
@@ -1207,7 +1207,7 @@ def _column(entry: AuditEntry) -> str | None:
 
 def _change_in(conn: Any, entry: AuditEntry, column: str | None) -> AuditEntry:
     """Make one audited change inside the caller's transaction (see :meth:`PostgresBackend.change`)."""
-    return execute(conn, _change_steps(entry, column))  # type: ignore[no-any-return]
+    return execute(conn, _change_steps(entry, column))
 
 
 def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
@@ -1234,7 +1234,7 @@ def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
 
 def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:
     """Append ``entry`` inside the caller's transaction; returns it with its seq."""
-    return execute(conn, _audit_steps(entry))  # type: ignore[no-any-return]
+    return execute(conn, _audit_steps(entry))
 
 
 def _audit_steps(entry: AuditEntry) -> Statements:

@@ -76,4 +76,4 @@ def run(steps: Steps[R], backend: Any) -> R:
             else:
                 step = steps.send(answer)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value

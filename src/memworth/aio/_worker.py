@@ -214,7 +214,7 @@ class Runner(Generic[T]):
     """Methods with steps (:mod:`memworth.store.steps`): with :meth:`_go_native`, the name of
     the target's method that makes a call's steps; the others run on the worker thread."""
     FOLLOWING: ClassVar[frozenset[str]] = frozenset()
-    """Methods whose steps first follow the kept settings (:meth:`MemoryStore.following_steps`)."""
+    """Methods whose steps first follow the kept settings (``MemoryStore._following_steps``)."""
 
     def __init__(self, targets: Sequence[T], stores: Sequence[MemoryStore]) -> None:
         self._targets = list(targets)
@@ -258,7 +258,7 @@ class Runner(Generic[T]):
 
         def make() -> Steps[Any]:
             made = getattr(target, steps)(*args, **kwargs)
-            return target.following_steps(made) if name in self.FOLLOWING else made
+            return target._following_steps(made) if name in self.FOLLOWING else made
 
         return await self._workers[i].drive(make, self._plans[i])
 

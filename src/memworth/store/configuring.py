@@ -289,7 +289,7 @@ class ConfigMixin(StoreState):
         self._adopt(kept)
         return True
 
-    def following_steps(self, steps: Steps[R]) -> Steps[R]:
+    def _following_steps(self, steps: Steps[R]) -> Steps[R]:
         """``steps`` preceded by :meth:`follow_settings` at the outermost call only: what
         :func:`following_settings` does for a sync method, for an async store's steps."""
         if self._depth == 0:

@@ -151,8 +151,10 @@ async def _drive(steps: Steps[R], plans: AsyncPlans, worker: Worker, turn: _Turn
         while True:
             try:
                 plan = plans.plan(step.name, step.args, step.kwargs) if isinstance(step, Call) else None
-                if plan is not None:
-                    turn.begun = turn.begun or plan.mode != "read"
+                if plan is not None and plan.mode == "read":
+                    answer = await plans.do(plan)
+                elif plan is not None:
+                    turn.begun = True
                     answer = await _whole(plans.do(plan))
                 else:
                     fn = getattr(plans.backend, step.name) if isinstance(step, Call) else step.fn
@@ -170,8 +172,9 @@ async def _drive(steps: Steps[R], plans: AsyncPlans, worker: Worker, turn: _Turn
 
 
 async def _whole(statements: Coroutine[Any, Any, T]) -> T:
-    """Await ``statements`` (one plan on one connection) to their end even if the caller is
-    cancelled meanwhile: a connection is never left in the middle of a statement."""
+    """Await ``statements`` (one write on one connection) to their end even if the caller is
+    cancelled meanwhile: a transaction is never cut short by a cancellation (a read cut short
+    is only given up: the pool discards a connection returned in the middle of a statement)."""
     task = asyncio.ensure_future(statements)
     try:
         return await asyncio.shield(task)

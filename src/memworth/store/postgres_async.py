@@ -41,6 +41,9 @@ async def open_async_pool(url: str) -> Any:
         if schema is not None:
             await conn.execute(f'SET search_path TO "{schema}"')  # created by the sync backend first
         await conn.commit()
+        # Autocommit: a read is one round trip with no flag to flip; a write's conn.transaction()
+        # says BEGIN and COMMIT itself.
+        await conn.set_autocommit(True)
 
     pool = AsyncConnectionPool(
         c.conninfo, min_size=1, max_size=c.pool_size, configure=configure, open=False, timeout=c.pool_timeout
@@ -87,12 +90,8 @@ class AsyncPlans:
         Errors are the sync backend's: StoreError, UnavailableError, the plan's own."""
         try:
             async with self.pool.connection() as conn:
-                if plan.mode == "read":
-                    await conn.set_autocommit(True)
-                    try:
-                        answer = await aexecute(conn, plan.steps)
-                    finally:
-                        await conn.set_autocommit(False)
+                if plan.mode == "read":  # the pool's connections are in autocommit (open_async_pool)
+                    answer = await aexecute(conn, plan.steps)
                 elif plan.mode == "pipeline":
                     async with conn.pipeline(), conn.transaction():
                         answer = await aexecute(conn, plan.steps)

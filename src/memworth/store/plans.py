@@ -27,7 +27,7 @@ Query(sql='SELECT 1 + 1', params=(), fetch='all')
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -54,12 +54,13 @@ class Many:
 
 @dataclass(frozen=True)
 class Copy:
-    """``COPY ... FROM STDIN (FORMAT BINARY)`` of ``rows`` with column ``types``; ``binary``:
-    type oids whose values come already in PostgreSQL's binary form (bytes passed through)."""
+    """``COPY ... FROM STDIN (FORMAT BINARY)`` of ``rows`` (read once, as they are sent) with
+    column ``types``; ``binary``: type oids whose values come already in PostgreSQL's binary
+    form (bytes passed through)."""
 
     sql: str
     types: Sequence[Any]
-    rows: Sequence[Sequence[Any]]
+    rows: Iterable[Sequence[Any]]
     binary: Sequence[int] = ()
 
 

@@ -518,26 +518,28 @@ class PostgresBackend:
                 binary.append(oid)
                 columns += ", vec"
                 types.append(oid)
-            records = []
-            for row, size in zip(rows, sizes, strict=True):
-                m = row.memory
-                emb = np.ascontiguousarray(row.embedding, dtype=np.float32)
-                record: tuple[Any, ...] = (
-                    m.namespace,
-                    m.id,
-                    m.text,
-                    _jsonb(m.metadata) if m.metadata else b"\x01{}",
-                    _jsonb(list(m.contexts)) if m.contexts else b"\x01[]",
-                    m.status,
-                    float(m.created),
-                    float(m.updated),
-                    emb.tobytes(),
-                    None if m.expires is None else float(m.expires),
-                )
-                if with_vectors:
-                    record += (_vector_binary(emb) if size else None,)
-                records.append(record)
-            yield Copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)", types, records, binary)
+
+            def records() -> Iterator[tuple[Any, ...]]:  # made one at a time, as COPY sends them
+                for row, size in zip(rows, sizes, strict=True):
+                    m = row.memory
+                    emb = np.ascontiguousarray(row.embedding, dtype=np.float32)
+                    record: tuple[Any, ...] = (
+                        m.namespace,
+                        m.id,
+                        m.text,
+                        _jsonb(m.metadata) if m.metadata else b"\x01{}",
+                        _jsonb(list(m.contexts)) if m.contexts else b"\x01[]",
+                        m.status,
+                        float(m.created),
+                        float(m.updated),
+                        emb.tobytes(),
+                        None if m.expires is None else float(m.expires),
+                    )
+                    if with_vectors:
+                        record += (_vector_binary(emb) if size else None,)
+                    yield record
+
+            yield Copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)", types, records(), binary)
             edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
             edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
             if edges:

@@ -520,9 +520,13 @@ class MemoryStore(
     def _add_new_steps(
         self, memories: builtins.list[Memory], namespace: str, progress: Progress = False
     ) -> Steps[builtins.list[Memory]]:
-        """:meth:`_add` as steps."""
+        """:meth:`_add` as steps: the write of more than :data:`EMBED_INLINE` memories (building
+        and sending each row is CPU work in proportion) is a blocking step."""
         rows = yield from self._prepare_steps(memories, namespace, progress)
-        yield Call("insert_memories", (rows,))
+        if len(rows) > EMBED_INLINE:
+            yield Blocking(self.backend.insert_memories, (rows,))
+        else:
+            yield Call("insert_memories", (rows,))
         return memories
 
     def _prepare(
@@ -590,8 +594,9 @@ EMBED_CHUNK = 1024
 """Texts per encoder call when a store embeds many (add_many): the progress bar's step."""
 
 EMBED_INLINE = 8
-"""Most texts an async store embeds on the event loop itself (a query, a few memories); more
-are embedded in a worker thread, so that the loop never waits on a long encoder call."""
+"""Most texts an async store embeds (and memories it writes) on the event loop itself (a
+query, a few memories); more are embedded and written in a worker thread, so that the loop
+never waits on a long encoder call or on building a long ``COPY``."""
 
 _FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of", "ttl"})
 _NO_COUNTS = Counts()  # frozen: every new memory can share it

@@ -8,7 +8,7 @@ a pipelined transaction). It never touches a connection.
 * :func:`execute` runs a plan's statements on a psycopg ``Connection`` (the sync backend,
   :class:`memworth.store.postgres.PostgresBackend`, whose methods are ``self._do(plan)``);
 * :func:`aexecute` runs the very same statements on a psycopg ``AsyncConnection``
-  (:class:`memworth.store.postgres.AsyncPlans`, awaited by :mod:`memworth.aio`).
+  (:class:`memworth.store.postgres_async.AsyncPlans`, awaited by :mod:`memworth.aio`).
 
 Examples
 --------

@@ -340,7 +340,7 @@ class PostgresBackend:
 
     def _do(self, plan: Plan) -> Any:
         """Make ``plan``'s statements (:mod:`memworth.store.plans`) on a pooled connection, as
-        its mode says; its answer. :class:`AsyncPlans` makes the same ones, awaited."""
+        its mode says; its answer. :class:`memworth.store.postgres_async.AsyncPlans` makes the same ones, awaited."""
         try:
             with self._pool.connection() as conn:
                 if plan.mode == "read":

@@ -7,7 +7,7 @@ loop. Everything between two steps is pure computation on the store object.
 
 * :func:`run` drives the steps with the sync backend: the sync store's methods are
   ``run(self._x_steps(...), self.backend)``, so sync behaviour is the same code;
-* :mod:`memworth.aio.native` drives the same steps on an event loop: each backend call
+* :mod:`memworth.aio` drives the same steps on an event loop: each backend call
   is awaited natively (psycopg's async pool, through the PostgreSQL backend's plans,
   :mod:`memworth.store.plans`), each blocking step runs in a worker thread.
 

@@ -501,7 +501,17 @@ class MemoryStore(
     def _add_many_steps(
         self, items: Sequence[dict[str, Any]], *, namespace: str = "default", progress: Progress = False
     ) -> Steps[builtins.list[Memory]]:
-        """:meth:`add_many` as steps."""
+        """:meth:`add_many` as steps; more than :data:`EMBED_INLINE` items are one blocking step
+        (checking, embedding, building and sending thousands of rows is CPU work)."""
+        if isinstance(items, Sequence) and not isinstance(items, (str, dict)) and len(items) > EMBED_INLINE:
+            added = yield Blocking(run, (self._add_many_body(items, namespace, progress), self.backend))
+            return added
+        added = yield from self._add_many_body(items, namespace, progress)
+        return added
+
+    def _add_many_body(
+        self, items: Sequence[dict[str, Any]], namespace: str, progress: Progress
+    ) -> Steps[builtins.list[Memory]]:
         check_name(namespace, "namespace")
         check_progress(progress)
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:

@@ -272,3 +272,47 @@ def test_the_backend_plans_are_what_the_sync_backend_makes(opened: list[MemorySt
     ]
     for name in names:
         assert callable(getattr(backend, "plan_" + name)), name
+
+
+def test_a_native_sidecar_and_the_adapters_over_it_await_natively(opened: list[MemoryStore]) -> None:
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from memworth import Sidecar
+    from memworth.adapters.langchain import GovernedRetriever
+    from memworth.aio import AsyncSidecar
+
+    sync = Sidecar.open(pg_url(), exploration=0.0, seed=1, clock=clock)
+    opened.append(sync.store)
+    url = pg_url()
+    candidates = [("d1", 0.9), ("d2", 0.8), ("d3", 0.4)]
+
+    async def run() -> tuple[Any, ...]:
+        asidecar = await AsyncSidecar.open(url, exploration=0.0, seed=1, clock=clock)
+        opened.append(asidecar.sidecar.store)
+        picked = await asidecar.retrieve(candidates, 2)  # on the worker thread (no steps)
+        await asidecar.record(picked.episode, False)  # natively
+        docs = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+        await docs.aadd_documents([Document(page_content=t, id=t) for t in ["tea", "coffee", "water"]])
+        retriever = GovernedRetriever.from_vectorstore(docs, asidecar.sidecar, k=2)
+        found = await retriever.ainvoke("a hot drink")
+        await retriever.areport(True, found[0])
+        answer = (
+            asidecar.native,
+            retriever.async_sidecar.native,  # the adapter's async face shares the native plans
+            picked.ids,
+            await asidecar.worth_many(["d1", "d2"]),
+            (await asidecar.worth(found[0].metadata["memworth_id"])).counts,
+            (await asidecar.replay()).consistent,
+        )
+        await asidecar.aclose()
+        return answer
+
+    native, adapter_native, ids, worths, counts, consistent = asyncio.run(run())
+    picked = sync.retrieve(candidates, 2)
+    sync.record(picked.episode, False)
+    assert native and adapter_native and consistent
+    assert ids == picked.ids
+    assert same(worths, sync.worth_many(["d1", "d2"]))
+    assert counts.success == 0.5 and counts.n == 1.0  # the adapter's report, credited (k=2: half each)

@@ -223,7 +223,9 @@ class GovernedRetriever(BaseRetriever):
         source: str = "explicit",
         confidence: float | None = None,
     ) -> None:
-        """:meth:`report`, on the sidecar's worker thread (:class:`memworth.aio.AsyncSidecar`)."""
+        """:meth:`report`, awaited (:class:`memworth.aio.AsyncSidecar`): natively on PostgreSQL when
+        the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
+        its worker thread otherwise."""
         ref = self._episode(episode)
         await self.async_sidecar.record(ref, success, source=source, confidence=confidence)
 

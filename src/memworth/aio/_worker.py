@@ -198,10 +198,16 @@ def worker_for(store: MemoryStore, worker: Worker | None = None) -> Worker:
         return found
 
 
+_PLANS: weakref.WeakKeyDictionary[MemoryStore, AsyncPlans] = weakref.WeakKeyDictionary()
+"""The async plans of each store object opened natively: every async wrapper of it (the
+adapters' included) awaits its database the same way."""
+
+
 def retire(store: MemoryStore) -> None:
     """Stop ``store``'s worker (after the store was closed on it); later calls raise StoreError."""
     with _LOCK:
         worker = _WORKERS.pop(store, None)
+        _PLANS.pop(store, None)
     if worker is not None:
         worker.executor.shutdown(wait=False)
 
@@ -224,7 +230,10 @@ class Runner(Generic[T]):
         self._stores = list(stores)
         self._workers = [worker_for(s) for s in self._stores]
         self._closed = False
-        self._plans: list[AsyncPlans] | None = None
+        with _LOCK:
+            found = [_PLANS.get(s) for s in self._stores]
+        # a store opened natively by another wrapper: native here too (its pool is that wrapper's)
+        self._plans: list[AsyncPlans] | None = None if None in found else [p for p in found if p is not None]
         self._pool: Any = None
 
     def _go_native(self, pool: Any) -> None:
@@ -238,6 +247,8 @@ class Runner(Generic[T]):
             raise StoreError("native async needs PostgreSQL stores")
         self._plans = [AsyncPlans(b, pool) for b in backends if isinstance(b, PostgresBackend)]
         self._pool = pool
+        with _LOCK:
+            _PLANS.update(zip(self._stores, self._plans, strict=True))
 
     @property
     def native(self) -> bool:

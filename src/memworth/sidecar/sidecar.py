@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
 from memworth.store.report import MemoryReport, worth_of
+from memworth.store.steps import Steps
 from memworth.store.store import (
     UNGOVERNED,
     GovernanceReport,
@@ -34,6 +35,8 @@ from memworth.store.store import (
 from memworth.validation import check_labels, check_metadata, check_name
 
 __all__ = ["Sidecar"]
+
+R = TypeVar("R")
 
 _NO_VECTOR = np.zeros(0, dtype=np.float32)
 
@@ -370,6 +373,32 @@ class Sidecar:
         self.store.record(
             episode.episode if isinstance(episode, Retrieval) else episode, success, source=source, confidence=confidence
         )
+
+    def _record_steps(
+        self,
+        episode: Retrieval | Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+    ) -> Steps[None]:
+        """:meth:`record` as steps (:mod:`memworth.store.steps`), for an async sidecar."""
+        ref = episode.episode if isinstance(episode, Retrieval) else episode
+        yield from self.store._record_steps_one(ref, success, source=source, confidence=confidence)
+
+    def _worth_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[MemoryReport]:
+        """:meth:`worth` as steps."""
+        found = yield from self._worth_many_steps([memory_id], namespace=namespace)
+        return found[0]
+
+    def _worth_many_steps(self, ids: Sequence[str], *, namespace: str = "default") -> Steps[list[MemoryReport]]:
+        """:meth:`worth_many` as steps."""
+        found = yield from self.store._reports_steps(check_ids(ids), namespace=namespace)
+        return found
+
+    def _following_steps(self, steps: Steps[R]) -> Steps[R]:
+        """The store's :meth:`MemoryStore._following_steps`: its kept settings first."""
+        return self.store._following_steps(steps)
 
     def worth(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
         """One registered memory's report (:meth:`MemoryStore.report`): worth, interval,

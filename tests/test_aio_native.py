@@ -291,7 +291,7 @@ def test_a_native_sidecar_and_the_adapters_over_it_await_natively(opened: list[M
     async def run() -> tuple[Any, ...]:
         asidecar = await AsyncSidecar.open(url, exploration=0.0, seed=1, clock=clock)
         opened.append(asidecar.sidecar.store)
-        picked = await asidecar.retrieve(candidates, 2)  # on the worker thread (no steps)
+        picked = await asidecar.retrieve(candidates, 2)  # natively, as the retriever's ainvoke below
         await asidecar.record(picked.episode, False)  # natively
         docs = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
         await docs.aadd_documents([Document(page_content=t, id=t) for t in ["tea", "coffee", "water"]])

@@ -32,6 +32,7 @@ class AsyncSidecar(Runner[Sidecar]):
     """
 
     NATIVE: ClassVar[dict[str, str]] = {
+        "retrieve": "_retrieve_steps",
         "record": "_record_steps",
         "worth": "_worth_steps",
         "worth_many": "_worth_many_steps",
@@ -54,7 +55,7 @@ class AsyncSidecar(Runner[Sidecar]):
     ) -> AsyncSidecar:
         """Open the sidecar at ``url`` on its worker thread, as :meth:`memworth.Sidecar.open` does.
 
-        ``native`` (default: on PostgreSQL): ``record``, ``worth`` and ``worth_many`` await
+        ``native`` (default: on PostgreSQL): ``retrieve``, ``record``, ``worth`` and ``worth_many`` await
         the database on psycopg's async pool (:mod:`memworth.aio`), as does every async
         wrapper of this sidecar's store made later (the LangChain and LangGraph adapters given
         :attr:`sidecar`); the other methods run on the worker thread."""

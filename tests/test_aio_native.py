@@ -278,9 +278,11 @@ def test_a_native_sidecar_and_the_adapters_over_it_await_natively(opened: list[M
     from langchain_core.documents import Document
     from langchain_core.embeddings import DeterministicFakeEmbedding
     from langchain_core.vectorstores import InMemoryVectorStore
+    from langgraph.store.memory import InMemoryStore
 
     from memworth import Sidecar
     from memworth.adapters.langchain import GovernedRetriever
+    from memworth.adapters.langgraph import GovernedStore
     from memworth.aio import AsyncSidecar
 
     sync = Sidecar.open(pg_url(), exploration=0.0, seed=1, clock=clock)
@@ -298,6 +300,13 @@ def test_a_native_sidecar_and_the_adapters_over_it_await_natively(opened: list[M
         retriever = GovernedRetriever.from_vectorstore(docs, asidecar.sidecar, k=2)
         found = await retriever.ainvoke("a hot drink")
         await retriever.areport(True, found[0])
+        graph = GovernedStore(InMemoryStore(), asidecar.sidecar)
+        await graph.aput(("notes",), "tea", {"text": "green tea at 80 C"})
+        await graph.aput(("notes",), "coffee", {"text": "espresso at 93 C"})
+        items = await graph.asearch(("notes",), limit=1)  # its first page picked natively
+        await graph.areport(False, items[0])
+        assert graph.async_sidecar.native and len(items) == 1
+        assert (await asidecar.worth(items[0].memory_id)).counts.failure == 1.0
         answer = (
             asidecar.native,
             retriever.async_sidecar.native,  # the adapter's async face shares the native plans

@@ -20,8 +20,6 @@ from memworth.store.postgres import PostgresBackend
 from tests.store.conftest import NO_DISK_WAIT, POSTGRES, with_query
 from tests.test_aio import NOW, same, script
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 
 def clock() -> float:
     return NOW

@@ -325,8 +325,23 @@ def watch_overlap(store: MemoryStore, names: tuple[str, ...], seen: dict[str, in
 
         return call
 
+    def wrap_steps(method: Callable[..., Any]) -> Callable[..., Any]:
+        def steps(*args: Any, **kwargs: Any) -> Any:  # from its first step to its last
+            with lock:
+                seen["now"] += 1
+                seen["most"] = max(seen["most"], seen["now"])
+                seen["calls"] += 1
+            try:
+                return (yield from method(*args, **kwargs))
+            finally:
+                with lock:
+                    seen["now"] -= 1
+
+        return steps
+
     for name in names:
-        setattr(store, name, wrap(getattr(store, name)))
+        method = getattr(store, name)
+        setattr(store, name, wrap_steps(method) if inspect.isgeneratorfunction(method) else wrap(method))
 
 
 @pytest.mark.parametrize(("kind", "workers"), [("sqlite", 1), ("postgres", 1), ("postgres", 3)])
@@ -339,8 +354,11 @@ def test_fifty_concurrent_recalls_and_records_keep_the_counters_exact(
         asynced = await AsyncMemoryStore.open(url, encoder=HashingEncoder(), seed=5, workers=workers)
         opened.extend(asynced._targets)  # dropped (schema and all) after the test
         seen = [{"now": 0, "most": 0, "calls": 0} for _ in range(workers)]
+        # a native store runs the calls' steps on the event loop (PostgreSQL), a threaded one the methods
+        names = ("_recall_steps", "_record_steps_one") if asynced.native else ("recall", "record")
+        assert asynced.native == (kind == "postgres")
         for store, counts in zip(asynced._targets, seen, strict=True):
-            watch_overlap(store, ("recall", "record"), counts)
+            watch_overlap(store, names, counts)
         await asynced.add_many([{"text": f"note {i} on subject {i % 7}", "id": f"n{i}"} for i in range(30)])
 
         async def one(i: int) -> Any:

@@ -140,8 +140,9 @@ class GovernedRetriever(BaseRetriever):
 
     @property
     def async_sidecar(self) -> AsyncSidecar:
-        """The sidecar's async face: the async methods run their sidecar work on its store's
-        one worker thread, so concurrent async searches never race on the store."""
+        """The sidecar's async face: the async methods run their sidecar work in its store's one
+        turn, so concurrent async searches never race on the store; natively on PostgreSQL when
+        the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened, else on its worker thread."""
         if self._async is None or self._async.sidecar is not self.sidecar:
             self._async = AsyncSidecar(self.sidecar)
         return self._async
@@ -165,16 +166,28 @@ class GovernedRetriever(BaseRetriever):
         want = self.k if k is None else k
         config = {"callbacks": run_manager.get_child()}
         docs = await self.retriever.ainvoke(query, config, **self._inner_kwargs(want, kwargs))  # type: ignore[arg-type]
-        return await self.async_sidecar.run(lambda _: self._govern(query, docs, want))
+        by_id, scores = self._candidates(docs)
+        got = await self.async_sidecar.retrieve(  # natively on a sidecar AsyncSidecar.open opened on PostgreSQL
+            list(zip(by_id, scores, strict=True)),
+            want,
+            query=query,
+            context=self.context,
+            namespace=self.namespace,
+            scoring=self.scoring,
+        )
+        return self._governed(by_id, got)
 
-    def _govern(self, query: str, docs: list[Document], k: int) -> list[Document]:
+    def _candidates(self, docs: list[Document]) -> tuple[dict[str, Document], list[float]]:
+        """The documents by memworth id (a repeated id keeps its best place) and their scores."""
         by_id: dict[str, Document] = {}
         for doc in docs:
-            by_id.setdefault(document_id(doc, self.id_key), doc)  # a repeated id keeps its best place
+            by_id.setdefault(document_id(doc, self.id_key), doc)
         if self.score_key is None:
-            scores = rank_scores(len(by_id)).tolist()
-        else:
-            scores = [_score(d, self.score_key) for d in by_id.values()]
+            return by_id, rank_scores(len(by_id)).tolist()
+        return by_id, [_score(d, self.score_key) for d in by_id.values()]
+
+    def _govern(self, query: str, docs: list[Document], k: int) -> list[Document]:
+        by_id, scores = self._candidates(docs)
         got: Retrieval = self.sidecar.retrieve(
             list(zip(by_id, scores, strict=True)),
             k,
@@ -183,6 +196,10 @@ class GovernedRetriever(BaseRetriever):
             namespace=self.namespace,
             scoring=self.scoring,
         )
+        return self._governed(by_id, got)
+
+    def _governed(self, by_id: dict[str, Document], got: Retrieval) -> list[Document]:
+        """The picked documents, best first, each with its memworth id, episode and worth in its metadata."""
         self._last = got.episode
         out = []
         for r in got.results:
@@ -223,7 +240,9 @@ class GovernedRetriever(BaseRetriever):
         source: str = "explicit",
         confidence: float | None = None,
     ) -> None:
-        """:meth:`report`, on the sidecar's worker thread (:class:`memworth.aio.AsyncSidecar`)."""
+        """:meth:`report`, awaited (:class:`memworth.aio.AsyncSidecar`): natively on PostgreSQL when
+        the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
+        its worker thread otherwise."""
         ref = self._episode(episode)
         await self.async_sidecar.record(ref, success, source=source, confidence=confidence)
 

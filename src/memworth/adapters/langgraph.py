@@ -28,6 +28,7 @@ from memworth.aio import AsyncSidecar
 from memworth.errors import ValidationError
 from memworth.ranking import ScoreRule
 from memworth.sidecar import MAX_CANDIDATES, Sidecar
+from memworth.sidecar.records import Ranked
 from memworth.store.records import Episode
 from memworth.validation import MAX_K, check_labels, check_name
 
@@ -161,24 +162,60 @@ class GovernedStore(BaseStore):
             return op
         return op._replace(offset=0, limit=min(MAX_CANDIDATES, (op.offset + op.limit) * self.fetch_factor))
 
-    def _govern(self, op: SearchOp, found: list[SearchItem]) -> list[SearchItem]:
+    def _candidates(self, found: list[SearchItem]) -> tuple[dict[str, SearchItem], list[tuple[str, float]]]:
+        """The items found by memworth id (a repeated id keeps its best place) and the candidates to rank."""
         by_id: dict[str, SearchItem] = {}
         for item in found:
             by_id.setdefault(item_id(item.namespace, item.key), item)
         scores = [item.score for item in by_id.values()]
         if None in scores:  # not a similarity search: no similarity to prefer any item, worth decides
             scores = [1.0] * len(scores)
-        candidates = list(zip(by_id, [float(x) for x in scores if x is not None], strict=True))
+        return by_id, list(zip(by_id, [float(x) for x in scores if x is not None], strict=True))
+
+    @staticmethod
+    def _first_page(op: SearchOp) -> bool:
+        """Whether the search is picked as :meth:`memworth.Sidecar.retrieve` picks (else a page of the rerank)."""
+        return op.offset == 0 and 1 <= op.limit <= MAX_K
+
+    def _page(self, op: SearchOp, candidates: list[tuple[str, float]]) -> tuple[Episode, list[Ranked]]:
+        """A later or larger page: cut from the deterministic rerank, logged as retrieved."""
         query, context, namespace = op.query or "", self.context, self.namespace
-        if op.offset == 0 and 1 <= op.limit <= MAX_K:
+        ranked = self.sidecar.rerank(candidates, namespace=namespace, scoring=self.scoring)
+        ranked = ranked[op.offset : op.offset + op.limit]
+        episode = self.sidecar.retrieved([r.id for r in ranked], query=query, context=context, namespace=namespace)
+        return episode, ranked
+
+    def _govern(self, op: SearchOp, found: list[SearchItem]) -> list[SearchItem]:
+        by_id, candidates = self._candidates(found)
+        if self._first_page(op):
             got = self.sidecar.retrieve(
-                candidates, op.limit, query=query, context=context, namespace=namespace, scoring=self.scoring
+                candidates,
+                op.limit,
+                query=op.query or "",
+                context=self.context,
+                namespace=self.namespace,
+                scoring=self.scoring,
             )
-            episode, ranked = got.episode, list(got.results)
-        else:
-            ranked = self.sidecar.rerank(candidates, namespace=namespace, scoring=self.scoring)
-            ranked = ranked[op.offset : op.offset + op.limit]
-            episode = self.sidecar.retrieved([r.id for r in ranked], query=query, context=context, namespace=namespace)
+            return self._governed(by_id, got.episode, list(got.results))
+        return self._governed(by_id, *self._page(op, candidates))
+
+    async def _agovern(self, op: SearchOp, found: list[SearchItem]) -> list[SearchItem]:
+        """:meth:`_govern`, awaited: the first page natively when the sidecar is native."""
+        by_id, candidates = self._candidates(found)
+        if self._first_page(op):
+            got = await self.async_sidecar.retrieve(
+                candidates,
+                op.limit,
+                query=op.query or "",
+                context=self.context,
+                namespace=self.namespace,
+                scoring=self.scoring,
+            )
+            return self._governed(by_id, got.episode, list(got.results))
+        return self._governed(by_id, *(await self.async_sidecar.run(lambda _: self._page(op, candidates))))
+
+    def _governed(self, by_id: dict[str, SearchItem], episode: Episode, ranked: list[Ranked]) -> list[SearchItem]:
+        """The ranked items, each with its memworth id, episode and worth."""
         self._last = episode
         return [
             GovernedItem(
@@ -204,10 +241,15 @@ class GovernedStore(BaseStore):
         return self._govern_all(ops, self.store.batch([self._widen(op) for op in ops]))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch`, async: the sidecar's work runs on its store's worker thread, as one job."""
+        """:meth:`batch`, async: each search is governed in the sidecar store's turn, its first page
+        natively on PostgreSQL when the sidecar is one :meth:`memworth.aio.AsyncSidecar.open`
+        opened, else on the store's worker thread."""
         ops = list(ops)
         results = await self.store.abatch([self._widen(op) for op in ops])
-        return await self.async_sidecar.run(lambda _: self._govern_all(ops, results))
+        return [
+            await self._agovern(op, result) if isinstance(op, SearchOp) and isinstance(result, list) else result  # type: ignore[arg-type]
+            for op, result in zip(ops, results, strict=True)
+        ]
 
     def _episode(self, episode: Episode | GovernedItem | str | None) -> Episode | str:
         if episode is None:
@@ -237,6 +279,8 @@ class GovernedStore(BaseStore):
         source: str = "explicit",
         confidence: float | None = None,
     ) -> None:
-        """:meth:`report`, on the sidecar's worker thread (:class:`memworth.aio.AsyncSidecar`)."""
+        """:meth:`report`, awaited (:class:`memworth.aio.AsyncSidecar`): natively on PostgreSQL when
+        the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
+        its worker thread otherwise."""
         ref = self._episode(episode)
         await self.async_sidecar.record(ref, success, source=source, confidence=confidence)

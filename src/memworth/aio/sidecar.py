@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from memworth.aio._worker import Runner, Worker, twin
+from memworth.aio._worker import Runner, Worker, retire, twin, worker_for
 from memworth.errors import ValidationError
 from memworth.sidecar import Sidecar
 
@@ -31,6 +31,14 @@ class AsyncSidecar(Runner[Sidecar]):
     1.0
     """
 
+    NATIVE: ClassVar[dict[str, str]] = {
+        "retrieve": "_retrieve_steps",
+        "record": "_record_steps",
+        "worth": "_worth_steps",
+        "worth_many": "_worth_many_steps",
+    }
+    FOLLOWING: ClassVar[frozenset[str]] = frozenset(NATIVE)
+
     def __init__(self, sidecar: Sidecar) -> None:
         if not isinstance(sidecar, Sidecar):
             raise ValidationError("sidecar", f"must be a memworth Sidecar, got {type(sidecar).__name__}")
@@ -38,10 +46,34 @@ class AsyncSidecar(Runner[Sidecar]):
 
     @classmethod
     async def open(
-        cls, url: str = "sqlite:///memworth.db", *, auto_register: bool = True, **settings: Any
+        cls,
+        url: str = "sqlite:///memworth.db",
+        *,
+        auto_register: bool = True,
+        native: bool | None = None,
+        **settings: Any,
     ) -> AsyncSidecar:
-        """Open the sidecar at ``url`` on its worker thread, as :meth:`memworth.Sidecar.open` does."""
-        return cls(await Worker().open(Sidecar.open, url, auto_register=auto_register, **settings))
+        """Open the sidecar at ``url`` on its worker thread, as :meth:`memworth.Sidecar.open` does.
+
+        ``native`` (default: on PostgreSQL): ``retrieve``, ``record``, ``worth`` and ``worth_many`` await
+        the database on psycopg's async pool (:mod:`memworth.aio`), as does every async
+        wrapper of this sidecar's store made later (the LangChain and LangGraph adapters given
+        :attr:`sidecar`); the other methods run on the worker thread."""
+        from memworth.aio.store import check_native
+
+        go_native = check_native(native, url)
+        sidecar = await Worker().open(Sidecar.open, url, auto_register=auto_register, **settings)
+        try:
+            opened = cls(sidecar)
+            if go_native:
+                from memworth.store.postgres_async import open_async_pool
+
+                opened._go_native(await open_async_pool(url))
+            return opened
+        except BaseException:
+            await worker_for(sidecar.store).call(sidecar.close)
+            retire(sidecar.store)
+            raise
 
     async def __aenter__(self) -> AsyncSidecar:
         return self

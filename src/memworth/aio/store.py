@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from memworth.aio._worker import Runner, Worker, retire, twin, worker_for
 from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.settings import Settings
 from memworth.store import MemoryStore
+from memworth.store.configuring import FOLLOWING
 
 __all__ = ["MAX_WORKERS", "AsyncMemoryStore", "check_pool"]
 
@@ -30,6 +31,22 @@ def check_workers(workers: object, url: str) -> int:
             "(a second store object would wait on its lock) and memory:// lives in one store object",
         )
     return workers
+
+
+def check_native(native: object, url: str) -> bool:
+    """Whether a store opened at ``url`` awaits its database natively: ``native`` (None: on PostgreSQL)."""
+    postgres = isinstance(url, str) and url.startswith(_POSTGRES)
+    if native is None:
+        return postgres
+    if not isinstance(native, bool):
+        raise ValidationError("native", f"must be True, False or None, got {native!r}")
+    if native and not postgres:
+        raise ValidationError(
+            "native",
+            "only a PostgreSQL store awaits its database natively (psycopg's async pool); SQLite and memory://"
+            " run their calls on a worker thread",
+        )
+    return native
 
 
 def check_pool(stores: tuple[MemoryStore, ...]) -> None:
@@ -61,21 +78,42 @@ class AsyncMemoryStore(Runner[MemoryStore]):
     sync store, :attr:`store`.
     """
 
+    NATIVE: ClassVar[dict[str, str]] = {
+        "add": "_add_steps",
+        "add_many": "_add_many_steps",
+        "get": "_get_steps",
+        "list": "_list_steps",
+        "recall": "_recall_steps",
+        "record": "_record_steps_one",
+        "record_many": "_record_many_steps",
+        "report": "_report_steps",
+        "reports": "_reports_steps",
+    }
+    FOLLOWING: ClassVar[frozenset[str]] = frozenset(FOLLOWING)
+
     def __init__(self, *stores: MemoryStore) -> None:
         check_pool(stores)
         super().__init__(stores, stores)
 
     @classmethod
-    async def open(cls, url: str = "sqlite:///memworth.db", *, workers: int = 1, **settings: Any) -> AsyncMemoryStore:
+    async def open(
+        cls, url: str = "sqlite:///memworth.db", *, workers: int = 1, native: bool | None = None, **settings: Any
+    ) -> AsyncMemoryStore:
         """Open (creating if needed) the store at ``url`` on its worker thread, as
         :meth:`memworth.MemoryStore.open` does with ``settings``.
 
         ``workers`` (PostgreSQL only): how many store objects to open over the database, so
-        that that many calls run at once, each store object on its own thread. With a
+        that that many calls run at once, each store object in its own turn. With a
         ``seed``, store object ``i`` draws from ``seed + i`` (the same draws in every
         object would explore the same memories).
+
+        ``native`` (default: on PostgreSQL): await the database on psycopg's async pool
+        (``?pool_size=`` connections, shared by the store objects) for the hot path (add,
+        add_many, get, list, recall, record, record_many, report, reports), with no thread
+        hand-off; ``False`` runs every call on the worker thread, as SQLite does.
         """
         check_workers(workers, url)
+        go_native = check_native(native, url)
         stores: list[MemoryStore] = []
         try:
             for i in range(workers):
@@ -83,7 +121,12 @@ class AsyncMemoryStore(Runner[MemoryStore]):
                 if i and isinstance(options.get("seed"), int):
                     options["seed"] += i
                 stores.append(await Worker().open(MemoryStore.open, url, **options))
-            return cls(*stores)
+            opened = cls(*stores)
+            if go_native:
+                from memworth.store.postgres_async import open_async_pool
+
+                opened._go_native(await open_async_pool(url))
+            return opened
         except BaseException:
             for store in stores:
                 await worker_for(store).call(store.close)

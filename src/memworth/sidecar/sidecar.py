@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
 from memworth.store.report import MemoryReport, worth_of
+from memworth.store.steps import Call, Steps, run
 from memworth.store.store import (
     UNGOVERNED,
     GovernanceReport,
@@ -34,6 +35,8 @@ from memworth.store.store import (
 from memworth.validation import check_labels, check_metadata, check_name
 
 __all__ = ["Sidecar"]
+
+R = TypeVar("R")
 
 _NO_VECTOR = np.zeros(0, dtype=np.float32)
 
@@ -102,7 +105,10 @@ class Sidecar:
     # -- ids --------------------------------------------------------------------------
 
     def _known(self, ids: list[str], namespace: str) -> dict[str, Memory]:
-        return {m.id: m for m in self.store.backend.memories(namespace, ids)} if ids else {}
+        return run(self._known_steps(ids, namespace), self.store.backend)
+
+    def _known_steps(self, ids: list[str], namespace: str) -> Steps[dict[str, Memory]]:
+        return {m.id: m for m in (yield Call("memories", (namespace, ids)))} if ids else {}
 
     def register(
         self,
@@ -119,12 +125,25 @@ class Sidecar:
         retrying a failed call, is safe. ``contexts`` and ``metadata`` apply to every
         new id of the call. The new ids are inserted in one transaction.
         """
+        return run(
+            self._register_steps(ids, namespace=namespace, contexts=contexts, metadata=metadata), self.store.backend
+        )
+
+    def _register_steps(
+        self,
+        ids: Sequence[str],
+        *,
+        namespace: str = "default",
+        contexts: Sequence[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Steps[list[str]]:
+        """:meth:`register` as steps (:mod:`memworth.store.steps`)."""
         check_name(namespace, "namespace")
         wanted = check_ids(ids, "ids", limit=1_000_000)
         labels = check_labels(contexts, "contexts")
         meta = check_metadata(metadata)
         for _attempt in range(3):
-            known = self._known(wanted, namespace)
+            known = yield from self._known_steps(wanted, namespace)
             new = [mid for mid in wanted if mid not in known]
             if not new:
                 return []
@@ -134,7 +153,7 @@ class Sidecar:
                 for mid in new
             ]
             try:
-                self.store.backend.insert_memories(rows)
+                yield Call("insert_memories", (rows,))
                 return new
             except DuplicateError:
                 continue  # registered by someone else meanwhile: read again, insert the rest
@@ -165,9 +184,20 @@ class Sidecar:
     ) -> tuple[list[str], np.ndarray, CountsTable, np.ndarray, dict[str, Memory]]:
         """Unknown candidates and those with one of ``statuses`` (without the ones under
         re-verify unless ``quarantined``), with their given similarity, counts and creation time."""
+        return run(self._rank_steps(candidates, namespace, statuses, quarantined=quarantined), self.store.backend)
+
+    def _rank_steps(
+        self,
+        candidates: object,
+        namespace: str,
+        statuses: tuple[str, ...] = ("active",),
+        *,
+        quarantined: bool = True,
+    ) -> Steps[tuple[list[str], np.ndarray, CountsTable, np.ndarray, dict[str, Memory]]]:
+        """:meth:`_rank` as steps."""
         check_name(namespace, "namespace")
         ids, sims = candidate_scores(candidates)
-        known = self._known(ids, namespace)
+        known = yield from self._known_steps(ids, namespace)
 
         def kept(mid: str) -> bool:
             m = known.get(mid)
@@ -273,13 +303,27 @@ class Sidecar:
         episode takes the ``k`` most similar candidates without governance (suppressed and
         deprecated ones included), marked ``episode.holdout``, as :meth:`MemoryStore.recall` does.
         """
+        steps = self._retrieve_steps(candidates, k, query=query, context=context, namespace=namespace, scoring=scoring)
+        return run(steps, self.store.backend)
+
+    def _retrieve_steps(
+        self,
+        candidates: Sequence[tuple[str, float]] | Sequence[str],
+        k: int = 4,
+        *,
+        query: str = "",
+        context: str | None = None,
+        namespace: str = "default",
+        scoring: ScoreRule | None = None,
+    ) -> Steps[Retrieval]:
+        """:meth:`retrieve` as steps."""
         check_k(k)
         query = check_query(query)
         check_context(context)
         eid = uuid.uuid4().hex
         diagnostics: dict[str, Any] = {}
         if self.store.holdout_episode(eid):
-            ids, sims, table, _created, known = self._rank(candidates, namespace, UNGOVERNED)
+            ids, sims, table, _created, known = yield from self._rank_steps(candidates, namespace, UNGOVERNED)
             scores = sims
             order = np.argsort(-sims, kind="stable")[:k]
             sel = Selection(order, np.zeros(order.size, dtype=bool), np.ones(order.size))
@@ -287,17 +331,19 @@ class Sidecar:
             probe = np.zeros(order.size, dtype=bool)
             diagnostics["holdout"] = True
         else:
-            ids, sims, table, created, known = self._rank(candidates, namespace)
+            ids, sims, table, created, known = yield from self._rank_steps(candidates, namespace)
             standing = [known[mid].standing if mid in known else "normal" for mid in ids]
             choice = self.store.choose(namespace, ids, sims, table, created, k, diagnostics, scoring, standing)
             sel, scores, weights, probe = choice.selection, choice.scores, choice.weights, choice.probe
         picked = [ids[i] for i in sel.picked]
-        self._ensure(picked, known, namespace)
+        yield from self._ensure_steps(picked, known, namespace)
         items = tuple(
             EpisodeItem(mid, float(w), float(p), pos, bool(q))
             for pos, (mid, w, p, q) in enumerate(zip(picked, weights, sel.propensity, probe, strict=True))
         )
-        episode = self._log(items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout")))
+        episode = yield from self._log_steps(
+            items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout"))
+        )
         results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored, probe)
         return Retrieval(episode, tuple(results), diagnostics)
 
@@ -333,11 +379,14 @@ class Sidecar:
         return self._log(items, query, context, namespace)
 
     def _ensure(self, ids: list[str], known: dict[str, Memory], namespace: str) -> None:
+        run(self._ensure_steps(ids, known, namespace), self.store.backend)
+
+    def _ensure_steps(self, ids: list[str], known: dict[str, Memory], namespace: str) -> Steps[None]:
         missing = [mid for mid in ids if mid not in known]
         if missing and not self.auto_register:
             raise UnknownMemoryError(missing[0])
         if missing:
-            self.register(missing, namespace=namespace)
+            yield from self._register_steps(missing, namespace=namespace)
 
     def _log(
         self,
@@ -349,9 +398,21 @@ class Sidecar:
         *,
         holdout: bool = False,
     ) -> Episode:
+        return run(self._log_steps(items, query, context, namespace, episode_id, holdout=holdout), self.store.backend)
+
+    def _log_steps(
+        self,
+        items: tuple[EpisodeItem, ...],
+        query: str,
+        context: str | None,
+        namespace: str,
+        episode_id: str | None = None,
+        *,
+        holdout: bool = False,
+    ) -> Steps[Episode]:
         eid = uuid.uuid4().hex if episode_id is None else episode_id
         episode = Episode(eid, namespace, query, context, self.store.clock(), items, holdout=holdout)
-        self.store.backend.insert_episode(episode)
+        yield Call("insert_episode", (episode,))
         return episode
 
     # -- outcomes and evidence ----------------------------------------------------------
@@ -370,6 +431,32 @@ class Sidecar:
         self.store.record(
             episode.episode if isinstance(episode, Retrieval) else episode, success, source=source, confidence=confidence
         )
+
+    def _record_steps(
+        self,
+        episode: Retrieval | Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+    ) -> Steps[None]:
+        """:meth:`record` as steps (:mod:`memworth.store.steps`), for an async sidecar."""
+        ref = episode.episode if isinstance(episode, Retrieval) else episode
+        yield from self.store._record_steps_one(ref, success, source=source, confidence=confidence)
+
+    def _worth_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[MemoryReport]:
+        """:meth:`worth` as steps."""
+        found = yield from self._worth_many_steps([memory_id], namespace=namespace)
+        return found[0]
+
+    def _worth_many_steps(self, ids: Sequence[str], *, namespace: str = "default") -> Steps[list[MemoryReport]]:
+        """:meth:`worth_many` as steps."""
+        found = yield from self.store._reports_steps(check_ids(ids), namespace=namespace)
+        return found
+
+    def _following_steps(self, steps: Steps[R]) -> Steps[R]:
+        """The store's :meth:`MemoryStore._following_steps`: its kept settings first."""
+        return self.store._following_steps(steps)
 
     def worth(self, memory_id: str, *, namespace: str = "default") -> MemoryReport:
         """One registered memory's report (:meth:`MemoryStore.report`): worth, interval,

@@ -18,7 +18,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from memworth.embed.vector_index import faiss_available
 from memworth.errors import SettingsConflictError, SettingsError, ValidationError
@@ -28,7 +28,10 @@ from memworth.settings import HoldoutSettings, Settings
 from memworth.signals.coretrieval import AblationPlanner, AlarmSplitter, RecallPlanner
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
+from memworth.store.steps import Call, Steps, run
 from memworth.validation import check_actor
+
+R = TypeVar("R")
 
 __all__ = ["KEPT", "SETTINGS_KEY", "ConfigMixin", "settings_from_arguments"]
 
@@ -279,11 +282,15 @@ class ConfigMixin(StoreState):
         replaces it like any other, so every outcome is credited under the kept version
         its time names.
         """
+        return run(self._follow_settings_steps(now), self.backend)
+
+    def _follow_settings_steps(self, now: bool = False) -> Steps[bool]:
+        """:meth:`follow_settings` as steps (:mod:`memworth.store.steps`)."""
         at = _now()
         if not now and at - self._settings_checked < self.settings_check_interval:
             return False
         self._settings_checked = at
-        stored = self.backend.get_meta(SETTINGS_KEY)
+        stored = yield Call("get_meta", (SETTINGS_KEY,))
         if stored is None or stored == self._settings_seen:
             return False
         record = json.loads(stored)
@@ -294,6 +301,18 @@ class ConfigMixin(StoreState):
             return False
         self._adopt(kept, int(record["version"]))
         return True
+
+    def _following_steps(self, steps: Steps[R]) -> Steps[R]:
+        """``steps`` preceded by :meth:`follow_settings` at the outermost call only: what
+        :func:`following_settings` does for a sync method, for an async store's steps."""
+        if self._depth == 0:
+            yield from self._follow_settings_steps()
+        self._depth += 1
+        try:
+            answer = yield from steps
+        finally:
+            self._depth -= 1
+        return answer
 
     def configure(self, changes: Settings | Mapping[str, object], *, actor: str = "python") -> int:
         """Work under new settings from now on, and keep them with the store.

@@ -30,6 +30,7 @@ from memworth.estimators import RawWorth
 from memworth.store.backend import ERASE
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.state import StoreState
+from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_actor, check_name, check_text, check_ttl
 
 __all__ = ["EXPIRY_ACTOR", "ForgettingMixin"]
@@ -155,8 +156,12 @@ class ForgettingMixin(StoreState):
 
     def ttl(self, *, namespace: str = "default") -> float | None:
         """The namespace's time to live for new memories, in seconds (None: they never expire)."""
+        return run(self._ttl_steps(namespace), self.backend)
+
+    def _ttl_steps(self, namespace: str) -> Steps[float | None]:
+        """:meth:`ttl` as steps (:mod:`memworth.store.steps`)."""
         check_name(namespace, "namespace")
-        stored = self.backend.get_meta(_TTL_KEY + namespace)
+        stored = yield Call("get_meta", (_TTL_KEY + namespace,))
         return float(stored) if stored else None
 
     def expired(self, *, namespace: str = "default") -> builtins.list[Memory]:
@@ -181,9 +186,13 @@ class ForgettingMixin(StoreState):
 
         The earliest expiry is read again only after the store changed (its generation), so
         while none is due this costs one small read."""
-        generation = self.backend.generation()
+        run(self._expire_due_steps(namespace), self.backend)
+
+    def _expire_due_steps(self, namespace: str) -> Steps[None]:
+        """:meth:`_expire_due` as steps: the purge, when one is due, is a blocking step."""
+        generation = yield Call("generation")
         known = self._next_expiry.get(namespace)
         if known is None or known[0] != generation:
-            known = self._next_expiry[namespace] = (generation, self.backend.next_expiry(namespace))
+            known = self._next_expiry[namespace] = (generation, (yield Call("next_expiry", (namespace,))))
         if known[1] is not None and known[1] <= self.clock():
-            self.purge_expired(namespace=namespace)
+            yield Blocking(self.purge_expired, (), {"namespace": namespace})

@@ -39,6 +39,7 @@ from memworth.store.followed import Followed
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
+from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
@@ -421,17 +422,29 @@ class GovernanceMixin(StoreState):
     def reports(self, ids: Sequence[str] | None = None, *, namespace: str = "default") -> builtins.list[MemoryReport]:
         """:meth:`report` for many memories with one history read: ``ids`` in the order given
         (an unknown one raises UnknownMemoryError), or every memory of the namespace."""
+        return run(self._reports_steps(ids, namespace=namespace), self.backend)
+
+    def _report_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[MemoryReport]:
+        """:meth:`report` as steps (:mod:`memworth.store.steps`)."""
+        found = yield from self._reports_steps([memory_id], namespace=namespace)
+        return found[0]
+
+    def _reports_steps(
+        self, ids: Sequence[str] | None = None, *, namespace: str = "default"
+    ) -> Steps[builtins.list[MemoryReport]]:
+        """:meth:`reports` as steps: the memories read, then the decisions (which follow the
+        namespace's log and run its change detectors) as one blocking step."""
         check_name(namespace, "namespace")
         if ids is None:
-            memories = self.backend.memories(namespace)
+            memories = yield Call("memories", (namespace,))
         else:
             wanted = [check_memory_id(mid) for mid in ids]
-            by_id = {m.id: m for m in self.backend.memories(namespace, wanted)}
+            by_id = {m.id: m for m in (yield Call("memories", (namespace, wanted)))}
             missing = [mid for mid in wanted if mid not in by_id]
             if missing:
                 raise UnknownMemoryError(missing[0])
             memories = [by_id[mid] for mid in wanted]
-        found = self._decide(memories, namespace)
+        found = yield Blocking(self._decide, (memories, namespace))
         return [
             assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories
         ]

@@ -80,6 +80,7 @@ from memworth.store.backend import (
     redact,
     reused,
 )
+from memworth.store.plans import Copy, Many, Plan, Query, Statements, done, execute
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
@@ -381,6 +382,40 @@ class PostgresBackend:
         except self._psycopg.Error as exc:
             raise self._failure(exc) from exc
 
+    def _do(self, plan: Plan) -> Any:
+        """Make ``plan``'s statements (:mod:`memworth.store.plans`) as its mode says; its answer.
+        :class:`memworth.store.postgres_async.AsyncPlans` makes the same ones, awaited.
+
+        The connection is the one :meth:`_connection` gives: inside this thread's
+        :meth:`transaction` that transaction's, each plan a savepoint of it (a read too: it
+        sees what the block wrote so far, and a failed statement leaves the block usable),
+        so a rollback of the block undoes every write made through a plan; else one from the
+        pool for the plan, a read in autocommit."""
+        inside = getattr(self._held, "conn", None) is not None
+        try:
+            with self._connection() as conn:
+                if plan.mode == "read" and not inside:
+                    conn.autocommit = True
+                    try:
+                        answer = execute(conn, plan.steps)
+                    finally:
+                        conn.autocommit = False
+                elif plan.mode == "pipeline":
+                    with conn.pipeline(), conn.transaction():
+                        answer = execute(conn, plan.steps)
+                else:
+                    with conn.transaction():
+                        answer = execute(conn, plan.steps)
+        except self._psycopg.errors.UniqueViolation as exc:  # rolled back (to the savepoint): nothing written
+            if plan.on_unique is None:
+                raise self._failure(exc) from exc
+            raise self._do(plan.on_unique(exc)) from None
+        except self._psycopg.Error as exc:
+            raise self._failure(exc) from exc
+        if plan.then is not None:
+            plan.then(answer)
+        return answer
+
     def _migrate(self) -> None:
         def work(conn: Any) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(727274)")  # one migrator at a time
@@ -409,8 +444,14 @@ class PostgresBackend:
         self._run(work)
 
     def get_meta(self, key: str) -> str | None:
-        row = self._run(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone())
-        return None if row is None else str(row[0])
+        return self._do(self.plan_get_meta(key))
+
+    def plan_get_meta(self, key: str) -> Plan:
+        def steps() -> Statements:
+            row = yield Query("SELECT value FROM meta WHERE key = %s", (key,), "one")
+            return None if row is None else str(row[0])
+
+        return Plan(steps())
 
     def set_meta(self, key: str, value: str) -> None:
         self._run(
@@ -447,8 +488,14 @@ class PostgresBackend:
         return [(str(k), str(v)) for k, v in rows]
 
     def generation(self) -> int:
-        rows = self._read("SELECT value FROM meta WHERE key = 'generation'")
-        return int(rows[0][0]) if rows else 0
+        return self._do(self.plan_generation())
+
+    def plan_generation(self) -> Plan:
+        def steps() -> Statements:
+            rows = yield Query("SELECT value FROM meta WHERE key = 'generation'")
+            return int(rows[0][0]) if rows else 0
+
+        return Plan(steps())
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """One read statement in autocommit: one round trip instead of BEGIN, the query and COMMIT.
@@ -472,11 +519,11 @@ class PostgresBackend:
 
     # -- memories ---------------------------------------------------------------------
 
-    def _ensure_vector_column(self, conn: Any, dimension: int) -> None:
+    def _ensure_vector_column(self, dimension: int) -> Statements:
         if self._vec_column:  # never dropped once made; ALTER TABLE would lock out every reader
             return
-        conn.execute(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})")
-        conn.execute(_CREATE_HNSW)
+        yield Query(f"ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec vector({int(dimension)})", fetch="none")
+        yield Query(_CREATE_HNSW, fetch="none")
 
     def insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> AuditEntry | None:
         """One transaction: a duplicate check, one binary ``COPY`` of the rows, the edges (and
@@ -489,114 +536,100 @@ class PostgresBackend:
         """
         if not rows:
             return None if then is None else self.change(then)
+        return self._do(self.plan_insert_memories(rows, then))
+
+    def plan_insert_memories(self, rows: Sequence[NewMemory], then: AuditEntry | None = None) -> Plan:
+        if not rows:
+            if then is None:
+                return done(None)
+            column = _column(then)
+            return Plan(_change_steps(then, column), "write")
         _no_repeated_ids(rows)
         sizes = [int(np.asarray(r.embedding).size) for r in rows]
         column = None if then is None else _column(then)
         with_vectors = self.pgvector and any(sizes)  # external memories (size 0) have no vector
         fresh_column = with_vectors and not self._vec_column
 
-        def work(conn: Any) -> AuditEntry | None:
-            _bump(conn)  # first: serialises inserts, so seq order is commit order and the check below holds
-            self._refuse_existing(conn, rows)
+        def steps() -> Statements:
+            yield from _bump_steps()  # first: serialises inserts, so seq order is commit order and the check below holds
+            yield from _refuse_existing(rows)
             rebuild = False
             if with_vectors:
-                self._ensure_vector_column(conn, max(sizes))
+                yield from self._ensure_vector_column(max(sizes))
                 batch = sum(1 for size in sizes if size)
                 if batch >= REBUILD_AT:
-                    have = conn.execute("SELECT count(*) FROM memories WHERE vec IS NOT NULL").fetchone()[0]
+                    have = (yield Query("SELECT count(*) FROM memories WHERE vec IS NOT NULL", fetch="one"))[0]
                     rebuild = batch >= int(have)
                 if rebuild:
-                    _raise_build_memory(conn, int(have) + batch, max(sizes))
-                    conn.execute("DROP INDEX IF EXISTS memories_vec_hnsw")
+                    yield from _raise_build_memory(int(have) + batch, max(sizes))
+                    yield Query("DROP INDEX IF EXISTS memories_vec_hnsw", fetch="none")
             columns = "namespace, id, text, metadata, contexts, status, created, updated, embedding, expires"
             types: list[Any] = ["text", "text", "text", _JSONB, _JSONB, "text", "float8", "float8", "bytea", "float8"]
-            with conn.cursor() as cur:
-                cur.adapters.register_dumper(None, _binary_dumper(_JSONB))
-                if with_vectors:
-                    oid = self._vector_oid(conn)
-                    cur.adapters.register_dumper(None, _binary_dumper(oid))
-                    columns += ", vec"
-                    types.append(oid)
-                with cur.copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(types)
-                    for row, size in zip(rows, sizes, strict=True):
-                        m = row.memory
-                        emb = np.ascontiguousarray(row.embedding, dtype=np.float32)
-                        record: tuple[Any, ...] = (
-                            m.namespace,
-                            m.id,
-                            m.text,
-                            _jsonb(m.metadata) if m.metadata else b"\x01{}",
-                            _jsonb(list(m.contexts)) if m.contexts else b"\x01[]",
-                            m.status,
-                            float(m.created),
-                            float(m.updated),
-                            emb.tobytes(),
-                            None if m.expires is None else float(m.expires),
-                        )
-                        if with_vectors:
-                            record += (_vector_binary(emb) if size else None,)
-                        copy.write_row(record)
-                edges = [
-                    (r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from
-                ]
-                edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
-                if edges:
-                    cur.executemany("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
+            binary = [_JSONB]
+            if with_vectors:
+                oid = int(
+                    (yield Query("SELECT 'vector'::regtype::oid", fetch="one"))[0]
+                )  # as the search path resolves it
+                binary.append(oid)
+                columns += ", vec"
+                types.append(oid)
+
+            def records() -> Iterator[tuple[Any, ...]]:  # made one at a time, as COPY sends them
+                for row, size in zip(rows, sizes, strict=True):
+                    m = row.memory
+                    emb = np.ascontiguousarray(row.embedding, dtype=np.float32)
+                    record: tuple[Any, ...] = (
+                        m.namespace,
+                        m.id,
+                        m.text,
+                        _jsonb(m.metadata) if m.metadata else b"\x01{}",
+                        _jsonb(list(m.contexts)) if m.contexts else b"\x01[]",
+                        m.status,
+                        float(m.created),
+                        float(m.updated),
+                        emb.tobytes(),
+                        None if m.expires is None else float(m.expires),
+                    )
+                    if with_vectors:
+                        record += (_vector_binary(emb) if size else None,)
+                    yield record
+
+            yield Copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)", types, records(), binary)
+            edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
+            edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
+            if edges:
+                yield Many("INSERT INTO edges VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING", edges)
             if rebuild:
-                conn.execute(_CREATE_HNSW)
-            return None if then is None else _change_in(conn, then, column)
+                yield Query(_CREATE_HNSW, fetch="none")
+            if then is None:
+                return None
+            saved = yield from _change_steps(then, column)
+            return saved
 
-        try:
-            with self._connection() as conn, conn.transaction():
-                saved = work(conn)
-        except self._psycopg.errors.UniqueViolation as exc:  # a concurrent writer outside this store's rules
-            detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
-            raise DuplicateError(f"a memory of the batch already exists ({detail})") from None
-        except self._psycopg.Error as exc:
-            raise self._failure(exc) from exc
-        if fresh_column:
-            self._vec_column = True
-        return saved
+        def committed(_: Any) -> None:
+            if fresh_column:
+                self._vec_column = True
 
-    def _refuse_existing(self, conn: Any, rows: Sequence[NewMemory]) -> None:
-        """DuplicateError naming the first row whose (namespace, id) is stored already: one query per namespace."""
-        by_namespace: dict[str, list[str]] = {}
-        for r in rows:
-            by_namespace.setdefault(r.memory.namespace, []).append(r.memory.id)
-        stored: set[tuple[str, str]] = set()
-        for namespace, ids in by_namespace.items():
-            found = conn.execute(
-                "SELECT id FROM memories WHERE namespace = %s AND id = ANY(%s)", (namespace, ids)
-            ).fetchall()
-            stored |= {(namespace, f[0]) for f in found}
-            gone = conn.execute(
-                "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND action = %s AND memory_id = ANY(%s)"
-                " GROUP BY memory_id",
-                (namespace, ERASE, ids),
-            ).fetchall()
-            if gone:
-                seqs = {g[0]: int(g[1]) for g in gone}
-                mid = next(i for i in ids if i in seqs)
-                raise reused(mid, namespace, seqs[mid])
-        for r in rows:
-            if (r.memory.namespace, r.memory.id) in stored:
-                raise DuplicateError(f"memory {r.memory.id!r} already exists in namespace {r.memory.namespace!r}")
-
-    def _vector_oid(self, conn: Any) -> int:
-        """The oid of pgvector's ``vector`` type (as this connection's search path resolves it)."""
-        return int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
+        return Plan(steps(), "write", on_unique=_duplicate_memory, then=committed)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
+        return self._do(self.plan_memories(namespace, ids))
+
+    def plan_memories(self, namespace: str, ids: Sequence[str] | None = None) -> Plan:
         cols = MEMORY_COLUMNS
-        if ids is None:
-            rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = %s ORDER BY seq", (namespace,))
-        else:
-            rows = self._read(
-                f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
-                (namespace, list(dict.fromkeys(ids))),
-            )
-        return memories_from_rows(namespace, rows, self._edges_of(namespace, rows), json_text=False)
+
+        def steps() -> Statements:
+            if ids is None:
+                rows = yield Query(f"SELECT {cols} FROM memories WHERE namespace = %s ORDER BY seq", (namespace,))
+            else:
+                rows = yield Query(
+                    f"SELECT {cols} FROM memories WHERE namespace = %s AND id = ANY(%s) ORDER BY seq",
+                    (namespace, list(dict.fromkeys(ids))),
+                )
+            edges = yield from _edges_of(namespace, rows)
+            return memories_from_rows(namespace, rows, edges, json_text=False)
+
+        return Plan(steps())
 
     def memory_page(
         self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
@@ -611,7 +644,8 @@ class PostgresBackend:
             sql += " AND contexts ? %s"
             args.append(context)
         rows = self._read(sql + " ORDER BY seq LIMIT %s", (*args, limit))
-        found = memories_from_rows(namespace, [r[:-1] for r in rows], self._edges_of(namespace, rows), json_text=False)
+        edges = self._do(Plan(_edges_of(namespace, rows)))
+        found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=False)
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
 
     def candidates(self, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -620,131 +654,136 @@ class PostgresBackend:
 
         The narrow read recall ranks its candidates with (no text, metadata or edges).
         """
-        return self._read(
+        return self._do(self.plan_candidates(namespace, ids))
+
+    def plan_candidates(self, namespace: str, ids: Sequence[str]) -> Plan:
+        return _one_read(
             "SELECT id, status, created, success, failure, n, standing, updated FROM memories"
             " WHERE namespace = %s AND id = ANY(%s)",
             (namespace, list(dict.fromkeys(ids))),
         )
 
-    def _edges_of(self, namespace: str, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The provenance edges of the memories ``rows`` hold (their id first), one query."""
-        if not rows:
-            return []
-        return self._read(
-            "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)", (namespace, [r[0] for r in rows])
-        )
-
     def edges(self, namespace: str) -> list[tuple[str, str, str]]:
-        rows = self._run(
-            lambda c: c.execute("SELECT src, dst, kind FROM edges WHERE namespace = %s", (namespace,)).fetchall()
-        )
-        return [(r[0], r[1], r[2]) for r in rows]
+        return self._do(self.plan_edges(namespace))
+
+    def plan_edges(self, namespace: str) -> Plan:
+        def steps() -> Statements:
+            rows = yield Query("SELECT src, dst, kind FROM edges WHERE namespace = %s", (namespace,))
+            return [(r[0], r[1], r[2]) for r in rows]
+
+        return Plan(steps())
 
     def namespaces(self) -> list[str]:
         rows = self._run(lambda c: c.execute("SELECT DISTINCT namespace FROM memories ORDER BY namespace").fetchall())
         return [r[0] for r in rows]
 
     def vectors(self, namespace: str, after: int = 0) -> tuple[list[str], list[int], np.ndarray]:
-        rows = self._read(
-            "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s"
-            " AND octet_length(embedding) > 0 ORDER BY seq",
-            (namespace, after),
-        )
-        if not rows:
-            return [], [], np.zeros((0, 0), dtype=np.float32)
-        dim = len(rows[0][2]) // 4
-        return [r[0] for r in rows], [int(r[1]) for r in rows], as_matrix([bytes(r[2]) for r in rows], dim)
+        return self._do(self.plan_vectors(namespace, after))
+
+    def plan_vectors(self, namespace: str, after: int = 0) -> Plan:
+        def steps() -> Statements:
+            rows = yield Query(
+                "SELECT id, seq, embedding FROM memories WHERE namespace = %s AND seq > %s"
+                " AND octet_length(embedding) > 0 ORDER BY seq",
+                (namespace, after),
+            )
+            if not rows:
+                return [], [], np.zeros((0, 0), dtype=np.float32)
+            dim = len(rows[0][2]) // 4
+            return [r[0] for r in rows], [int(r[1]) for r in rows], as_matrix([bytes(r[2]) for r in rows], dim)
+
+        return Plan(steps())
 
     def search(self, namespace: str, query: np.ndarray, n: int) -> tuple[list[str], np.ndarray] | None:
         """The ``n`` most similar active memories, searched in PostgreSQL; None without pgvector."""
-        if not self.pgvector:
-            return None
+        return self._do(self.plan_search(namespace, query, n))
 
-        def work(conn: Any) -> list[tuple[Any, ...]]:
+    def plan_search(self, namespace: str, query: np.ndarray, n: int) -> Plan:
+        """:meth:`search`'s statements, in a pipeline: BEGIN, the settings and the query go out
+        together, then COMMIT."""
+        if not self.pgvector:
+            return done(None)
+
+        def steps() -> Statements:
             if not self._vec_column:  # asked once it exists; it is never dropped
-                self._vec_column = (
-                    conn.execute(
-                        "SELECT 1 FROM information_schema.columns WHERE table_name = 'memories' AND column_name = 'vec'"
-                        " AND table_schema = current_schema()"
-                    ).fetchone()
-                    is not None
+                found = yield Query(
+                    "SELECT 1 FROM information_schema.columns WHERE table_name = 'memories' AND column_name = 'vec'"
+                    " AND table_schema = current_schema()",
+                    fetch="one",
                 )
+                self._vec_column = found is not None
                 if not self._vec_column:
-                    return []
+                    return [], np.array([])
             q = _vector_text(query)
-            conn.execute(
+            yield Query(
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
                 (str(min(1000, max(40, int(n)))),),  # pgvector's limit; the iterative scan goes on past it
+                "none",
             )
-            return conn.execute(
+            rows = yield Query(
                 "SELECT id, -(vec <#> %s::vector) FROM memories WHERE namespace = %s AND status = 'active'"
                 " AND vec IS NOT NULL ORDER BY vec <#> %s::vector LIMIT %s",
                 (q, namespace, q, int(n)),
-            ).fetchall()
+            )
+            return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
 
-        try:  # in a pipeline: BEGIN, the settings and the query go out together, then COMMIT
-            with self._connection() as conn, conn.pipeline(), conn.transaction():
-                rows = work(conn)
-        except self._psycopg.Error as exc:
-            raise self._failure(exc) from exc
-        return [r[0] for r in rows], np.array([float(r[1]) for r in rows])
+        return Plan(steps(), "pipeline")
 
     def quarantined(self) -> int:
         rows = self._read("SELECT count(*) FROM memories WHERE status = 'active' AND standing = 're-verify'", ())
         return int(rows[0][0])
 
     def inactive(self, namespace: str) -> list[str]:
-        rows = self._read(
+        return self._do(self.plan_inactive(namespace))
+
+    def plan_inactive(self, namespace: str) -> Plan:
+        return _one_read(
             "SELECT id FROM memories WHERE namespace = %s AND status != 'active' AND octet_length(embedding) > 0",
             (namespace,),
+            lambda rows: [r[0] for r in rows],
         )
-        return [r[0] for r in rows]
 
     # -- episodes and outcomes ----------------------------------------------------------
 
     def insert_episode(self, episode: Episode) -> None:
-        def work(conn: Any) -> None:
-            inserted = conn.execute(
+        self._do(self.plan_insert_episode(episode))
+
+    def plan_insert_episode(self, episode: Episode) -> Plan:
+        def steps() -> Statements:
+            inserted = yield Query(
                 "INSERT INTO episodes (id, namespace, query, context, created, holdout) VALUES (%s,%s,%s,%s,%s,%s)"
                 " ON CONFLICT (id) DO NOTHING RETURNING id",
                 (episode.id, episode.namespace, episode.query, episode.context, episode.created, episode.holdout),
-            ).fetchone()
+                "one",
+            )
             if inserted is None:
                 raise DuplicateError(f"episode {episode.id!r} exists already")
             if episode.items:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO episode_items (episode_id, position, memory_id, weight, propensity, probe)"
-                        " VALUES (%s,%s,%s,%s,%s,%s)",
-                        [
-                            (episode.id, it.position, it.memory_id, it.weight, it.propensity, it.probe)
-                            for it in episode.items
-                        ],
-                    )
+                yield Many(
+                    "INSERT INTO episode_items (episode_id, position, memory_id, weight, propensity, probe)"
+                    " VALUES (%s,%s,%s,%s,%s,%s)",
+                    [
+                        (episode.id, it.position, it.memory_id, it.weight, it.propensity, it.probe)
+                        for it in episode.items
+                    ],
+                )
 
-        self._run(work)
+        return Plan(steps(), "write")
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+        return self._do(self.plan_episodes(ids))
+
+    def plan_episodes(self, ids: Sequence[str]) -> Plan:
         # One statement (one round trip, in autocommit): each episode's row once per item, its
         # items in position order; an episode that retrieved nothing comes once, with NULLs.
-        rows = self._read(
+        return _one_read(
             "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
             " i.position, i.memory_id, i.weight, i.propensity, i.probe"
             " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
             " WHERE e.id = ANY(%s) ORDER BY e.id, i.position",
             (list(dict.fromkeys(ids)),),
+            _episodes_from_rows,
         )
-        heads: dict[str, tuple[Any, ...]] = {}
-        items: dict[str, list[EpisodeItem]] = {}
-        for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
-            heads.setdefault(eid, (ns, query, context, created, holdout))
-            found = items.setdefault(eid, [])
-            if mid is not None:
-                found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
-        return {
-            eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
-            for eid, (ns, query, context, created, holdout) in heads.items()
-        }
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         self.append_verifications((), outcomes, increments)
@@ -763,53 +802,61 @@ class PostgresBackend:
         3. the outcome rows, COPYed into the log in the order given: the unique key on
            ``episode_id`` refuses an episode recorded already.
         """
+        self._do(self.plan_append_verifications(verifications, outcomes, increments))
+
+    def plan_append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> Plan:
+        return self.plan_append_verifications((), outcomes, increments)
+
+    def plan_append_verifications(
+        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+    ) -> Plan:
         _no_repeats([v.episode_id for v in verifications], "is verified twice in one batch")
         _no_repeats([o.episode_id for o in outcomes], "has two outcomes in one batch")
         recorded = outcomes[-1].recorded if outcomes else 0.0
 
-        def work(conn: Any) -> None:
-            with conn.cursor() as cur:
-                if verifications:
-                    _insert_verifications(cur, verifications)
-                if increments:
-                    _add_to_counters(cur, increments, recorded)
-                if outcomes:
-                    with cur.copy(
-                        "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
-                        " max_hops, settings_version) FROM STDIN (FORMAT BINARY)"
-                    ) as copy:
-                        copy.set_types(["text", "bool", "text", "float8", "float8", "text", "float8", "int4", "int4"])
-                        for o in outcomes:
-                            copy.write_row(
-                                (
-                                    o.episode_id,
-                                    o.success,
-                                    o.source,
-                                    o.confidence,
-                                    o.recorded,
-                                    o.namespace,
-                                    o.propagation,
-                                    o.max_hops,
-                                    o.settings_version,
-                                )
-                            )
+        def steps() -> Statements:
+            if verifications:
+                yield from _insert_verifications(verifications)
+            if increments:
+                yield from _add_to_counters(increments, recorded)
+            if outcomes:
+                yield Copy(
+                    "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
+                    " max_hops, settings_version) FROM STDIN (FORMAT BINARY)",
+                    ["text", "bool", "text", "float8", "float8", "text", "float8", "int4", "int4"],
+                    [
+                        (
+                            o.episode_id,
+                            o.success,
+                            o.source,
+                            o.confidence,
+                            o.recorded,
+                            o.namespace,
+                            o.propagation,
+                            o.max_hops,
+                            o.settings_version,
+                        )
+                        for o in outcomes
+                    ],
+                )
 
-        try:
-            with self._connection() as conn, conn.transaction():
-                work(conn)
-        except self._psycopg.errors.UniqueViolation as exc:  # rolled back: nothing was written
-            raise self._duplicate_outcome([o.episode_id for o in outcomes], exc) from None
-        except self._psycopg.Error as exc:
-            raise self._failure(exc) from exc
+        ids = [o.episode_id for o in outcomes]
+        return Plan(steps(), "write", on_unique=lambda exc: self._duplicate_outcome(ids, exc))
 
-    def _duplicate_outcome(self, ids: Sequence[str], exc: Exception) -> DuplicateError:
-        """The error for a refused outcome batch: it names the first episode that had an outcome."""
-        logged = self.outcomes_of(ids)
-        for eid in ids:
-            if eid in logged:
-                return DuplicateError(f"episode {eid!r} already has an outcome")
-        detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
-        return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
+    def _duplicate_outcome(self, ids: Sequence[str], exc: Exception) -> Plan:
+        """The plan whose answer is the error for a refused outcome batch: it names the first
+        episode that had an outcome."""
+        logged = self.plan_outcomes_of(ids)
+
+        def steps() -> Statements:
+            found = yield from logged.steps
+            for eid in ids:
+                if eid in found:
+                    return DuplicateError(f"episode {eid!r} already has an outcome")
+            detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
+            return DuplicateError(f"an episode of the batch already has an outcome ({detail})")
+
+        return Plan(steps())
 
     def outcome_log(
         self, namespace: str | None = None, *, after: int = 0, limit: int | None = None
@@ -861,6 +908,9 @@ class PostgresBackend:
         return int(self._run(work))
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
+        return self._do(self.plan_outcomes_since(since, source, namespace))
+
+    def plan_outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> Plan:
         cols = OUTCOME_COLUMNS
         sql, args = f"SELECT {cols} FROM outcomes WHERE recorded >= %s", list[object]([since])
         if source is not None:
@@ -868,29 +918,31 @@ class PostgresBackend:
         if namespace is not None:
             sql, args = sql + " AND namespace = %s", [*args, namespace]
         sql += " ORDER BY seq"
-        return [outcome_from_row(row) for row in self._run(lambda c: c.execute(sql, tuple(args)).fetchall())]
+        return _one_read(sql, tuple(args), lambda rows: [outcome_from_row(row) for row in rows])
 
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
-        rows = self._run(
-            lambda c: c.execute(
-                f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id = ANY(%s)",
-                (list(dict.fromkeys(episode_ids)),),
-            ).fetchall()
+        return self._do(self.plan_outcomes_of(episode_ids))
+
+    def plan_outcomes_of(self, episode_ids: Sequence[str]) -> Plan:
+        return _one_read(
+            f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id = ANY(%s)",
+            (list(dict.fromkeys(episode_ids)),),
+            lambda rows: {o.episode_id: o for o in map(outcome_from_row, rows)},
         )
-        return {o.episode_id: o for o in map(outcome_from_row, rows)}
 
     def verifications(self, after: int = 0) -> list[Verification]:
-        rows = self._run(
-            lambda c: c.execute(
-                "SELECT seq, episode_id, namespace, success, source, reported, recorded FROM verifications"
-                " WHERE seq > %s ORDER BY seq",
-                (after,),
-            ).fetchall()
+        return self._do(self.plan_verifications(after))
+
+    def plan_verifications(self, after: int = 0) -> Plan:
+        return _one_read(
+            "SELECT seq, episode_id, namespace, success, source, reported, recorded FROM verifications"
+            " WHERE seq > %s ORDER BY seq",
+            (after,),
+            lambda rows: [
+                Verification(eid, ns, bool(ok), src, None if rep is None else bool(rep), rec, int(seq))
+                for seq, eid, ns, ok, src, rep, rec in rows
+            ],
         )
-        return [
-            Verification(eid, ns, bool(ok), src, None if rep is None else bool(rep), rec, int(seq))
-            for seq, eid, ns, ok, src, rep, rec in rows
-        ]
 
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         def work(conn: Any) -> None:
@@ -939,18 +991,25 @@ class PostgresBackend:
         return [r[0] for r in rows]
 
     def next_expiry(self, namespace: str) -> float | None:
-        rows = self._read(
-            "SELECT MIN(expires) FROM memories WHERE namespace = %s AND expires IS NOT NULL", (namespace,)
+        return self._do(self.plan_next_expiry(namespace))
+
+    def plan_next_expiry(self, namespace: str) -> Plan:
+        return _one_read(
+            "SELECT MIN(expires) FROM memories WHERE namespace = %s AND expires IS NOT NULL",
+            (namespace,),
+            lambda rows: None if not rows or rows[0][0] is None else float(rows[0][0]),
         )
-        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     def erased(self, namespace: str, ids: Sequence[str]) -> dict[str, int]:
-        rows = self._read(
+        return self._do(self.plan_erased(namespace, ids))
+
+    def plan_erased(self, namespace: str, ids: Sequence[str]) -> Plan:
+        return _one_read(
             "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND memory_id = ANY(%s) AND action = %s"
             " GROUP BY memory_id",
             (namespace, list(dict.fromkeys(ids)), ERASE),
+            lambda rows: {mid: int(seq) for mid, seq in rows},
         )
-        return {mid: int(seq) for mid, seq in rows}
 
     def audit_log(
         self, namespace: str, memory_id: str | None = None, *, after: int = 0, limit: int | None = None
@@ -1014,7 +1073,36 @@ def _no_repeated_ids(rows: Sequence[NewMemory]) -> None:
         seen.add(key)
 
 
-def _raise_build_memory(conn: Any, vectors: int, dimension: int) -> None:
+def _duplicate_memory(exc: Exception) -> Plan:
+    """A concurrent writer outside this store's rules inserted a memory of the batch."""
+    detail = getattr(getattr(exc, "diag", None), "message_detail", None) or str(exc)
+    return done(DuplicateError(f"a memory of the batch already exists ({detail})"))
+
+
+def _refuse_existing(rows: Sequence[NewMemory]) -> Statements:
+    """DuplicateError naming the first row whose (namespace, id) is stored already: one query per namespace."""
+    by_namespace: dict[str, list[str]] = {}
+    for r in rows:
+        by_namespace.setdefault(r.memory.namespace, []).append(r.memory.id)
+    stored: set[tuple[str, str]] = set()
+    for namespace, ids in by_namespace.items():
+        found = yield Query("SELECT id FROM memories WHERE namespace = %s AND id = ANY(%s)", (namespace, ids))
+        stored |= {(namespace, f[0]) for f in found}
+        gone = yield Query(
+            "SELECT memory_id, MAX(seq) FROM audit WHERE namespace = %s AND action = %s AND memory_id = ANY(%s)"
+            " GROUP BY memory_id",
+            (namespace, ERASE, ids),
+        )
+        if gone:
+            seqs = {g[0]: int(g[1]) for g in gone}
+            mid = next(i for i in ids if i in seqs)
+            raise reused(mid, namespace, seqs[mid])
+    for r in rows:
+        if (r.memory.namespace, r.memory.id) in stored:
+            raise DuplicateError(f"memory {r.memory.id!r} already exists in namespace {r.memory.namespace!r}")
+
+
+def _raise_build_memory(vectors: int, dimension: int) -> Statements:
     """Let the HNSW build keep its graph in memory (pgvector slows down badly once it spills).
 
     About ``dimension x 4`` bytes of vector and 512 bytes of graph per row, capped at
@@ -1023,10 +1111,10 @@ def _raise_build_memory(conn: Any, vectors: int, dimension: int) -> None:
     """
     want = min(_BUILD_MEMORY_CAP, vectors * (4 * dimension + 512)) // 1024
     have = int(
-        conn.execute("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]
+        (yield Query("SELECT setting::bigint FROM pg_settings WHERE name = 'maintenance_work_mem'", fetch="one"))[0]
     )
     if want > have:
-        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(want)}kB",))  # = SET LOCAL
+        yield Query("SELECT set_config('maintenance_work_mem', %s, true)", (f"{int(want)}kB",), "none")  # = SET LOCAL
 
 
 def _vector_binary(vector: np.ndarray) -> bytes:
@@ -1037,17 +1125,6 @@ def _vector_binary(vector: np.ndarray) -> bytes:
 def _jsonb(value: object) -> bytes:
     """PostgreSQL's binary form of a jsonb value: version 1, then the JSON text."""
     return b"\x01" + json.dumps(value).encode()
-
-
-def _binary_dumper(oid: int) -> type:
-    """A psycopg dumper for values already in the binary form of type ``oid`` (used by ``COPY``)."""
-    from psycopg.adapt import Dumper
-    from psycopg.pq import Format
-
-    def dump(self: Any, obj: bytes) -> bytes:
-        return obj
-
-    return type("VectorBinaryDumper", (Dumper,), {"oid": oid, "format": Format.BINARY, "dump": dump})
 
 
 def _vector_text(vector: np.ndarray) -> str:
@@ -1086,9 +1163,9 @@ RETURNING m.namespace, m.id
 """
 
 
-def _add_to_counters(cur: Any, increments: Sequence[Increment], recorded: float) -> None:
+def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:
     """Apply ``increments`` in one statement; UnknownMemoryError (first in id order) if a memory is missing."""
-    cur.execute(
+    rows = yield Query(
         _COUNTERS,
         (
             [i.namespace for i in increments],
@@ -1099,15 +1176,15 @@ def _add_to_counters(cur: Any, increments: Sequence[Increment], recorded: float)
             recorded,
         ),
     )
-    found = {(ns, mid) for ns, mid in cur.fetchall()}
+    found = {(ns, mid) for ns, mid in rows}
     for ns, mid in sorted({(i.namespace, i.memory_id) for i in increments}):
         if (ns, mid) not in found:
             raise UnknownMemoryError(mid)
 
 
-def _insert_verifications(cur: Any, verifications: Sequence[Verification]) -> None:
+def _insert_verifications(verifications: Sequence[Verification]) -> Statements:
     """Append verifications (in the order given); DuplicateError naming an episode verified already."""
-    cur.execute(
+    rows = yield Query(
         "INSERT INTO verifications (episode_id, namespace, success, source, reported, recorded)"
         " SELECT episode_id, namespace, success, source, reported, recorded"
         " FROM unnest(%s::text[], %s::text[], %s::bool[], %s::text[], %s::bool[], %s::float8[])"
@@ -1122,10 +1199,44 @@ def _insert_verifications(cur: Any, verifications: Sequence[Verification]) -> No
             [v.recorded for v in verifications],
         ),
     )
-    written = {r[0] for r in cur.fetchall()}
+    written = {r[0] for r in rows}
     for v in verifications:
         if v.episode_id not in written:
             raise DuplicateError(f"episode {v.episode_id!r} is verified already")
+
+
+def _one_read(sql: str, params: Sequence[Any], consume: Callable[[list[Any]], Any] = list) -> Plan:
+    """The plan of one read statement whose rows ``consume`` turns into the answer."""
+
+    def steps() -> Statements:
+        return consume((yield Query(sql, params)))
+
+    return Plan(steps())
+
+
+def _edges_of(namespace: str, rows: Sequence[Sequence[Any]]) -> Statements:
+    """The provenance edges of the memories ``rows`` hold (their id first), one query."""
+    if not rows:
+        return []
+    edges = yield Query(
+        "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)", (namespace, [r[0] for r in rows])
+    )
+    return edges
+
+
+def _episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
+    """Episodes from rows of :meth:`PostgresBackend.episodes`' join (an episode's row once per item)."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    items: dict[str, list[EpisodeItem]] = {}
+    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
+        heads.setdefault(eid, (ns, query, context, created, holdout))
+        found = items.setdefault(eid, [])
+        if mid is not None:
+            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
+    return {
+        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
+        for eid, (ns, query, context, created, holdout) in heads.items()
+    }
 
 
 def _no_repeats(ids: Sequence[str], what: str) -> None:
@@ -1147,26 +1258,39 @@ def _column(entry: AuditEntry) -> str | None:
 
 def _change_in(conn: Any, entry: AuditEntry, column: str | None) -> AuditEntry:
     """Make one audited change inside the caller's transaction (see :meth:`PostgresBackend.change`)."""
+    return execute(conn, _change_steps(entry, column))
+
+
+def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
+    """:func:`_change_in`'s statements."""
     if column is None:  # a note: the memory must exist, no column changes
-        found = conn.execute(
-            "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id)
-        ).fetchone()
+        found = yield Query(
+            "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id), "one"
+        )
         if found is None:
             raise UnknownMemoryError(entry.memory_id)
-        return _audit(conn, entry)
-    _bump(conn)
-    cur = conn.execute(
+        saved = yield from _audit_steps(entry)
+        return saved
+    yield from _bump_steps()
+    changed = yield Query(
         f"UPDATE memories SET {column} = %s, updated = %s WHERE namespace = %s AND id = %s AND {column} = %s",
         (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+        "count",
     )
-    if cur.rowcount != 1:
+    if changed != 1:
         raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
-    return _audit(conn, entry)
+    saved = yield from _audit_steps(entry)
+    return saved
 
 
 def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:
     """Append ``entry`` inside the caller's transaction; returns it with its seq."""
-    seq = conn.execute(
+    return execute(conn, _audit_steps(entry))
+
+
+def _audit_steps(entry: AuditEntry) -> Statements:
+    """:func:`_audit`'s statement."""
+    row = yield Query(
         "INSERT INTO audit (namespace, memory_id, action, field, old, new, reason, settings, at)"
         " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) RETURNING seq",
         (
@@ -1180,9 +1304,14 @@ def _audit(conn: Any, entry: AuditEntry) -> AuditEntry:
             json.dumps(entry.settings, sort_keys=True),
             entry.at,
         ),
-    ).fetchone()[0]
-    return AuditEntry(**{**entry.__dict__, "seq": int(seq)})
+        "one",
+    )
+    return AuditEntry(**{**entry.__dict__, "seq": int(row[0])})
 
 
 def _bump(conn: Any) -> None:
-    conn.execute("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'")
+    execute(conn, _bump_steps())
+
+
+def _bump_steps() -> Statements:
+    yield Query("UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'", fetch="none")

@@ -30,6 +30,7 @@ from memworth.store.filters import RecallFilter
 from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
 from memworth.store.report import worth_of
 from memworth.store.state import StoreState
+from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_context, check_k, check_memory_id, check_name, check_text
 
 if TYPE_CHECKING:
@@ -141,12 +142,17 @@ class _Candidates:
     def memories(
         self, backend: Backend, namespace: str, positions: list[int], kept: _Kept | None = None
     ) -> list[Memory]:
+        """The memories at ``positions``, as ranked (:meth:`memories_steps` on ``backend``)."""
+        return run(self.memories_steps(namespace, positions, kept), backend)
+
+    def memories_steps(self, namespace: str, positions: list[int], kept: _Kept | None = None) -> Steps[list[Memory]]:
         """The memories at ``positions``, as ranked: status, standing, counts and time of last
         change as the narrow read gave them; their text, metadata, contexts, provenance and
-        expiry from ``kept``, which reads from the backend (once) only the ones it lacks."""
+        expiry from ``kept``, which reads from the backend (once) only the ones it lacks. As
+        steps (:mod:`memworth.store.steps`)."""
         if self.known is not None:
             return [self.known[self.ids[i]] for i in positions]
-        content = (kept or _Kept()).of(backend, namespace, [self.ids[i] for i in positions])
+        content = yield from (kept or _Kept()).of_steps(namespace, [self.ids[i] for i in positions])
         s, f, n = self.table.success.tolist(), self.table.failure.tolist(), self.table.n.tolist()
         out = []
         for i in positions:
@@ -181,22 +187,24 @@ class _Kept:
     def __init__(self) -> None:
         self.content: dict[str, _Content] = {}
 
-    def of(self, backend: Backend, namespace: str, ids: builtins.list[str]) -> dict[str, _Content]:
-        """The content of ``ids`` (all must exist): one backend read for those not kept."""
+    def of_steps(self, namespace: str, ids: builtins.list[str]) -> Steps[dict[str, _Content]]:
+        """The content of ``ids`` (all must exist): one backend read for those not kept. As
+        steps (:mod:`memworth.store.steps`)."""
         kept = self.content
         missing = [mid for mid in ids if mid not in kept]
         if missing:
-            for m in backend.memories(namespace, missing):
+            for m in (yield Call("memories", (namespace, missing))):
                 kept[m.id] = _Content.of(m)
             while len(kept) > CONTENT_KEPT:
                 del kept[next(iter(kept))]
-        return {mid: kept[mid] if mid in kept else self._read(backend, namespace, mid) for mid in ids}
-
-    @staticmethod
-    def _read(backend: Backend, namespace: str, memory_id: str) -> _Content:
-        """One memory's content, not kept (more ids were asked for at once than are kept)."""
-        (m,) = backend.memories(namespace, [memory_id])
-        return _Content.of(m)
+        out = {}
+        for mid in ids:
+            if mid not in kept:  # more ids were asked for at once than are kept: read it, keep it not
+                (m,) = yield Call("memories", (namespace, [mid]))
+                out[mid] = _Content.of(m)
+            else:
+                out[mid] = kept[mid]
+        return out
 
 
 def _wider(n: int, want: int, matched: int) -> int:
@@ -236,20 +244,24 @@ class RecallMixin(StoreState):
 
     def _space(self, namespace: str) -> _Space:
         """The namespace's vector index, brought up to date with the backend."""
-        generation = self.backend.generation()
+        return run(self._space_steps(namespace), self.backend)
+
+    def _space_steps(self, namespace: str) -> Steps[_Space]:
+        """:meth:`_space` as steps (:mod:`memworth.store.steps`)."""
+        generation = yield Call("generation")
         space = self._spaces.get(namespace)
         if space is None:
             space = self._spaces[namespace] = _Space()
         if space.generation != generation:
-            erased = self.backend.get_meta(erased_key(namespace))
+            erased = yield Call("get_meta", (erased_key(namespace),))
             if erased != space.erased:  # a memory was erased: its vector leaves the index (rebuilt)
                 space = self._spaces[namespace] = _Space()
                 space.erased = erased
-            ids, seqs, matrix = self.backend.vectors(namespace, after=space.last_seq)
+            ids, seqs, matrix = yield Call("vectors", (namespace,), {"after": space.last_seq})
             if ids:
                 space.add(ids, matrix, self.index, self.index_threshold)
                 space.last_seq = seqs[-1]
-            space.inactive = set(self.backend.inactive(namespace))
+            space.inactive = set((yield Call("inactive", (namespace,))))
             space.generation = generation
         return space
 
@@ -285,6 +297,23 @@ class RecallMixin(StoreState):
         applied before ranking; ``context`` only labels the episode. A filtered recall
         searches the database, not the hot tier (which keeps no metadata).
         """
+        steps = self._recall_steps(
+            query, k, context=context, namespace=namespace, tier=tier, episode_id=episode_id, where=where
+        )
+        return run(steps, self.backend)
+
+    def _recall_steps(
+        self,
+        query: str,
+        k: int = 4,
+        *,
+        context: str | None = None,
+        namespace: str = "default",
+        tier: str = "all",
+        episode_id: str | None = None,
+        where: dict[str, Any] | RecallFilter | None = None,
+    ) -> Steps[Recall]:
+        """:meth:`recall` as steps (:mod:`memworth.store.steps`): what the sync and the async store run."""
         query = check_text(query, "query")
         check_name(namespace, "namespace")
         check_k(k)
@@ -293,13 +322,14 @@ class RecallMixin(StoreState):
             raise ValidationError("tier", f"must be 'all' or 'hot', got {tier!r}")
         eid = uuid.uuid4().hex if episode_id is None else check_memory_id(episode_id, "episode_id")
         flt = None if where is None else RecallFilter.of(where)
-        self._expire_due(namespace)  # expired memories are erased before any search can return them
+        yield from self._expire_due_steps(namespace)  # expired memories are erased before any search can return them
         diagnostics: dict[str, Any] = {"tier": "all"}
         if flt is not None:
             diagnostics["where"] = flt.spec
         q = self._embed([query])[0]
         if self.holdout_episode(eid):
-            return self._recall_ungoverned(eid, q, query, k, context, namespace, flt)
+            held_out = yield from self._recall_ungoverned_steps(eid, q, query, k, context, namespace, flt)
+            return held_out
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
         hot: builtins.list[HotMemory] | None = None
@@ -313,8 +343,8 @@ class RecallMixin(StoreState):
             else:
                 try:
                     if namespace in self._hot_stale:  # never serve a mirror that missed a change
-                        self.rebuild_hot_tier(namespace=namespace)
-                    hot = self.hot.load(namespace)
+                        yield Blocking(self.rebuild_hot_tier, (), {"namespace": namespace})
+                    hot = yield Blocking(self.hot.load, (namespace,))
                     diagnostics["tier"] = "hot"
                     diagnostics["hot_tier"] = f"{len(hot)} hot memories from {self.hot.url}"
                 except StoreError as exc:
@@ -326,17 +356,19 @@ class RecallMixin(StoreState):
             search = getattr(self.backend, "search", None)
             n = self._first_n(namespace, flt, want)
             while search is not None:  # with a filter: widen the search until enough candidates match
-                in_database = search(namespace, q, n)
+                in_database = yield Call("search", (namespace, q, n))
                 if in_database is None:
                     break
                 found_ids, found_sims = in_database
-                cand = self._candidates(namespace, list(found_ids), np.asarray(found_sims, dtype=float), flt)
+                cand = yield from self._candidates_steps(
+                    namespace, list(found_ids), np.asarray(found_sims, dtype=float), flt
+                )
                 if flt is None or len(cand.ids) >= want or len(found_ids) < n:
                     break
                 n = _wider(n, want, len(cand.ids))
         if in_database is not None:
             diagnostics["search"] = "database"
-        space = self._space(namespace) if hot is None and in_database is None else None
+        space = (yield from self._space_steps(namespace)) if hot is None and in_database is None else None
         if hot is not None and hot:
             sims_all = np.stack([h.vector for h in hot]) @ q
             order = np.argsort(-sims_all)[: max(50, 10 * k)]
@@ -360,7 +392,7 @@ class RecallMixin(StoreState):
                 positions, found = space.index.search(q, n)
                 keep = [j for j, p in enumerate(positions.tolist()) if space.ids[p] not in space.inactive]
                 ids = [space.ids[positions[j]] for j in keep]
-                cand = self._candidates(namespace, ids, found[keep].astype(float), flt)
+                cand = yield from self._candidates_steps(namespace, ids, found[keep].astype(float), flt)
                 if flt is None or len(cand.ids) >= want or n >= len(space.ids):
                     break
                 n = _wider(n, want, len(cand.ids))
@@ -371,7 +403,7 @@ class RecallMixin(StoreState):
                 namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics, standing=cand.standing
             )
             sel, scores, weights = choice.selection, choice.scores, choice.weights
-            picked = cand.memories(self.backend, namespace, sel.picked.tolist(), None if space is None else space.kept)
+            picked = yield from cand.memories_steps(namespace, sel.picked.tolist(), None if space is None else space.kept)
             shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
                 m = picked[pos]
@@ -392,7 +424,7 @@ class RecallMixin(StoreState):
                     )
                 )
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
-        self.backend.insert_episode(episode)
+        yield Call("insert_episode", (episode,))
         return Recall(episode, tuple(picked_results), diagnostics)
 
     def score(
@@ -471,9 +503,9 @@ class RecallMixin(StoreState):
         """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""
         return self.holdout > 0 and in_holdout(episode_id, self.holdout, self._holdout_seed)
 
-    def _candidates(
+    def _candidates_steps(
         self, namespace: str, ids: builtins.list[str], sims: np.ndarray, where: RecallFilter | None = None
-    ) -> _Candidates:
+    ) -> Steps[_Candidates]:
         """The active ones of ``ids`` (most similar first) with what ranking reads: one query.
 
         Only the counts, status and age of the candidates are read here; the ``k`` picked
@@ -482,16 +514,15 @@ class RecallMixin(StoreState):
         once per memory and filter and remembered (a memory's metadata and contexts never
         change, and an id is never reused), its status and standing part on the narrow read.
         """
-        fetch = getattr(self.backend, "candidates", None)
-        if fetch is None:  # a backend without the narrow read: whole memories
-            found = self.backend.memories(namespace, ids)
+        if getattr(self.backend, "candidates", None) is None:  # a backend without the narrow read: whole memories
+            found = yield Call("memories", (namespace, ids))
             alive = [m for m in found if m.status == "active" and (where is None or where.matches(m))]
             return _Candidates.of(alive, sims, ids)
         if where is not None:
-            content = self._filter_matches(namespace, where, ids)
+            content = yield from self._filter_matches_steps(namespace, where, ids)
             keep = [i for i, mid in enumerate(ids) if content.get(mid)]
             ids, sims = [ids[i] for i in keep], sims[keep]
-        rows = {r[0]: r for r in fetch(namespace, ids)}
+        rows = {r[0]: r for r in (yield Call("candidates", (namespace, ids)))}
         keep = [
             i
             for i, mid in enumerate(ids)
@@ -519,7 +550,9 @@ class RecallMixin(StoreState):
         share = sum(known.values()) / len(known)
         return want if share <= 0 else min(64 * want, math.ceil(1.5 * want / share))
 
-    def _filter_matches(self, namespace: str, where: RecallFilter, ids: builtins.list[str]) -> dict[str, bool]:
+    def _filter_matches_steps(
+        self, namespace: str, where: RecallFilter, ids: builtins.list[str]
+    ) -> Steps[dict[str, bool]]:
         """Whether each of ``ids`` matches the metadata and context part of ``where``, read once per
         memory and remembered for the :data:`FILTERS_KEPT` filters used last."""
         key = (namespace, where.key)
@@ -529,11 +562,11 @@ class RecallMixin(StoreState):
             del self._filters[next(iter(self._filters))]
         unknown = [mid for mid in ids if mid not in known]
         if unknown:
-            for m in self.backend.memories(namespace, unknown):
+            for m in (yield Call("memories", (namespace, unknown))):
                 known[m.id] = where.matches_content(m)
         return known
 
-    def _recall_ungoverned(
+    def _recall_ungoverned_steps(
         self,
         eid: str,
         q: np.ndarray,
@@ -542,16 +575,16 @@ class RecallMixin(StoreState):
         context: str | None,
         namespace: str,
         where: RecallFilter | None = None,
-    ) -> Recall:
+    ) -> Steps[Recall]:
         """A holdout recall: the ``k`` most similar memories that governance could have hidden or not
         (of those that match ``where``, when given)."""
-        space = self._space(namespace)
+        space = yield from self._space_steps(namespace)
         pairs: builtins.list[tuple[Memory, float]] = []
         n = max(50, 10 * k) + len(space.inactive)
         while space.index is not None and space.ids:
             positions, found = space.index.search(q, n)
             hits = [(space.ids[p], float(v)) for p, v in zip(positions, found, strict=True)]
-            by_id = {m.id: m for m in self.backend.memories(namespace, [mid for mid, _ in hits])}
+            by_id = {m.id: m for m in (yield Call("memories", (namespace, [mid for mid, _ in hits])))}
             pairs = [
                 (by_id[mid], v)
                 for mid, v in hits
@@ -584,7 +617,7 @@ class RecallMixin(StoreState):
                     )
                 )
         episode = Episode(eid, namespace, query, context, self.clock(), tuple(items), holdout=True)
-        self.backend.insert_episode(episode)
+        yield Call("insert_episode", (episode,))
         return Recall(episode, tuple(results), {"tier": "all", "holdout": True, "search": "similarity only"})
 
     def _credit(self, scores: np.ndarray) -> np.ndarray:

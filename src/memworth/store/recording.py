@@ -22,6 +22,7 @@ from memworth.store.outcome_log import SourceReport
 from memworth.store.recall import Recall
 from memworth.store.records import Episode, OutcomeRow, Verification
 from memworth.store.state import StoreState
+from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_confidence, check_name, check_storable
 
 __all__ = ["DEFAULT_SOURCES", "VERIFIED", "RecordingMixin", "credit_increments"]
@@ -106,6 +107,29 @@ class RecordingMixin(StoreState):
         """
         self._record([(episode, success)], source, confidence, namespace)
 
+    def _record_steps_one(
+        self,
+        episode: Recall | Episode | str,
+        success: object,
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> Steps[None]:
+        """:meth:`record` as steps (:mod:`memworth.store.steps`)."""
+        yield from self._record_steps([(episode, success)], source, confidence, namespace)
+
+    def _record_many_steps(
+        self,
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        *,
+        source: str = "explicit",
+        confidence: float | None = None,
+        namespace: str | None = None,
+    ) -> Steps[None]:
+        """:meth:`record_many` as steps."""
+        yield from self._record_steps(outcomes, source, confidence, namespace, many=True)
+
     def record_many(
         self,
         outcomes: Iterable[tuple[Recall | Episode | str, object]],
@@ -169,6 +193,18 @@ class RecordingMixin(StoreState):
         many: bool = False,
     ) -> builtins.list[Verification]:
         """Check, credit and log outcomes in one backend write; with ``many``, errors name the item."""
+        return run(self._record_steps(outcomes, source, confidence, namespace, many=many), self.backend)
+
+    def _record_steps(
+        self,
+        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        source: str,
+        confidence: float | None,
+        namespace: str | None,
+        *,
+        many: bool = False,
+    ) -> Steps[builtins.list[Verification]]:
+        """:meth:`_record` as steps: what the sync and the async store run."""
 
         def where(i: int, name: str) -> str:
             return f"outcomes[{i}].{name}" if many else name
@@ -208,7 +244,7 @@ class RecordingMixin(StoreState):
                     where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
                 )
         results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
-        known = self.backend.episodes(ids)
+        known = yield Call("episodes", (ids,))
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
@@ -217,16 +253,19 @@ class RecordingMixin(StoreState):
                 raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
             episodes.append(ep)
         if many and source != VERIFIED and len(ids) > 1:  # name the item an earlier call recorded already
-            done = self.backend.outcomes_of(ids)
+            done = yield Call("outcomes_of", (ids,))
             for i, eid in enumerate(ids):
                 if eid in done:
                     raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])")
-        self._check_limits(source, episodes, now)
+        yield from self._check_limits_steps(source, episodes, now)
         if self.reliability is not None and source != VERIFIED:
-            self._refresh_agreement()
-        earlier = self.backend.outcomes_of(ids) if source == VERIFIED else {}
-        parents = {ns: self._parents_of(ns) for ns in {ep.namespace for ep in episodes}}  # one read per call
-        self._start_live({ep.namespace for ep in episodes})
+            yield from self._refresh_agreement_steps()
+        earlier = (yield Call("outcomes_of", (ids,))) if source == VERIFIED else {}
+        parents = {}
+        for ns in {ep.namespace for ep in episodes}:  # one read per call
+            parents[ns] = yield from self._parents_of_steps(ns)
+        if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
+            yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
         rows, increments, checks = [], [], []
         credited: builtins.list[tuple[Episode, bool, float]] = []
         for ep, ok in zip(episodes, results, strict=True):
@@ -244,38 +283,45 @@ class RecordingMixin(StoreState):
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
         try:
-            self._append(source, checks, rows, increments)
+            yield self._append_call(source, checks, rows, increments)
         except UnknownMemoryError:  # an episode retrieved a memory erased since: credit the others only
-            erased = {
-                (ns, mid)
-                for ns in {i.namespace for i in increments}
-                for mid in self.backend.erased(ns, [i.memory_id for i in increments if i.namespace == ns])
-            }
+            erased = set()
+            for ns in {i.namespace for i in increments}:
+                gone = yield Call("erased", (ns, [i.memory_id for i in increments if i.namespace == ns]))
+                erased |= {(ns, mid) for mid in gone}
             if not erased:
                 raise
-            self._append(source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased])
+            yield self._append_call(
+                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased]
+            )
         self._advance_live(credited)
         if self.govern_every is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
                 seen = self._outcomes_since_govern.get(ns, 0) + sum(1 for ep in episodes if ep.namespace == ns)
                 if seen >= self.govern_every:
                     self._outcomes_since_govern[ns] = 0
-                    self._govern(ns, AUTOMATIC)
+                    yield Blocking(self._govern, (ns, AUTOMATIC))
                 else:
                     self._outcomes_since_govern[ns] = seen
         return checks
 
-    def _append(
+    def _append_call(
         self,
         source: str,
         checks: builtins.list[Verification],
         rows: builtins.list[OutcomeRow],
         increments: builtins.list[Increment],
-    ) -> None:
+    ) -> Call:
+        """The one backend write of a record call."""
         if source == VERIFIED:
-            self.backend.append_verifications(checks, rows, increments)
-        else:
-            self.backend.append_outcomes(rows, increments)
+            return Call("append_verifications", (checks, rows, increments))
+        return Call("append_outcomes", (rows, increments))
+
+    def _live_to_start(self, namespaces: set[str]) -> bool:
+        """Whether :meth:`_start_live` has a namespace to scan (else it does nothing)."""
+        if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change.enabled:
+            return False
+        return any(ns not in self._live for ns in namespaces)
 
     def _start_live(self, namespaces: set[str]) -> None:
         """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""
@@ -309,19 +355,23 @@ class RecordingMixin(StoreState):
 
     def _refresh_agreement(self) -> None:
         """Fold verifications logged since the last call into each source's agreement tally."""
-        for v in self.backend.verifications(after=self._verified_seq):
+        run(self._refresh_agreement_steps(), self.backend)
+
+    def _refresh_agreement_steps(self) -> Steps[None]:
+        """:meth:`_refresh_agreement` as steps."""
+        for v in (yield Call("verifications", (), {"after": self._verified_seq})):
             if v.source is not None and v.reported is not None:
                 key = (v.namespace, v.source)
                 self._agreement[key] = self._agreement.get(key, Agreement()).add(v.reported == v.success)
             self._verified_seq = max(self._verified_seq, v.seq)
 
-    def _check_limits(self, source: str, episodes: builtins.list[Episode], now: float) -> None:
+    def _check_limits_steps(self, source: str, episodes: builtins.list[Episode], now: float) -> Steps[None]:
         """Refuse (ValidationError, nothing written) outcomes beyond the source's quota or rate limit."""
         limit = self.limits.get(source)
         if limit is None:
             return
-        recent = self.backend.outcomes_since(now - limit.window, source)
-        logged = self.backend.episodes([o.episode_id for o in recent])
+        recent = yield Call("outcomes_since", (now - limit.window, source))
+        logged = yield Call("episodes", ([o.episode_id for o in recent],))
         for ns in sorted({ep.namespace for ep in episodes}):
             before = [
                 (o.recorded, [it.memory_id for it in logged[o.episode_id].items])
@@ -369,16 +419,23 @@ class RecordingMixin(StoreState):
             parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
         return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
 
-    def _parents_of(self, namespace: str) -> dict[str, builtins.list[str]]:
+    def _parents_of_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
         """The provenance credit propagates along: none when propagation is off."""
-        return self._provenance(namespace) if self.propagation > 0 and self.max_hops > 0 else {}
+        if self.propagation > 0 and self.max_hops > 0:
+            parents = yield from self._provenance_steps(namespace)
+            return parents
+        return {}
 
     def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
-        generation = self.backend.generation()
+        return run(self._provenance_steps(namespace), self.backend)
+
+    def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
+        """:meth:`_provenance` as steps."""
+        generation = yield Call("generation")
         cached = self._parents.get(namespace)
         if cached is None or cached[0] != generation:
             parents: dict[str, builtins.list[str]] = {}
-            for src, dst, _kind in sorted(self.backend.edges(namespace)):
+            for src, dst, _kind in sorted((yield Call("edges", (namespace,)))):
                 parents.setdefault(src, []).append(dst)
             self._parents[namespace] = cached = (generation, parents)
         return cached[1]

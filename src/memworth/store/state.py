@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from memworth.store.hot import HotTier
     from memworth.store.recall import _Space
     from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
+    from memworth.store.steps import Steps
 
 __all__ = ["StoreState"]
 
@@ -119,6 +120,12 @@ class StoreState:
         ) -> AuditEntry: ...
 
         def _expire_due(self, namespace: str) -> None: ...
+
+        def _expire_due_steps(self, namespace: str) -> Steps[None]: ...
+
+        def _ttl_steps(self, namespace: str) -> Steps[float | None]: ...
+
+        def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]: ...
 
         def _embed(self, texts: builtins.list[str]) -> np.ndarray: ...
 

@@ -62,6 +62,7 @@ from memworth.store.recording import DEFAULT_SOURCES, VERIFIED, RecordingMixin, 
 from memworth.store.records import STATUSES, Memory
 from memworth.store.report import MemoryReport
 from memworth.store.review import VERDICTS, ReviewMixin
+from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.store.transaction import TransactionMixin
 from memworth.validation import (
     MAX_K,
@@ -436,10 +437,40 @@ class MemoryStore(
         ttl: float | None = None,
     ) -> Memory:
         """Store one memory; see :meth:`add_many`."""
+        return run(
+            self._add_steps(
+                text,
+                id=id,
+                namespace=namespace,
+                metadata=metadata,
+                contexts=contexts,
+                derived_from=derived_from,
+                part_of=part_of,
+                ttl=ttl,
+            ),
+            self.backend,
+        )
+
+    def _add_steps(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        namespace: str = "default",
+        metadata: dict[str, Any] | None = None,
+        contexts: Sequence[str] | None = None,
+        derived_from: Sequence[str] | None = None,
+        part_of: Sequence[str] | None = None,
+        ttl: float | None = None,
+    ) -> Steps[Memory]:
+        """:meth:`add` as steps (:mod:`memworth.store.steps`): what the sync and the async store run."""
         item: dict[str, Any] = {"text": text, "id": id, "metadata": metadata, "contexts": contexts}
         item |= {"derived_from": derived_from, "part_of": part_of, "ttl": ttl}
         check_name(namespace, "namespace")
-        return self._add(_new_memories([item], namespace, self.clock(), self.ttl(namespace=namespace)), namespace)[0]
+        now = self.clock()
+        kept_ttl = yield from self._ttl_steps(namespace)
+        added = yield from self._add_new_steps(_new_memories([item], namespace, now, kept_ttl), namespace)
+        return added[0]
 
     def _prepare_one(self, text: str, *, namespace: str, expires: float | None, **item: Any) -> NewMemory:
         """The row of one new memory, checked and embedded, with an expiry time instead of a time
@@ -466,41 +497,84 @@ class MemoryStore(
         a bar on stderr (tqdm, when installed) counts them, which for 100,000 memories is
         minutes of work (BENCHMARKS.md).
         """
+        return run(self._add_many_steps(items, namespace=namespace, progress=progress), self.backend)
+
+    def _add_many_steps(
+        self, items: Sequence[dict[str, Any]], *, namespace: str = "default", progress: Progress = False
+    ) -> Steps[builtins.list[Memory]]:
+        """:meth:`add_many` as steps; more than :data:`EMBED_INLINE` items are one blocking step
+        (checking, embedding, building and sending thousands of rows is CPU work)."""
+        if isinstance(items, Sequence) and not isinstance(items, (str, dict)) and len(items) > EMBED_INLINE:
+            added = yield Blocking(run, (self._add_many_body(items, namespace, progress), self.backend))
+            return added
+        added = yield from self._add_many_body(items, namespace, progress)
+        return added
+
+    def _add_many_body(
+        self, items: Sequence[dict[str, Any]], namespace: str, progress: Progress
+    ) -> Steps[builtins.list[Memory]]:
         check_name(namespace, "namespace")
         check_progress(progress)
         if isinstance(items, (str, dict)) or not isinstance(items, Sequence) or not items:
             raise ValidationError("items", "must be a non-empty list of memories (dicts with 'text')")
-        return self._add(
-            _new_memories(items, namespace, self.clock(), self.ttl(namespace=namespace), positions=True),
-            namespace,
-            progress=progress,
+        now = self.clock()
+        kept_ttl = yield from self._ttl_steps(namespace)
+        added = yield from self._add_new_steps(
+            _new_memories(items, namespace, now, kept_ttl, positions=True), namespace, progress=progress
         )
+        return added
 
     def _add(self, memories: builtins.list[Memory], namespace: str, progress: Progress = False) -> builtins.list[Memory]:
         """Check provenance, embed and insert in one backend call (one transaction)."""
-        self.backend.insert_memories(self._prepare(memories, namespace, progress))
+        return run(self._add_new_steps(memories, namespace, progress), self.backend)
+
+    def _add_new_steps(
+        self, memories: builtins.list[Memory], namespace: str, progress: Progress = False
+    ) -> Steps[builtins.list[Memory]]:
+        """:meth:`_add` as steps: the write of more than :data:`EMBED_INLINE` memories (building
+        and sending each row is CPU work in proportion) is a blocking step."""
+        rows = yield from self._prepare_steps(memories, namespace, progress)
+        if len(rows) > EMBED_INLINE:
+            yield Blocking(self.backend.insert_memories, (rows,))
+        else:
+            yield Call("insert_memories", (rows,))
         return memories
 
     def _prepare(
         self, memories: builtins.list[Memory], namespace: str, progress: Progress = False
     ) -> builtins.list[NewMemory]:
         """The rows to insert for ``memories``: provenance checked, embedded; nothing written."""
+        return run(self._prepare_steps(memories, namespace, progress), self.backend)
+
+    def _prepare_steps(
+        self, memories: builtins.list[Memory], namespace: str, progress: Progress = False
+    ) -> Steps[builtins.list[NewMemory]]:
+        """:meth:`_prepare` as steps: embedding more than :data:`EMBED_INLINE` texts is a
+        blocking step (an async store makes it in a thread)."""
         known = {m.id for m in memories}
         linked = {d for m in memories for d in (*m.derived_from, *m.part_of)} - known
         if linked:
-            found = {m.id for m in self.backend.memories(namespace, sorted(linked))}
+            found = {m.id for m in (yield Call("memories", (namespace, sorted(linked))))}
             missing = sorted(linked - found)
             if missing:
                 raise UnknownMemoryError(missing[0])
-        vectors = self._embed([m.text for m in memories], progress)
+        texts = [m.text for m in memories]
+        if len(texts) > EMBED_INLINE:
+            vectors = yield Blocking(self._embed, (texts, progress))
+        else:
+            vectors = self._embed(texts, progress)
         return [NewMemory(m, v) for m, v in zip(memories, vectors, strict=True)]
 
     def get(self, memory_id: str, *, namespace: str = "default") -> Memory:
         """One memory, with its current counts; ErasedMemoryError (a 404) for one erased by :meth:`delete`."""
+        return run(self._get_steps(memory_id, namespace=namespace), self.backend)
+
+    def _get_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[Memory]:
+        """:meth:`get` as steps."""
         check_name(namespace, "namespace")
-        found = self.backend.memories(namespace, [check_memory_id(memory_id)])
+        found = yield Call("memories", (namespace, [check_memory_id(memory_id)]))
         if not found:
-            gone = self.backend.erased(namespace, [memory_id])
+            gone = yield Call("erased", (namespace, [memory_id]))
             if memory_id in gone:
                 raise ErasedMemoryError(memory_id, gone[memory_id])
             raise UnknownMemoryError(memory_id)
@@ -510,10 +584,16 @@ class MemoryStore(
         self, *, namespace: str = "default", status: str | None = None, context: str | None = None
     ) -> list[Memory]:
         """Memories of a namespace, optionally only one status or one context label."""
+        return run(self._list_steps(namespace=namespace, status=status, context=context), self.backend)
+
+    def _list_steps(
+        self, *, namespace: str = "default", status: str | None = None, context: str | None = None
+    ) -> Steps[builtins.list[Memory]]:
+        """:meth:`list` as steps."""
         check_name(namespace, "namespace")
         if status is not None and (not isinstance(status, str) or status not in STATUSES):
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
-        out = self.backend.memories(namespace)
+        out = yield Call("memories", (namespace,))
         if status is not None:
             out = [m for m in out if m.status == status]
         if context is not None:
@@ -523,6 +603,11 @@ class MemoryStore(
 
 EMBED_CHUNK = 1024
 """Texts per encoder call when a store embeds many (add_many): the progress bar's step."""
+
+EMBED_INLINE = 8
+"""Most texts an async store embeds (and memories it writes) on the event loop itself (a
+query, a few memories); more are embedded and written in a worker thread, so that the loop
+never waits on a long encoder call or on building a long ``COPY``."""
 
 _FIELDS = frozenset({"text", "id", "metadata", "contexts", "derived_from", "part_of", "ttl"})
 _NO_COUNTS = Counts()  # frozen: every new memory can share it

@@ -399,6 +399,9 @@ def test_a_cold_govern_reads_only_the_checkpoints_head_and_equals_a_full_read(
         assert reads == [first._followed["default"].last_seq]  # one read of the log, the tail only
         assert followed.loads == 0 and followed.partial and len(followed) == 1540
         assert len(followed.starts) - 1 < 1000  # most outcomes were never loaded
+        reads.clear()
+        second.proposals()
+        assert reads == [followed.last_seq]  # one read for every part of the decision
         streams = second.outcome_streams()
         assert followed.loads == 0 and len(streams["m0"]) == 8 and len(streams["m1"]) > 100  # m0: 4 episodes of each feed
         got = _answers(second)  # reads every stream's arrays and the episode statistics

@@ -7,10 +7,21 @@ its backend (:meth:`memworth.store.backend.Backend.save_checkpoint`) at the end 
 :func:`due`); a store object opened later loads it and reads only the outcomes logged
 after it.
 
-The bytes: a magic line, the format version, the SHA-256 of the rest, then a zlib-compressed
-``.npz`` archive (numeric arrays only, read with ``allow_pickle=False``: loading runs no
-code). Strings (memory ids, sources, contexts) are UTF-8 bytes with their lengths. The
-detectors' part carries the fingerprint of the governance policy it was computed under.
+Two parts, so that a cold govern does not decode a history of millions of outcomes: the
+*head* holds what governing reads (every outcome's result, holdout mark and time, for the
+holdout guard and the burst window's start; the outcomes of the burst window and each
+memory's last retrievals in full, for recent counts, burst alerts and the streams' tails;
+each memory's number of retrievals; the detectors' state), the *body* every outcome in
+full. :func:`decode` decodes the head; the body is decoded when a reader needs more
+(:meth:`Followed.whole`: a whole stream's arrays, episode statistics, a longer window,
+context labels, the window test, a probe that reaches further back).
+
+The bytes: a magic line, the format version, the head's length, the SHA-256 of the head
+and of the body (both checked by :func:`decode`), then the head and the body, each a
+zlib-compressed ``.npz`` archive (numeric arrays only, read with ``allow_pickle=False``:
+loading runs no code). Strings (memory ids, sources, contexts) are UTF-8 bytes with their
+lengths. The detectors' part carries the fingerprint of the governance policy it was
+computed under.
 
 What a loader trusts: nothing it has not checked. Any damage (wrong magic, format or
 digest, arrays that do not fit together) raises ``ValueError`` and the store reads the
@@ -48,7 +59,8 @@ CHECKPOINT_EVERY = 1000
 
 CHECKPOINT_SHARE = 0.01
 """...and at least this share of the namespace's outcomes (writing costs the whole history,
-so in a long log a checkpoint is written every 1% of it: the cost per outcome stays flat)."""
+the body loaded first if it was not, so in a long log a checkpoint is written every 1% of
+it: the cost per outcome stays flat)."""
 
 
 def due(outcomes: int, saved: int) -> bool:

@@ -309,7 +309,8 @@ class GovernanceMixin(StoreState):
         return self.policy.guard().check(held, success, share=self.holdout)
 
     def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
-        return self._decide_all(memories, namespace)[0]
+        with self._settled_reads():  # one read of the log for every part of the decision
+            return self._decide_all(memories, namespace)[0]
 
     def _decide_all(
         self, memories: Sequence[Memory] | None, namespace: str, shown: Bar | None = None

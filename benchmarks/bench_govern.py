@@ -13,10 +13,13 @@ of ``--repeats`` calls), and *cold*, by a store object just opened on the file: 
 namespace's checkpoint, which the warm store object's first govern at that size wrote
 (*cold*), the same after ``--tail`` more outcomes were logged past the checkpoint
 (*+tail*), and reading the whole history as before checkpoints existed (*full*; skipped
-with ``--no-full``). Also the checkpoint's size, the time to decode it (*load*) and to
-encode and save it (*write*), and the memory of the followed state per outcome (tracemalloc
-of a decoded checkpoint: columns, row index and detectors) against the backend's rows (at
-the smallest size). The growth columns are each time over the first. Then the isolation check of issue 13: the same
+with ``--no-full``); a mark says when a cold govern had to load the checkpoint's body (it
+governs from the head alone otherwise). Also the checkpoint's size, the time to decode its
+head (*head*, what a cold govern decodes), to load its body after that (*whole*) and to
+encode and save it (*write*), the outcomes the head keeps in full (*kept*), and the memory
+of the followed state per outcome (tracemalloc of a decoded checkpoint made whole: columns,
+row index and detectors) against the backend's rows (at the smallest size). The growth
+columns are each time over the first. Then the isolation check of issue 13: the same
 govern on a store where ``--others`` namespaces hold ``--other-outcomes`` outcomes each,
 against a store holding that namespace alone, measured in turns (the order reversed every
 other repeat) so that load from other processes falls on both.

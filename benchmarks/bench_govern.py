@@ -13,10 +13,13 @@ of ``--repeats`` calls), and *cold*, by a store object just opened on the file: 
 namespace's checkpoint, which the warm store object's first govern at that size wrote
 (*cold*), the same after ``--tail`` more outcomes were logged past the checkpoint
 (*+tail*), and reading the whole history as before checkpoints existed (*full*; skipped
-with ``--no-full``). Also the checkpoint's size, the time to decode it (*load*) and to
-encode and save it (*write*), and the memory of the followed state per outcome (tracemalloc
-of a decoded checkpoint: columns, row index and detectors) against the backend's rows (at
-the smallest size). The growth columns are each time over the first. Then the isolation check of issue 13: the same
+with ``--no-full``); a mark says when a cold govern had to load the checkpoint's body (it
+governs from the head alone otherwise). Also the checkpoint's size, the time to decode its
+head (*head*, what a cold govern decodes), to load its body after that (*whole*) and to
+encode and save it (*write*), the outcomes the head keeps in full (*kept*), and the memory
+of the followed state per outcome (tracemalloc of a decoded checkpoint made whole: columns,
+row index and detectors) against the backend's rows (at the smallest size). The growth
+columns are each time over the first. Then the isolation check of issue 13: the same
 govern on a store where ``--others`` namespaces hold ``--other-outcomes`` outcomes each,
 against a store holding that namespace alone, measured in turns (the order reversed every
 other repeat) so that load from other processes falls on both.
@@ -82,13 +85,15 @@ def _govern_time(store: MemoryStore, namespace: str, repeats: int) -> float:
     return float(np.median(times))
 
 
-def _cold(url: str, clock: Clock, *, checkpoint_used: bool) -> float:
+def _cold(url: str, clock: Clock, *, checkpoint_used: bool) -> tuple[float, bool]:
     """The first govern() of a store object just opened on ``url`` (from the namespace's
-    checkpoint, or reading the whole history when ``checkpoint_used`` is false)."""
+    checkpoint, or reading the whole history when ``checkpoint_used`` is false), and whether
+    it governed from the checkpoint's head alone (its body never loaded)."""
     with MemoryStore.open(url, seed=0, clock=clock) as fresh:
         if not checkpoint_used:
             fresh.backend.load_checkpoint = lambda namespace: None  # type: ignore[method-assign]
-        return _govern_time(fresh, "main", 1)
+        took = _govern_time(fresh, "main", 1)
+        return took, not fresh._followed["main"].loads
 
 
 def _state(store: MemoryStore, data: bytes) -> dict[str, Any]:
@@ -98,18 +103,28 @@ def _state(store: MemoryStore, data: bytes) -> dict[str, Any]:
     loaded = checkpoint.decode("main", data, store.policy)
     load_s = time.perf_counter() - t
     t = time.perf_counter()
-    store.backend.save_checkpoint("main", checkpoint.encode("main", loaded))
+    loaded.whole()
+    whole_s = time.perf_counter() - t
+    window = store.policy.staleness.window
+    start = store._burst_start(loaded)
+    t = time.perf_counter()
+    store.backend.save_checkpoint("main", checkpoint.encode("main", loaded, recent=window, tail_from=start))
     write_s = time.perf_counter() - t
     tracemalloc.start()
-    kept = checkpoint.decode("main", data, store.policy)
+    head = checkpoint.decode("main", data, store.policy)
+    head_bytes = tracemalloc.get_traced_memory()[0]
+    head.whole()
     held_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    del kept
+    del head
     return {
         "checkpoint_mb": len(data) / 1e6,
         "load_s": load_s,
+        "whole_s": whole_s,
         "write_s": write_s,
+        "kept_outcomes": int(checkpoint.kept_outcomes(loaded, window, start).size),
         "columns_bytes_per_outcome": loaded.nbytes() / n,
+        "head_bytes_per_outcome": head_bytes / n,
         "followed_bytes_per_outcome": held_bytes / n,
     }
 
@@ -143,18 +158,20 @@ def growth(folder: Path, memories: int, sizes: list[int], repeats: int, full: bo
             data = store.backend.load_checkpoint("main")
             assert data is not None, "govern() wrote no checkpoint"
             warm = _govern_time(store, "main", repeats)
-            cold = _cold(url, clock, checkpoint_used=True)
+            cold, head_only = _cold(url, clock, checkpoint_used=True)
             state = _state(store, data)
-            full_s = _cold(url, clock, checkpoint_used=False) if full else None
+            full_s = _cold(url, clock, checkpoint_used=False)[0] if full else None
             _fill(store, "main", memories, tail, rng)  # logged after the checkpoint, by no govern
             held += tail
-            cold_tail = _cold(url, clock, checkpoint_used=True)
+            cold_tail, tail_head_only = _cold(url, clock, checkpoint_used=True)
             rows.append(
                 {
                     "outcomes": size,
                     "govern_s": warm,
                     "cold_s": cold,
+                    "cold_head_only": head_only,
                     "cold_tail_s": cold_tail,
+                    "cold_tail_head_only": tail_head_only,
                     "full_read_s": full_s,
                     "first_govern_s": first,
                     **state,
@@ -217,19 +234,22 @@ def main() -> None:
     print(f"govern() on a namespace of {args.memories} memories (SQLite, warm: median of {args.repeats})")
     print(
         f"{'outcomes':>10} {'warm s':>8} {'growth':>7} {'cold s':>8} {'growth':>7} {'+tail s':>8} {'full s':>8}"
-        f" {'load s':>7} {'write s':>8} {'ckpt MB':>8} {'B/outc':>7}"
+        f" {'head s':>7} {'whole s':>8} {'write s':>8} {'ckpt MB':>8} {'kept':>7} {'B/outc':>7}"
     )
     for r in grow:
         full = "-" if r["full_read_s"] is None else f"{r['full_read_s']:.2f}"
+        marks = ("" if r["cold_head_only"] else "*") + ("" if r["cold_tail_head_only"] else "+")
         print(
             f"{r['outcomes']:>10} {r['govern_s']:>8.3f} {r['growth']:>7.2f} {r['cold_s']:>8.3f} {r['cold_growth']:>7.2f}"
-            f" {r['cold_tail_s']:>8.3f} {full:>8} {r['load_s']:>7.3f} {r['write_s']:>8.3f} {r['checkpoint_mb']:>8.2f}"
-            f" {r['followed_bytes_per_outcome']:>7.0f}"
+            f" {r['cold_tail_s']:>8.3f} {full:>8} {r['load_s']:>7.3f} {r['whole_s']:>8.3f} {r['write_s']:>8.3f}"
+            f" {r['checkpoint_mb']:>8.2f} {r['kept_outcomes']:>7} {r['followed_bytes_per_outcome']:>7.0f}{marks}"
         )
+    print("(*: the cold govern loaded the checkpoint's body; +: the cold govern after the tail did)")
     print(
         f"memory per outcome: {grow[0]['rows_bytes_per_outcome']:.0f} B as the backend's rows, "
         f"{grow[-1]['columns_bytes_per_outcome']:.0f} B in the columns' arrays, "
-        f"{grow[-1]['followed_bytes_per_outcome']:.0f} B for the whole loaded state (columns, row index, detectors)"
+        f"{grow[-1]['followed_bytes_per_outcome']:.0f} B for the whole loaded state (columns, row index, detectors), "
+        f"{grow[-1]['head_bytes_per_outcome']:.0f} B for the checkpoint's head alone"
     )
     if iso is not None:
         print(

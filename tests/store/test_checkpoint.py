@@ -15,6 +15,7 @@ from memworth import HashingEncoder, MemoryStore, Sidecar
 from memworth.counts import Counts
 from memworth.governance import GovernancePolicy
 from memworth.signals.coretrieval import AlarmSplitter
+from memworth.signals.outcome_streams import NamespaceScan
 from memworth.store import checkpoint
 from memworth.store.followed import Followed
 from tests.store.test_following import IDS, _feed, _same_streams
@@ -261,10 +262,11 @@ def test_a_checkpoint_round_trips_and_refuses_damage() -> None:
     followed = _followed_of(store)
     data = checkpoint.encode("default", followed)
     back = checkpoint.decode("default", data, store.policy)
+    assert back.partial  # the head holds no outcome in full: each is loaded when read
     assert back.ids == followed.ids and back.contexts == followed.contexts and back.credits == followed.credits
     for name, column in followed.columns().items():
         assert np.array_equal(back.columns()[name], column), name
-    assert [list(a) for a in back.positions] == [list(a) for a in followed.positions]
+    assert not back.partial and [list(a) for a in back.positions] == [list(a) for a in followed.positions]
     assert back.scan is not None and back.scanned == len(back) == len(followed)
     _same_streams(back.scan.read().streams, followed.scan.read().streams)  # type: ignore[union-attr]
     assert back.recent(5) == followed.recent(5)
@@ -314,10 +316,14 @@ def test_a_memory_listed_twice_in_an_episode_counts_once_in_the_row_index_and_th
         )
     followed = Followed()
     followed.extend(rows)
-    members, starts = followed.distinct_members()
-    want = [list(dict.fromkeys(followed.members[followed.starts[i] : followed.starts[i + 1]])) for i in range(200)]
-    assert [members[starts[i] : starts[i + 1]].tolist() for i in range(200)] == want
+    distinct = [list(dict.fromkeys(followed.memory_ids(i))) for i in range(200)]
+    assert [len(a) for a in followed.positions] == [sum(mid in d for d in distinct) for mid in followed.ids]
+    shared = NamespaceScan(GovernancePolicy(), columns=followed)  # reads the history's columns
+    alone = NamespaceScan(GovernancePolicy())  # its own columns, each memory once an episode
+    alone.advance(distinct, np.frombuffer(followed.won, dtype=np.int8).astype(bool), np.ones(200))
+    _same_streams(shared.read().streams, alone.read().streams)
     back = checkpoint.decode("d", checkpoint.encode("d", followed), GovernancePolicy())
+    back.whole()
     assert [list(a) for a in back.positions] == [list(a) for a in followed.positions]
     assert back.recent(7) == followed.recent(7)
 
@@ -335,3 +341,89 @@ def _url(store: MemoryStore) -> str:
     """The store's URL as it was opened (a PostgreSQL backend's ``url`` hides the password;
     the test servers have none)."""
     return str(store.backend.url)
+
+
+class _Clock:
+    """A minute a call: a long log spans many burst windows."""
+
+    def __init__(self) -> None:
+        self.now = 1.7e9
+
+    def __call__(self) -> float:
+        self.now += 60.0
+        return self.now
+
+
+def _plain_feed(store: MemoryStore, episodes: int, rng: np.random.Generator, ids: list[str]) -> None:
+    """Episodes of 3 of ``ids`` without context labels; the first id is retrieved only at first
+    (a rare memory) and ``ids[1]`` stops working half-way."""
+    helper = Sidecar(store)
+    batch = []
+    for t in range(episodes):
+        picked = [ids[int(i)] for i in rng.choice(np.arange(1, len(ids)), size=3, replace=False)]
+        if t < 4:
+            picked[0] = ids[0]
+        rate = 0.05 if ids[1] in picked and t > episodes // 2 else 0.75
+        batch.append((helper.retrieved(picked, query=f"q{t}").id, bool(rng.random() < rate)))
+        if len(batch) == 5:  # recorded a while apart
+            store.record_many(batch)
+            batch = []
+    if batch:
+        store.record_many(batch)
+
+
+def test_a_cold_govern_reads_only_the_checkpoints_head_and_equals_a_full_read(
+    make_store: Callable[..., MemoryStore], backend_kind: str
+) -> None:
+    """The head keeps each memory's last retrievals and the burst window's outcomes: a new
+    store object governs from it (and from a tail past it) without loading the rest, and
+    every answer equals a full read; reading more (episode statistics) loads the rest."""
+    if backend_kind == "memory":
+        pytest.skip("an in-memory store is one store object: nothing to resume")
+    ids = [f"m{i}" for i in range(30)]
+    clock = _Clock()
+    settings: dict[str, Any] = {"seed": 0, "exploration": 0.0, "holdout": 0.2}
+    first = make_store(clock=clock, **settings)
+    first.add_many([{"id": mid, "text": f"memory {mid}"} for mid in ids])
+    _plain_feed(first, 1500, np.random.default_rng(21), ids)
+    first.govern()  # 1,500 new outcomes: the checkpoint is written
+    url = _url(first)
+    with _opened(url, clock=clock, **settings) as other:  # outcomes past the checkpoint
+        _plain_feed(other, 40, np.random.default_rng(22), ids)
+    end = clock.now
+    settings["clock"] = lambda: end
+    with _opened(url, **settings) as second:
+        reads = _reads(second)
+        report = second.govern()
+        followed = second._followed["default"]
+        assert reads == [first._followed["default"].last_seq]  # one read of the log, the tail only
+        assert followed.loads == 0 and followed.partial and len(followed) == 1540
+        assert len(followed.starts) - 1 < 1000  # most outcomes were never loaded
+        reads.clear()
+        second.proposals()
+        assert reads == [followed.last_seq]  # one read for every part of the decision
+        streams = second.outcome_streams()
+        assert followed.loads == 0 and len(streams["m0"]) == 8 and len(streams["m1"]) > 100  # m0: 4 episodes of each feed
+        got = _answers(second)  # reads every stream's arrays and the episode statistics
+        assert followed.loads == 1 and not followed.partial
+    with _opened(url, **settings) as scratch:
+        scratch.backend.load_checkpoint = lambda namespace: None  # type: ignore[method-assign]
+        assert scratch.govern().proposals == report.proposals
+        assert any(p.memory_id == "m1" for p in report.proposals)
+    _same(got, _scratch(url, **settings))
+
+
+def test_a_lazy_stream_pickles_and_reads_as_the_stream_it_stands_for() -> None:
+    import pickle
+
+    from memworth.signals.change_detection import OutcomeStream
+
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _plain_feed(store, 200, np.random.default_rng(23), IDS)
+    lazy = store.outcome_streams()["m1"]
+    back = pickle.loads(pickle.dumps(lazy))
+    assert type(back) is OutcomeStream and len(back) == len(lazy) == back.episode.size
+    for name in ("success", "weight", "reference", "episode"):
+        assert np.array_equal(getattr(back, name), getattr(lazy, name)), name
+    assert back.reading == lazy.reading and back.change_alarm == lazy.change_alarm

@@ -33,7 +33,7 @@ import numpy as np
 from memworth.governance import GovernancePolicy
 from memworth.logs.read import first_row
 from memworth.signals.change_detection import ExplainingAway
-from memworth.signals.outcome_streams import NamespaceScan
+from memworth.signals.outcome_streams import EpisodeColumns, NamespaceScan
 
 __all__ = ["DETECTOR_TABLES", "follow", "keep"]
 
@@ -87,7 +87,7 @@ def keep(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
         con, "SELECT 1 FROM scans WHERE namespace = ? AND detector = ?", [namespace, settings_of(scan.policy)]
     ):
         return  # nothing new since it was saved
-    snap = scan.snapshot()
+    snap = scan.snapshot() | {"reference": scan.reference_column()}
     size = len(scan.ids)
     memories = pa.table(
         {"namespace": pa.array([namespace] * size, pa.string()), "row": pa.array(np.arange(size, dtype=np.int32))}
@@ -169,16 +169,15 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
         "reference_state": np.asarray([float(v) for v in rate], dtype=np.float64),
         "reference": np.asarray(references["reference"], dtype=np.float64),
     }
-    return NamespaceScan.resume(
-        policy,
+    columns = EpisodeColumns.of_arrays(
         ids,
-        snapshot,
         np.asarray(items["row"], dtype=np.int32),
         np.r_[0, np.cumsum(np.bincount(pos, minlength=read + 1)[1:])].astype(np.int64),
         np.asarray(episodes["success"], dtype=bool),
         np.asarray(episodes["confidence"], dtype=np.float64),
         _contexts(episodes["context"]),
     )
+    return NamespaceScan.resume(policy, columns, snapshot, snapshot.pop("reference"))
 
 
 def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:

@@ -22,10 +22,14 @@ module computes both from the namespace's episodes alone, so that the store
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +46,7 @@ from memworth.signals.change_detection import (
 from memworth.signals.window_test import failing_with
 from memworth.signals.window_test import hold as window_hold
 
-__all__ = ["NamespaceScan", "NamespaceStreams", "namespace_streams"]
+__all__ = ["EpisodeColumns", "NamespaceScan", "NamespaceStreams", "namespace_streams"]
 
 
 @dataclass(frozen=True)
@@ -62,13 +66,155 @@ class NamespaceStreams:
     level: float
 
 
+class Names:
+    """Strings stored once each, referred to by their index (first seen first)."""
+
+    def __init__(self, names: Sequence[str] = ()) -> None:
+        self.names: list[str] = list(names)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+
+    def of(self, name: str) -> int:
+        at = self.index.get(name)
+        if at is None:
+            at = self.index[name] = len(self.names)
+            self.names.append(name)
+        return at
+
+
+class EpisodeColumns:
+    """A namespace's episodes (oldest first) as the columns its change detectors read.
+
+    Every episode has its outcome in ``won``. Its other columns are held for the *kept*
+    episodes, one row each: ``confidence``, ``context`` (index into :attr:`contexts`,
+    -1: none) and the memories it retrieved, ``members[starts[r]:starts[r + 1]]``
+    (indices into :attr:`ids`, in the episode's order). ``positions[m]`` lists the kept
+    episodes (from 0, ascending, once each) that retrieved memory ``m`` and ``dropped[m]``
+    how many earlier ones are not kept. Every episode is kept (``rows`` is None, the row
+    of episode ``i`` is ``i``) unless a saved history was loaded in part
+    (:mod:`memworth.store.checkpoint`): then ``rows`` maps each kept episode to its row,
+    every episode from ``tail_from`` on is kept, and :meth:`whole` loads the rest.
+    """
+
+    def __init__(self) -> None:
+        self.won: array[int] = array("b")
+        self.confidence: array[float] = array("d")
+        self.context: array[int] = array("i")
+        self.starts: array[int] = array("q", [0])
+        self.members: array[int] = array("i")
+        self.positions: list[array[int]] = []
+        self.dropped: list[int] = []
+        self.rows: dict[int, int] | None = None
+        self.tail_from = 0
+        self._ids = Names()
+        self._contexts = Names()
+
+    def __len__(self) -> int:
+        return len(self.won)
+
+    @property
+    def ids(self) -> list[str]:
+        """The memories retrieved so far, by index (first retrieved first)."""
+        return self._ids.names
+
+    @property
+    def contexts(self) -> list[str]:
+        """The context labels seen so far, by index."""
+        return self._contexts.names
+
+    def row(self, i: int) -> int:
+        """The row of episode ``i`` (loading every episode when it is not kept)."""
+        if self.rows is None:
+            return i
+        r = self.rows.get(i)
+        if r is None:
+            self.whole()
+            return i
+        return r
+
+    def whole(self) -> None:
+        """Hold every episode (episodes not kept are loaded; here every episode is)."""
+
+    def add(self, memory_ids: Sequence[str], success: bool, confidence: float, context: str | None) -> None:
+        """Append one episode (kept): the memories it retrieved, in order, repeats kept."""
+        i = len(self.won)
+        if self.rows is not None:
+            self.rows[i] = len(self.starts) - 1
+        self.won.append(bool(success))
+        self.confidence.append(float(confidence))
+        self.context.append(-1 if context is None else self._contexts.of(context))
+        members, positions = self.members, self.positions
+        for mid in memory_ids:
+            m = self._ids.of(mid)
+            if m == len(positions):
+                positions.append(array("i"))
+                self.dropped.append(0)
+            members.append(m)
+            at = positions[m]
+            if not at or at[-1] != i:  # a memory listed twice in one episode: one position
+                at.append(i)
+        self.starts.append(len(members))
+
+    @classmethod
+    def of_arrays(
+        cls,
+        ids: Sequence[str],
+        members: np.ndarray,
+        starts: np.ndarray,
+        success: np.ndarray,
+        confidence: np.ndarray,
+        contexts: Sequence[str | None],
+    ) -> EpisodeColumns:
+        """Every episode at once (each kept): episode ``p`` retrieved ``members[starts[p]:
+        starts[p + 1]]`` (rows of ``ids``, each once, in order), with its outcome, confidence
+        and context. What :meth:`add` would build episode by episode, built from arrays.
+        ValueError when the parts do not fit together."""
+        rows = np.ascontiguousarray(members, dtype=np.int32)
+        offsets = np.ascontiguousarray(starts, dtype=np.int64)
+        won = np.ascontiguousarray(success, dtype=bool)
+        weight = np.ascontiguousarray(confidence, dtype=np.float64)
+        size, episodes = len(ids), won.size
+        if len(set(ids)) != size:
+            raise ValueError("ids repeat")
+        if offsets.shape != (episodes + 1,) or offsets[0] != 0 or offsets[-1] != rows.size or np.any(np.diff(offsets) < 0):
+            raise ValueError("episode offsets do not fit the members")
+        if rows.size and (rows.min() < 0 or rows.max() >= size):
+            raise ValueError("members refer past the ids")
+        if weight.shape != (episodes,) or len(contexts) != episodes:
+            raise ValueError("need one confidence and one context per episode")
+        cols = cls()
+        cols._ids = Names(ids)
+        cols.won = array("b", won.astype(np.int8).tobytes())
+        cols.confidence = array("d", weight.tobytes())
+        cols.context = array("i", [-1 if c is None else cols._contexts.of(c) for c in contexts])
+        cols.starts = array("q", offsets.tobytes())
+        cols.members = array("i", rows.tobytes())
+        episode_of = np.repeat(np.arange(episodes, dtype=np.int32), np.diff(offsets))
+        order = np.lexsort((episode_of, rows))  # by memory, then episode
+        by_member, at = rows[order], episode_of[order]
+        first = np.ones(order.size, dtype=bool)  # a memory listed twice in one episode: one position
+        first[1:] = (by_member[1:] != by_member[:-1]) | (at[1:] != at[:-1])
+        by_member, at = by_member[first], at[first]
+        bounds = np.searchsorted(by_member, np.arange(size + 1)).tolist()
+        cols.positions = [array("i", at[a:b].tobytes()) for a, b in itertools.pairwise(bounds)]
+        cols.dropped = [0] * size
+        return cols
+
+    def retrieved(self, i: int) -> frozenset[str]:
+        """The memories episode ``i`` (from 0) retrieved, by id."""
+        r, ids = self.row(i), self._ids.names
+        return frozenset(ids[m] for m in self.members[self.starts[r] : self.starts[r + 1]])
+
+
 class NamespaceScan:
     """A namespace's change detectors, advanced episode by episode; :meth:`read` gives the
     streams and alarms :func:`namespace_streams` gives for the same episodes.
 
-    The store keeps one per namespace and advances it with the outcomes logged since it
-    last read, so governing again costs the new outcomes, not the whole log again.
-    ``ids`` names the rows (memories in order of first retrieval, after any given up front).
+    The scan reads its episodes from ``columns`` (:class:`EpisodeColumns`; its own when
+    none are given, which :meth:`advance` fills). The store keeps one per namespace over
+    the namespace's followed history (the same columns, not a copy) and advances it with
+    the outcomes logged since it last read, so governing again costs the new outcomes, not
+    the whole log again. Its own column is the reference rate before each kept episode.
+    ``lock`` is held while a stream's arrays are gathered (:meth:`read` gives them lazily).
 
     Examples
     --------
@@ -80,36 +226,40 @@ class NamespaceScan:
     ({'stale': ()}, 64)
     """
 
-    def __init__(self, policy: GovernancePolicy, ids: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        policy: GovernancePolicy,
+        ids: Sequence[str] = (),
+        *,
+        columns: EpisodeColumns | None = None,
+        lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
         self.policy = policy
         self.detector, self.rule = policy.detector(), ExplainingAway()
-        self.ids: list[str] = []
-        self._row: dict[str, int] = {}
+        self.columns = EpisodeColumns() if columns is None else columns
+        self.lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self.state = self.detector.start(0)
         self.shared = self.rule.start(0)
         self.reference = ReferenceRate(policy.change_reference_half_life)
         self.episodes = 0
-        # compact columns, one entry per episode (a namespace may hold millions)
-        self._y = array("b")
-        self._w = array("d")
-        self._ref = array("d")
-        self._contexts: list[str | None] = []
-        self._members = array("i")  # each episode's memories, by row: _members[_starts[p-1]:_starts[p]]
-        self._starts = array("q", [0])
-        self._at: list[array[int]] = []  # each memory's episodes (positions from 1)
-        self._known(ids)
+        self._ref = array("d")  # the reference rate before each kept episode, by row
+        for mid in dict.fromkeys(ids):
+            self.columns._ids.of(mid)
+            self.columns.positions.append(array("i"))
+            self.columns.dropped.append(0)
+        self._grow()
 
-    def _known(self, ids: Sequence[str]) -> None:
-        """Give rows to the memories of ``ids`` not seen before (in order)."""
-        fresh = [mid for mid in dict.fromkeys(ids) if mid not in self._row]
-        if not fresh:
-            return
-        for mid in fresh:
-            self._row[mid] = len(self.ids)
-            self.ids.append(mid)
-            self._at.append(array("i"))
-        self.state.grow(len(self.ids))
-        self.shared.shared.extend({} for _ in fresh)
+    @property
+    def ids(self) -> list[str]:
+        """The memories, by row (in order of first retrieval, after any given up front)."""
+        return self.columns.ids
+
+    def _grow(self) -> None:
+        """Give a row of the state to every memory the columns know."""
+        size = len(self.columns.ids)
+        if size > len(self.state):
+            self.state.grow(size)
+            self.shared.shared.extend({} for _ in range(size - len(self.shared.shared)))
 
     def advance(
         self,
@@ -128,30 +278,37 @@ class NamespaceScan:
             raise ValidationError("confidence", "must be within [0, 1]")
         if contexts is not None and len(contexts) != y.size:
             raise ValidationError("contexts", f"need one per episode ({y.size}), got {len(contexts)}")
-        unique = [list(dict.fromkeys(str(m) for m in s)) for s in sets]
-        self._known([mid for s in unique for mid in s])
-        for t, members in enumerate(unique):
-            ok, wt, rt = bool(y[t]), float(w[t]), self.reference.rate
-            self.episodes += 1
-            rows = tuple(self._row[mid] for mid in members)
+        for t, s in enumerate(sets):
+            members = list(dict.fromkeys(str(m) for m in s))
+            self.columns.add(members, bool(y[t]), float(w[t]), None if contexts is None else contexts[t])
+        self.catch_up()
+
+    def catch_up(self) -> None:
+        """Advance the detectors over the episodes of the columns not scanned yet."""
+        cols = self.columns
+        if self.episodes >= len(cols):
+            return
+        self._grow()
+        won, confidence, members, starts = cols.won, cols.confidence, cols.members, cols.starts
+        detector, rule, state, shared, reference = self.detector, self.rule, self.state, self.shared, self.reference
+        for t in range(self.episodes, len(cols)):
+            r = cols.row(t)
+            if r != len(self._ref):
+                raise ValueError(f"episode {t} is row {r}, the scan's reference column has {len(self._ref)}")
+            ok, wt, rt = bool(won[t]), confidence[r], reference.rate
+            rows = tuple(dict.fromkeys(members[starts[r] : starts[r + 1]]))
+            self.episodes = t + 1
             if rows:
                 at = np.array(rows, dtype=np.int64)
-                steps = self.detector.advance(self.state, at, ok, wt, rt, self.episodes)
-                self.rule.update(self.shared, self.state, at, steps)
-                for r in rows:
-                    self._at[r].append(self.episodes)
-            self.reference.add(ok)
-            self._y.append(ok)
-            self._w.append(wt)
+                steps = detector.advance(state, at, ok, wt, rt, self.episodes)
+                rule.update(shared, state, at, steps)
+            reference.add(ok)
             self._ref.append(rt)
-            self._contexts.append(None if contexts is None else contexts[t])
-            self._members.extend(rows)
-            self._starts.append(len(self._members))
 
     def snapshot(self) -> dict[str, np.ndarray]:
         """The detectors' learned state as arrays (copies): the CUSUM state, the shared
-        evidence (each memory's entries in order), the reference rate and the reference
-        column. With the episodes themselves, :meth:`resume` rebuilds this scan."""
+        evidence (each memory's entries in order) and the reference rate. With the episodes
+        and :meth:`reference_column`, :meth:`resume` rebuilds this scan."""
         state, shared = self.state, self.shared.shared
         return {
             "statistic": state.statistic.copy(),
@@ -164,39 +321,33 @@ class NamespaceScan:
             "shared_keys": np.array([j for d in shared for j in d], dtype=np.int64),
             "shared_values": np.array([v for d in shared for v in d.values()], dtype=np.float64),
             "reference_state": np.array(self.reference.state(), dtype=np.float64),
-            "reference": np.array(self._ref, dtype=np.float64),
         }
+
+    def reference_column(self) -> np.ndarray:
+        """The reference rate before each kept episode, by row (a view: copy before advancing)."""
+        return np.frombuffer(self._ref, dtype=np.float64)
+
+    def rebase(self, reference: np.ndarray, kept: int) -> None:
+        """After :meth:`EpisodeColumns.whole` made the first ``kept`` rows every episode up to a
+        saved point: ``reference`` is the column over those episodes."""
+        tail = self._ref[kept:]
+        self._ref = array("d", np.ascontiguousarray(reference, dtype=np.float64).tobytes())
+        self._ref.extend(tail)
 
     @classmethod
     def resume(
         cls,
         policy: GovernancePolicy,
-        ids: Sequence[str],
+        columns: EpisodeColumns,
         snapshot: dict[str, np.ndarray],
-        members: np.ndarray,
-        starts: np.ndarray,
-        success: np.ndarray,
-        confidence: np.ndarray,
-        contexts: Sequence[str | None],
-        at: Sequence[np.ndarray] | None = None,
+        reference: np.ndarray,
+        lock: AbstractContextManager[Any] | None = None,
     ) -> NamespaceScan:
-        """The scan :meth:`snapshot` was taken of, over episodes that retrieved ``members[starts[p]:
-        starts[p + 1]]`` (rows of ``ids``, each once, in order) with the given outcomes,
-        confidences and contexts; ``at``, when known, each row's episodes (positions from 1,
-        ascending; found from ``members`` otherwise). ValueError when the parts do not fit
-        together (then scan the episodes again instead)."""
-        scan = cls(policy)
-        size, episodes = len(ids), int(np.asarray(success).size)
-        rows = np.ascontiguousarray(members, dtype=np.int32)
-        offsets = np.ascontiguousarray(starts, dtype=np.int64)
-        if len(set(ids)) != size:
-            raise ValueError("ids repeat")
-        if offsets.shape != (episodes + 1,) or offsets[0] != 0 or offsets[-1] != rows.size or np.any(np.diff(offsets) < 0):
-            raise ValueError("episode offsets do not fit the members")
-        if rows.size and (rows.min() < 0 or rows.max() >= size):
-            raise ValueError("members refer past the ids")
-        if np.asarray(confidence).shape != (episodes,) or len(contexts) != episodes:
-            raise ValueError("need one confidence and one context per episode")
+        """The scan :meth:`snapshot` was taken of, over ``columns`` (the episodes it had
+        scanned, every one) with ``reference`` its :meth:`reference_column`. ValueError when
+        the parts do not fit together (then scan the episodes again instead)."""
+        scan = cls(policy, columns=columns, lock=lock)
+        size, kept = len(columns.ids), len(columns.starts) - 1
         state = CusumState(*(np.array(snapshot[k]) for k in _STATE))
         if any(getattr(state, k).shape != (size,) for k in _STATE):
             raise ValueError("the CUSUM state does not have one row per memory")
@@ -207,43 +358,47 @@ class NamespaceScan:
             raise ValueError("the shared evidence does not fit the memories")
         if keys.size and (keys.min() < 0 or keys.max() >= size):
             raise ValueError("the shared evidence refers past the memories")
-        reference = np.asarray(snapshot["reference"], dtype=np.float64)
-        if reference.shape != (episodes,):
-            raise ValueError("need one reference rate per episode")
-        scan.ids = list(ids)
-        scan._row = {mid: i for i, mid in enumerate(scan.ids)}
+        ref = np.ascontiguousarray(reference, dtype=np.float64)
+        if ref.shape != (kept,):
+            raise ValueError("need one reference rate per kept episode")
         scan.state = state
         scan.shared.shared = [
             dict(zip(keys[a:b].tolist(), values[a:b].tolist(), strict=True))
             for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
         ]
         scan.reference.restore(*np.asarray(snapshot["reference_state"], dtype=np.float64).tolist())
-        scan.episodes = episodes
-        scan._y = array("b", np.asarray(success, dtype=bool).astype(np.int8).tobytes())
-        scan._w = array("d", np.ascontiguousarray(confidence, dtype=np.float64).tobytes())
-        scan._ref = array("d", reference.tobytes())
-        scan._contexts = list(contexts)
-        scan._members = array("i", rows.tobytes())
-        scan._starts = array("q", offsets.tobytes())
-        if at is not None:
-            if len(at) != size or sum(len(a) for a in at) != rows.size:
-                raise ValueError("the episodes of each memory do not fit the members")
-            scan._at = [array("i", np.asarray(a, dtype=np.int32).tobytes()) for a in at]
-        elif size:
-            owner = np.repeat(np.arange(1, episodes + 1, dtype=np.int32), np.diff(offsets))
-            order = np.argsort(rows, kind="stable")
-            split = np.cumsum(np.bincount(rows, minlength=size))[:-1]
-            scan._at = [array("i", part.tobytes()) for part in np.split(owner[order], split)]
+        scan.episodes = len(columns)
+        scan._ref = array("d", ref.tobytes())
         return scan
 
     def read(self) -> NamespaceStreams:
-        """Every memory's stream so far, and the change alarms that stand now."""
+        """Every memory's stream so far, and the change alarms that stand now.
+
+        A stream's arrays (success, weight, reference, episode) are gathered when first
+        read, from the columns as they stood here: governance reads only each stream's
+        length, tail and CUSUM reading, so a namespace of millions of outcomes is not
+        copied memory by memory (nor, from a checkpoint, loaded) to govern it. With context
+        labels (the context check reads every retrieval) or the window test they are built
+        at once."""
+        with self.lock:
+            self.catch_up()
+            return self._read()
+
+    def _read(self) -> NamespaceStreams:
         policy, detector, rule, state, shared = self.policy, self.detector, self.rule, self.state, self.shared
-        ids, size = self.ids, len(self.ids)
+        cols = self.columns
+        ids, size = cols.ids, len(cols.ids)
         if not self.episodes:
             return NamespaceStreams(list(ids), {}, None, {}, math.inf)
-        y = np.array(self._y, dtype=bool)
-        w, reference = np.array(self._w, dtype=float), np.array(self._ref, dtype=float)
+        window = policy.staleness_window
+        labelled = bool(cols.contexts)
+        eager = labelled or policy.window_test
+        if cols.rows is not None and (
+            eager or any(len(at) < min(window, len(at) + d) for at, d in zip(cols.positions, cols.dropped, strict=True))
+        ):
+            cols.whole()  # a memory's last retrievals (or every retrieval) are not all kept
+        positions, dropped = cols.positions, cols.dropped
+        y = np.frombuffer(cols.won, dtype=np.int8).astype(bool)
         alarm, level = policy.change_flags(state.statistic, state.observations)
         held: dict[str, tuple[str, ...]] = {}
         for m in np.flatnonzero(alarm).tolist():
@@ -251,44 +406,92 @@ class NamespaceScan:
             held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
         flagged = {mid for mid, by in held.items() if not by}
         rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
-        at, members, starts, contexts = self._at, self._members, self._starts, self._contexts
-
-        def frozen(p: int) -> frozenset[str]:
-            """The memories episode ``p`` (from 1) retrieved, by id."""
-            return frozenset(ids[r] for r in members[starts[p - 1] : starts[p]])
-
-        window = policy.staleness_window
         fired: set[str] = set()
         explained: dict[str, tuple[str, ...]] = {}
         if policy.window_test:
-            retrievals = {ids[m]: [(bool(y[p - 1]), frozen(p)) for p in at[m]] for m in range(size) if at[m]}
+            retrievals = {
+                ids[m]: [(bool(y[p]), cols.retrieved(p)) for p in positions[m]] for m in range(size) if positions[m]
+            }
             fired, explained = window_hold(
                 retrievals, flagged | rising, window=window, drop=policy.staleness_drop, theta_low=policy.theta_low
             )
         suspects = fired | set(held)
-        labelled = any(c is not None for c in contexts)
+        if eager:
+            w = np.frombuffer(cols.confidence, dtype=np.float64).copy()
+            reference = np.frombuffer(self._ref, dtype=np.float64).copy()
+            labels: list[str | None] = [*cols.contexts, None]  # index -1: none
+            context = np.frombuffer(cols.context, dtype=np.int32)
         streams: dict[str, OutcomeStream] = {}
         for m in range(size):
-            if not at[m]:
+            at, count = positions[m], len(positions[m]) + dropped[m]
+            if not count:
                 continue
-            mid, pos = ids[m], np.array(at[m], dtype=np.int64)  # a copy: the column grows on
-            ys = y[pos - 1]
-            tail = zip(pos[-window:].tolist(), ys[-window:].tolist(), strict=True)
-            failed = [frozen(p) for p, ok in tail if not ok]
-            streams[mid] = OutcomeStream(
-                ys,
-                w[pos - 1],
-                reference[pos - 1],
-                pos,
-                held.get(mid, ()),
-                tuple(contexts[p - 1] for p in pos.tolist()) if labelled else None,
-                tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
-                mid in suspects,
-                change_alarm=mid in held,
-                change_level=level,
-                reading=_reading(detector, state, m, float(reference[pos[-1] - 1])),
-            )
+            mid = ids[m]
+            failed = [cols.retrieved(p) for p in at[-window:] if not y[p]]
+            last = float(self._ref[cols.row(at[-1])])
+            common: dict[str, Any] = {
+                "explained_by": held.get(mid, ()),
+                "window_explained_by": tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
+                "suspect": mid in suspects,
+                "change_alarm": mid in held,
+                "change_level": level,
+                "reading": _reading(detector, state, m, last),
+            }
+            if eager:
+                pos = np.array(at, dtype=np.int64)
+                streams[mid] = OutcomeStream(
+                    y[pos],
+                    w[pos],
+                    reference[pos],
+                    pos + 1,
+                    context=tuple(labels[c] for c in context[pos].tolist()) if labelled else None,
+                    **common,
+                )
+            else:
+                streams[mid] = _LazyStream(count, functools.partial(self._arrays, m, count), common)
         return NamespaceStreams(list(ids), streams, state, held, level)
+
+    def _arrays(self, m: int, count: int) -> dict[str, np.ndarray]:
+        """The arrays of memory ``m``'s stream over its first ``count`` retrievals."""
+        with self.lock:
+            self.columns.whole()
+            cols = self.columns
+            pos = np.frombuffer(cols.positions[m], dtype=np.int32)[:count].astype(np.int64)
+            return {
+                "success": np.frombuffer(cols.won, dtype=np.int8)[pos].astype(bool),
+                "weight": np.frombuffer(cols.confidence, dtype=np.float64)[pos],
+                "reference": np.frombuffer(self._ref, dtype=np.float64)[pos],
+                "episode": pos + 1,
+            }
+
+
+class _LazyStream(OutcomeStream):
+    """An :class:`OutcomeStream` whose arrays are gathered when first read (``load`` gives
+    them); the rest is given. It pickles, copies and compares as the stream it stands for."""
+
+    def __init__(self, size: int, load: Callable[[], dict[str, np.ndarray]], given: dict[str, Any]) -> None:
+        object.__setattr__(self, "_size", size)
+        object.__setattr__(self, "_load", load)
+        for name, value in {"context": None, **given}.items():
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _LAZY:
+            raise AttributeError(name)
+        arrays = self.__dict__["_load"]()
+        for key, value in arrays.items():
+            object.__setattr__(self, key, value)
+        return arrays[name]
+
+    def __len__(self) -> int:
+        return int(self.__dict__["_size"])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OutcomeStream, tuple(getattr(self, f.name) for f in dataclasses.fields(OutcomeStream)))
+
+
+_LAZY = frozenset({"success", "weight", "reference", "episode"})
+"""The fields of a :class:`_LazyStream` gathered when first read."""
 
 
 def namespace_streams(

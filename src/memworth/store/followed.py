@@ -8,53 +8,51 @@ memory), with strings (memory ids, sources, contexts) stored once each and refer
 index: 46 bytes an outcome plus 16 a retrieved memory (its index, weight and row-index
 entry), where the rows the backend returns take about 1 KB. Every reader of the history (recent counts, the change
 detectors, episode statistics, burst alerts, the holdout guard and lift, the probe test)
-reads these columns. :mod:`memworth.store.checkpoint` saves and loads them.
+reads these columns; the change detectors (:class:`memworth.signals.outcome_streams.NamespaceScan`) read
+the same columns, not a copy. :mod:`memworth.store.checkpoint` saves and loads them.
+
+A history loaded from a checkpoint holds, at first, every outcome's outcome, holdout mark
+and time, and the rest only for the outcomes governing reads (each memory's last
+retrievals and the last burst window's outcomes): a reader that needs more calls
+:meth:`Followed.whole`, which loads the rest (each method here does so when it must).
 """
 
 from __future__ import annotations
 
+import bisect
 from array import array
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.signals.outcome_streams import NamespaceScan
+from memworth.signals.outcome_streams import EpisodeColumns, Names, NamespaceScan
 from memworth.store.records import Episode, EpisodeItem, OutcomeRow
 
 __all__ = ["Followed"]
 
-
-class _Names:
-    """Strings stored once each, referred to by their index (first seen first)."""
-
-    def __init__(self, names: Sequence[str] = ()) -> None:
-        self.names: list[str] = list(names)
-        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-
-    def of(self, name: str) -> int:
-        at = self.index.get(name)
-        if at is None:
-            at = self.index[name] = len(self.names)
-            self.names.append(name)
-        return at
+Body = Callable[[], "tuple[Followed, np.ndarray | None]"]
+"""Loads a checkpoint's every outcome: the history up to it, and the detectors' reference column."""
 
 
-class Followed:
+class Followed(EpisodeColumns):
     """A namespace's outcomes as a store object last read them (oldest first), as columns.
 
-    Per outcome: ``seq``, ``won``, ``held`` (its episode was held out of governance),
-    ``confidence``, ``recorded``, ``source`` (index into :attr:`sources`), ``context``
-    (index into :attr:`contexts`, -1: none) and ``credit`` (index into :attr:`credits`,
-    the ``(propagation, max_hops)`` it was credited under). The memories outcome ``i``'s
-    episode retrieved, in the episode's order, are ``members[starts[i]:starts[i + 1]]``
-    (indices into :attr:`ids`) with their credit ``weights``. ``positions[m]`` lists the
-    outcomes whose episode retrieved memory ``m`` (once per outcome), so that a memory's
-    retrievals are found without a scan.
+    Per outcome, of every outcome: ``won``, ``held`` (its episode was held out of
+    governance) and ``recorded``; of every kept outcome, by row (see
+    :class:`memworth.signals.outcome_streams.EpisodeColumns`; every outcome is kept unless the history
+    was loaded in part from a checkpoint): ``seq``, ``confidence``, ``source`` (index
+    into :attr:`sources`), ``context`` (index into :attr:`contexts`, -1: none) and
+    ``credit`` (index into :attr:`credits`, the ``(propagation, max_hops)`` it was
+    credited under), and the memories its episode retrieved, in the episode's order,
+    ``members[starts[r]:starts[r + 1]]`` (indices into :attr:`ids`) with their credit
+    ``weights``. ``positions[m]`` lists the kept outcomes whose episode retrieved memory
+    ``m`` (once per outcome), so that a memory's retrievals are found without a scan.
 
-    ``last_seq`` is the last sequence number read; ``scan`` the change detectors advanced
-    over the first ``scanned`` outcomes under ``scan.policy``; ``saved`` how many outcomes
-    the namespace's checkpoint held when this object last wrote or loaded it.
+    ``last_seq`` is the last sequence number read; ``scan`` the change detectors, over
+    these columns, advanced over the first ``scanned`` outcomes under ``scan.policy``;
+    ``saved`` how many outcomes the namespace's checkpoint held when this object last
+    wrote or loaded it.
 
     Examples
     --------
@@ -67,70 +65,48 @@ class Followed:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.last_seq = 0
         self.saved = 0
         self.scan: NamespaceScan | None = None
         self.scanned = 0
-        self.seq: array[int] = array("q")
-        self.won: array[int] = array("b")
         self.held: array[int] = array("b")
-        self.confidence: array[float] = array("d")
         self.recorded: array[float] = array("d")
+        self.seq: array[int] = array("q")
         self.source: array[int] = array("i")
-        self.context: array[int] = array("i")
         self.credit: array[int] = array("i")
-        self.starts: array[int] = array("q", [0])
-        self.members: array[int] = array("i")
         self.weights: array[float] = array("d")
-        self.positions: list[array[int]] = []
-        self._ids = _Names()
-        self._sources = _Names()
-        self._contexts = _Names()
+        self._sources = Names()
         self._credits: list[tuple[float | None, int | None]] = []
         self._credit_index: dict[tuple[float | None, int | None], int] = {}
-
-    def __len__(self) -> int:
-        return len(self.seq)
-
-    @property
-    def ids(self) -> list[str]:
-        """The memories retrieved so far, by index (first retrieved first)."""
-        return self._ids.names
+        self._body: Body | None = None
+        self._body_rows = 0
+        self.loads = 0
+        """How many times outcomes not kept were loaded (:meth:`whole`)."""
 
     @property
     def sources(self) -> list[str]:
         return self._sources.names
 
     @property
-    def contexts(self) -> list[str]:
-        return self._contexts.names
-
-    @property
     def credits(self) -> list[tuple[float | None, int | None]]:
         return self._credits
+
+    @property
+    def partial(self) -> bool:
+        """Whether outcomes of a checkpoint are still to load (:meth:`whole`)."""
+        return self._body is not None
 
     def extend(self, tail: Sequence[tuple[OutcomeRow, Episode]]) -> None:
         """Append outcomes read from the log (oldest first) and index their memories."""
         for o, ep in tail:
-            i = len(self.seq)
             self.seq.append(int(o.seq))
-            self.won.append(bool(o.success))
             self.held.append(bool(ep.holdout))
-            self.confidence.append(float(o.confidence))
             self.recorded.append(float(o.recorded))
             self.source.append(self._sources.of(o.source))
-            self.context.append(-1 if ep.context is None else self._contexts.of(ep.context))
             self.credit.append(self._credit_of((o.propagation, o.max_hops)))
-            for item in ep.items:
-                m = self._ids.of(item.memory_id)
-                if m == len(self.positions):
-                    self.positions.append(array("i"))
-                self.members.append(m)
-                self.weights.append(float(item.weight))
-                at = self.positions[m]
-                if not at or at[-1] != i:  # a memory listed twice in one episode: one position
-                    at.append(i)
-            self.starts.append(len(self.members))
+            self.add([item.memory_id for item in ep.items], bool(o.success), float(o.confidence), ep.context)
+            self.weights.extend(float(item.weight) for item in ep.items)
             self.last_seq = int(o.seq)
 
     def _credit_of(self, credit: tuple[float | None, int | None]) -> int:
@@ -140,31 +116,60 @@ class Followed:
             self._credits.append(credit)
         return at
 
+    def whole(self) -> None:
+        """Load the checkpoint's outcomes not kept so far: afterwards every outcome is kept
+        (the change detectors' reference column included)."""
+        if self._body is None:
+            return
+        body, reference = self._body()
+        self._body = None
+        self.loads += 1
+        k, n0 = self._body_rows, len(body)
+        for name in ("seq", "confidence", "source", "context", "credit"):
+            getattr(body, name).extend(getattr(self, name)[k:])
+        first = self.starts[k]
+        base = body.starts[-1]
+        body.members.extend(self.members[first:])
+        body.weights.extend(self.weights[first:])
+        body.starts.extend(array("q", (s - first + base for s in self.starts[k + 1 :])))
+        for m, at in enumerate(self.positions):
+            after = at[bisect.bisect_left(at, n0) :]
+            if m < len(body.positions):
+                body.positions[m].extend(after)
+            else:
+                body.positions.append(after)
+        for name in ("seq", "confidence", "source", "context", "credit", "members", "weights", "starts", "positions"):
+            setattr(self, name, getattr(body, name))
+        self.dropped = [0] * len(self.positions)
+        self.rows, self.tail_from = None, 0
+        if self.scan is not None:
+            if reference is None:
+                raise ValueError("the checkpoint's detectors came without their reference column")
+            self.scan.rebase(reference, k)
+
     def memory_ids(self, i: int) -> list[str]:
         """The memories outcome ``i``'s episode retrieved, by id, in its order (repeats kept)."""
-        ids = self._ids.names
-        return [ids[m] for m in self.members[self.starts[i] : self.starts[i + 1]]]
+        r, ids = self.row(i), self._ids.names
+        return [ids[m] for m in self.members[self.starts[r] : self.starts[r + 1]]]
 
     def context_of(self, i: int) -> str | None:
-        c = self.context[i]
+        c = self.context[self.row(i)]
         return None if c < 0 else self._contexts.names[c]
-
-    def context_labels(self, start: int = 0) -> list[str | None]:
-        """Each outcome's context label from ``start`` on (None: none)."""
-        table: list[str | None] = [*self._contexts.names, None]  # index -1: none
-        return [table[c] for c in self.context[start:]]
 
     def recent(self, size: int) -> dict[str, Counts]:
         """Each memory's counts over its last ``size`` direct retrievals (newest first, item by
         item within an episode, through the row index: the cost does not grow with the log)."""
-        members, weights, starts = self.members, self.weights, self.starts
+        if self.rows is not None and any(d and len(at) < size for at, d in zip(self.positions, self.dropped, strict=True)):
+            self.whole()  # a memory's last retrievals reach outcomes not kept
+        members, weights, starts, rows = self.members, self.weights, self.starts, self.rows
         won, confidence = self.won, self.confidence
         out: dict[str, Counts] = {}
         for m, at in enumerate(self.positions):
             acc = [0.0, 0.0, 0.0]
             for i in reversed(at):
-                ok, conf = won[i], confidence[i]
-                for j in range(starts[i], starts[i + 1]):
+                r = i if rows is None else rows[i]
+                ok, conf = won[i], confidence[r]
+                for j in range(starts[r], starts[r + 1]):
                     if members[j] != m or acc[2] >= size:
                         continue
                     acc[0 if ok else 1] += weights[j] * conf
@@ -182,37 +187,47 @@ class Followed:
         m = self._ids.index.get(memory_id)
         if m is None:
             return np.zeros(0, dtype=bool), np.zeros(0)
+        if self.dropped[m]:  # its outcomes not kept are all before its kept ones
+            at = self.positions[m]
+            before = np.frombuffer(self.recorded, dtype=np.float64)[: at[0] if at else len(self)]
+            if np.any(before >= since):
+                self.whole()
         banned = {self._ids.index[e] for e in exclude if e in self._ids.index}
         ys: list[bool] = []
         ws: list[float] = []
+        rows = self.rows
         for i in self.positions[m]:
             if self.recorded[i] < since:
                 continue
-            if banned and not banned.isdisjoint(self.members[self.starts[i] : self.starts[i + 1]]):
+            r = i if rows is None else rows[i]
+            if banned and not banned.isdisjoint(self.members[self.starts[r] : self.starts[r + 1]]):
                 continue
             ys.append(bool(self.won[i]))
-            ws.append(self.confidence[i])
+            ws.append(self.confidence[r])
         return np.array(ys, dtype=bool), np.array(ws, dtype=float)
 
     def credited(self, start: int, namespace: str) -> list[tuple[OutcomeRow, Episode]]:
         """Outcomes ``start`` onward as the rows crediting reads (outcome, confidence, source,
         time, credit settings; the episode's memories and weights): not the log's full rows
         (no episode id, query or propensities)."""
+        if start < self.tail_from:
+            self.whole()
         out = []
         sources, contexts, credits = self._sources.names, self._contexts.names, self._credits
-        for i in range(start, len(self.seq)):
-            propagation, hops = credits[self.credit[i]]
+        for i in range(start, len(self)):
+            r = self.row(i)
+            propagation, hops = credits[self.credit[r]]
             ids = self.memory_ids(i)
-            weights = self.weights[self.starts[i] : self.starts[i + 1]]
+            weights = self.weights[self.starts[r] : self.starts[r + 1]]
             items = tuple(EpisodeItem(mid, w, 1.0, pos) for pos, (mid, w) in enumerate(zip(ids, weights, strict=True)))
-            c = self.context[i]
+            c = self.context[r]
             row = OutcomeRow(
                 "",
                 bool(self.won[i]),
-                sources[self.source[i]],
-                self.confidence[i],
+                sources[self.source[r]],
+                self.confidence[r],
                 self.recorded[i],
-                self.seq[i],
+                self.seq[r],
                 namespace,
                 propagation,
                 hops,
@@ -221,30 +236,6 @@ class Followed:
                 (row, Episode("", namespace, "", None if c < 0 else contexts[c], 0.0, items, bool(self.held[i])))
             )
         return out
-
-    def scan_input(self, start: int) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str | None]]:
-        """What :meth:`NamespaceScan.advance` takes for outcomes ``start`` onward."""
-        n = len(self.seq)
-        sets = [self.memory_ids(i) for i in range(start, n)]
-        success = np.frombuffer(self.won, dtype=np.int8)[start:n].astype(bool)
-        confidence = np.frombuffer(self.confidence, dtype=np.float64)[start:n].copy()
-        return sets, success, confidence, self.context_labels(start)
-
-    def distinct_members(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each outcome's memories as :class:`NamespaceScan` rows them: each once, first
-        listing first (``rows[starts[i]:starts[i + 1]]``, indices into :attr:`ids`)."""
-        n = len(self.seq)
-        starts = np.frombuffer(self.starts, dtype=np.int64).copy()
-        members = np.frombuffer(self.members, dtype=np.int32).copy()
-        if sum(len(at) for at in self.positions) == members.size:  # no memory listed twice in an episode
-            return members, starts
-        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(starts))
-        order = np.argsort(owner * max(len(self.ids), 1) + members, kind="stable")
-        repeated = np.zeros(members.size, dtype=bool)  # a later listing of a memory in the same episode
-        repeated[order[1:]] = (owner[order[1:]] == owner[order[:-1]]) & (members[order[1:]] == members[order[:-1]])
-        keep = ~repeated
-        counts = np.bincount(owner[keep], minlength=n)
-        return members[keep], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def nbytes(self) -> int:
         """Bytes the columns and the row index hold (the arrays' buffers; strings not counted)."""
@@ -271,25 +262,38 @@ class Followed:
         sources: Sequence[str],
         contexts: Sequence[str],
         credits: Sequence[tuple[float | None, int | None]],
+        kept: np.ndarray | None = None,
+        retrievals: np.ndarray | None = None,
     ) -> Followed:
         """A followed history from its columns (as :meth:`columns` gives them); the row index
-        is rebuilt. ValueError when they do not fit together."""
+        is rebuilt. ``kept``: the outcomes the columns other than ``won``, ``held`` and
+        ``recorded`` hold (ascending; None: every outcome), with ``retrievals`` the number
+        of outcomes that retrieved each memory in all. ValueError when they do not fit together."""
         f = cls()
-        n = int(columns["seq"].size)
+        n = int(columns["won"].size)
         for name, kind in _PER_OUTCOME.items():
             col = np.ascontiguousarray(columns[name], dtype=_DTYPES[kind])
             if col.shape != (n,):
                 raise ValueError(f"column {name} has shape {col.shape}, expected ({n},)")
             getattr(f, name).frombytes(col.tobytes())
+        rows = np.arange(n, dtype=np.int64) if kept is None else np.ascontiguousarray(kept, dtype=np.int64)
+        size = int(rows.size)
+        if rows.ndim != 1 or (size and (rows[0] < 0 or rows[-1] >= n or np.any(np.diff(rows) <= 0))):
+            raise ValueError("the kept outcomes must be distinct outcomes, ascending")
+        for name, kind in _PER_ROW.items():
+            col = np.ascontiguousarray(columns[name], dtype=_DTYPES[kind])
+            if col.shape != (size,):
+                raise ValueError(f"column {name} has shape {col.shape}, expected ({size},)")
+            getattr(f, name).frombytes(col.tobytes())
         starts = np.ascontiguousarray(columns["starts"], dtype=np.int64)
         members = np.ascontiguousarray(columns["members"], dtype=np.int32)
         weights = np.ascontiguousarray(columns["weights"], dtype=np.float64)
-        if starts.shape != (n + 1,) or starts[0] != 0 or np.any(np.diff(starts) < 0) or starts[-1] != members.size:
+        if starts.shape != (size + 1,) or starts[0] != 0 or np.any(np.diff(starts) < 0) or starts[-1] != members.size:
             raise ValueError("the episode offsets do not fit the member column")
         if weights.shape != members.shape:
             raise ValueError("one weight per member is needed")
         seq = np.frombuffer(f.seq, dtype=np.int64)
-        if n and (np.any(np.diff(seq) <= 0) or seq[0] <= 0):
+        if size and (np.any(np.diff(seq) <= 0) or seq[0] <= 0):
             raise ValueError("sequence numbers must increase")
         for name in ("won", "held"):
             flags = np.frombuffer(getattr(f, name), dtype=np.int8)
@@ -300,11 +304,11 @@ class Followed:
             raise ValueError("confidence must be within [0, 1] and times finite")
         if not np.all(np.isfinite(weights)):
             raise ValueError("weights must be finite")
-        for name, size in (("source", len(sources)), ("context", len(contexts)), ("credit", len(credits))):
+        for name, limit in (("source", len(sources)), ("context", len(contexts)), ("credit", len(credits))):
             col = np.frombuffer(getattr(f, name), dtype=np.int32)
             low = -1 if name == "context" else 0
-            if n and (col.min() < low or col.max() >= size):
-                raise ValueError(f"column {name} refers past its {size} names")
+            if size and (col.min() < low or col.max() >= limit):
+                raise ValueError(f"column {name} refers past its {limit} names")
         if members.size and (members.min() < 0 or members.max() >= len(ids)):
             raise ValueError(f"members refer past the {len(ids)} memory ids")
         if len(set(ids)) != len(ids):
@@ -312,14 +316,14 @@ class Followed:
         f.starts = array("q", starts.tobytes())
         f.members = array("i", members.tobytes())
         f.weights = array("d", weights.tobytes())
-        f._ids = _Names(ids)
-        f._sources = _Names(sources)
-        f._contexts = _Names(contexts)
+        f._ids = Names(ids)
+        f._sources = Names(sources)
+        f._contexts = Names(contexts)
         for credit in credits:
             f._credit_of(credit)
         if len(f._credits) != len(credits):
             raise ValueError("credit settings repeat")
-        owner = np.repeat(np.arange(n, dtype=np.int32), np.diff(starts))
+        owner = np.repeat(rows.astype(np.int32), np.diff(starts))
         narrow = members.astype(np.uint16) if len(ids) <= 1 << 16 else members  # numpy radix-sorts 16 bits
         order = np.argsort(narrow, kind="stable")  # by memory, then outcome (owner ascends)
         by, outcomes = members[order], owner[order]
@@ -329,30 +333,38 @@ class Followed:
         by_memory = np.bincount(by, minlength=len(ids))
         parts = np.split(outcomes, np.cumsum(by_memory)[:-1]) if len(ids) else []
         f.positions = [array("i", part.tobytes()) for part in parts]
-        if len(ids) and not all(f.positions):
-            raise ValueError("a memory id is retrieved by no outcome")
-        f.last_seq = int(seq[-1]) if n else 0
+        if kept is None:
+            f.dropped = [0] * len(ids)
+            if len(ids) and not all(f.positions):
+                raise ValueError("a memory id is retrieved by no outcome")
+        else:
+            total = np.ascontiguousarray(retrievals, dtype=np.int64)
+            if total.shape != (len(ids),) or np.any(total < by_memory) or np.any(total == 0):
+                raise ValueError("the retrievals of each memory do not fit the kept outcomes")
+            f.dropped = (total - by_memory).tolist()
+            if size < n:
+                f.rows = dict(zip(rows.tolist(), range(size), strict=True))
+            tail = np.flatnonzero(rows != np.arange(n - size, n)) if size else np.zeros(0, dtype=np.int64)
+            f.tail_from = n - size + (int(tail[-1]) + 1 if tail.size else 0)
+        f.last_seq = int(seq[-1]) if size else 0
         return f
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The columns as numpy arrays (views of this object's buffers: copy before changing it)."""
+        """Every outcome's columns as numpy arrays (views of this object's buffers: copy
+        before changing it); the outcomes not kept are loaded first."""
+        self.whole()
         out = {name: np.frombuffer(getattr(self, name), dtype=_DTYPES[kind]) for name, kind in _PER_OUTCOME.items()}
+        out |= {name: np.frombuffer(getattr(self, name), dtype=_DTYPES[kind]) for name, kind in _PER_ROW.items()}
         out["starts"] = np.frombuffer(self.starts, dtype=np.int64)
         out["members"] = np.frombuffer(self.members, dtype=np.int32)
         out["weights"] = np.frombuffer(self.weights, dtype=np.float64)
         return out
 
 
-_PER_OUTCOME = {
-    "seq": "q",
-    "won": "b",
-    "held": "b",
-    "confidence": "d",
-    "recorded": "d",
-    "source": "i",
-    "context": "i",
-    "credit": "i",
-}
-"""The per-outcome columns and their array type codes."""
+_PER_OUTCOME = {"won": "b", "held": "b", "recorded": "d"}
+"""The columns every outcome has (however much is kept), and their array type codes."""
+
+_PER_ROW = {"seq": "q", "confidence": "d", "source": "i", "context": "i", "credit": "i"}
+"""The per-outcome columns held for the kept outcomes, and their array type codes."""
 
 _DTYPES = {"q": np.int64, "b": np.int8, "d": np.float64, "i": np.int32}

@@ -221,8 +221,13 @@ class GovernanceMixin(StoreState):
         return self._govern(namespace, None if apply else frozenset(), progress)
 
     def _govern(self, namespace: str, apply: frozenset[str] | None, progress: Progress = False) -> GovernanceReport:
-        """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all)."""
+        """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all),
+        from one read of the namespace's log."""
         check_name(namespace, "namespace")
+        with self._settled_reads():
+            return self._govern_read(namespace, apply, progress)
+
+    def _govern_read(self, namespace: str, apply: frozenset[str] | None, progress: Progress) -> GovernanceReport:
         progress_bar(0, "memories decided", progress).close()  # a bad progress is refused before any work
         memories = self.backend.memories(namespace)
         with progress_bar(len(memories), "memories decided", progress) as deciding:
@@ -306,7 +311,8 @@ class GovernanceMixin(StoreState):
         return self.policy.guard().check(held, success, share=self.holdout)
 
     def _decide(self, memories: Sequence[Memory] | None, namespace: str) -> dict[str, _Decision]:
-        return self._decide_all(memories, namespace)[0]
+        with self._settled_reads():  # one read of the log for every part of the decision
+            return self._decide_all(memories, namespace)[0]
 
     def _decide_all(
         self, memories: Sequence[Memory] | None, namespace: str, shown: Bar | None = None

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import builtins
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +37,9 @@ from memworth.validation import check_memory_id, check_name
 __all__ = ["FOLLOW_BUDGET", "Followed", "LogMixin", "ReplayReport"]
 
 logger = logging.getLogger(__name__)
+
+_SETTLED = threading.local()
+"""Per thread, the (store object, namespace) pairs read in the current settled call."""
 
 
 FOLLOW_BUDGET = 2_000_000
@@ -73,6 +79,9 @@ class LogMixin(StoreState):
         mismatch reads the history again from the start (a checkpoint is checked alike).
         """
         with self._follow_lock:
+            settled = getattr(_SETTLED, "keys", None)
+            if settled is not None and (id(self), namespace) in settled and namespace in self._followed:
+                return self._followed[namespace]  # read once already in this call (see _settled_reads)
             followed = self._followed.pop(namespace, None)
             if followed is None:
                 followed = self._resume(namespace)
@@ -87,7 +96,23 @@ class LogMixin(StoreState):
                 if held <= FOLLOW_BUDGET:
                     break
                 held -= len(self._followed.pop(other))
+            if settled is not None:
+                settled.add((id(self), namespace))
             return followed
+
+    @contextmanager
+    def _settled_reads(self) -> Iterator[None]:
+        """Within it, this thread reads each namespace's log once: its later reads of the
+        history answer from that read (one call, such as :meth:`govern`, decides from one
+        state of the log, and checks the log's count of outcomes once, not at every part)."""
+        if getattr(_SETTLED, "keys", None) is not None:  # an outer call holds the reads
+            yield
+            return
+        _SETTLED.keys = set()
+        try:
+            yield
+        finally:
+            _SETTLED.keys = None
 
     def _resume(self, namespace: str) -> Followed:
         """The namespace's checkpoint, if it is intact (else nothing: the history is read in full)."""
@@ -95,7 +120,7 @@ class LogMixin(StoreState):
         if data is None:
             return Followed()
         try:
-            return checkpoint.decode(namespace, data, self.policy)
+            return checkpoint.decode(namespace, data, self.policy, self._follow_lock)
         except ValueError as exc:
             logger.warning("checkpoint of namespace %r not used (%s): reading its whole history", namespace, exc)
             return Followed()
@@ -112,13 +137,22 @@ class LogMixin(StoreState):
             followed = self._followed.get(namespace)
             if followed is None or not checkpoint.due(len(followed), followed.saved):
                 return
-            data = checkpoint.encode(namespace, followed)
+            data = checkpoint.encode(
+                namespace, followed, recent=self.policy.staleness.window, tail_from=self._burst_start(followed)
+            )
             before, followed.saved = followed.saved, len(followed)
         try:
             self.backend.save_checkpoint(namespace, data)
         except StoreError as exc:
             logger.warning("checkpoint of namespace %r not saved: %s", namespace, exc)
             followed.saved = before
+
+    def _burst_start(self, followed: Followed) -> int:
+        """Where the burst check's window begins now that the last outcome is the latest
+        (a checkpoint's head keeps the outcomes from there on: a later govern reads no earlier)."""
+        if self.burst is None or not len(followed):
+            return len(followed)
+        return outcome_log.window_start(followed.recorded, followed.recorded[-1] - self.burst.window)
 
     def _forget_followed(self, namespace: str | None = None) -> None:
         """Drop the followed history and checkpoint of ``namespace`` (None: of every namespace):
@@ -138,10 +172,11 @@ class LogMixin(StoreState):
         with self._follow_lock:
             followed = self._history(namespace)
             if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(followed):
-                followed.scan, followed.scanned = NamespaceScan(self.policy), 0
-            followed.scan.advance(*followed.scan_input(followed.scanned))
+                followed.whole()  # a new scan reads every outcome
+                followed.scan = NamespaceScan(self.policy, columns=followed, lock=self._follow_lock)
+            found = followed.scan.read()  # advances over the outcomes it has not read
             followed.scanned = len(followed)
-            return followed.scan.read()
+            return found
 
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
         """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
@@ -165,6 +200,7 @@ class LogMixin(StoreState):
         stats = EpisodeStats()
         with self._follow_lock:
             followed = self._history(namespace)
+            followed.whole()
             for i in range(len(followed)):
                 ids = followed.memory_ids(i)
                 if ids:

@@ -14,6 +14,7 @@ it declares nothing (the store's own methods are the ones found).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -142,6 +143,8 @@ class StoreState:
         def _history(self, namespace: str) -> Followed: ...
 
         def _checkpoint(self, namespace: str) -> None: ...
+
+        def _settled_reads(self) -> contextlib.AbstractContextManager[None]: ...
 
         def _forget_followed(self, namespace: str | None = None) -> None: ...
 

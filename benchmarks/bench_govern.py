@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import sqlite3
 import time
 import tracemalloc
 import uuid
@@ -140,12 +141,45 @@ def _rows_bytes(store: MemoryStore) -> float:
     return held / max(len(rows), 1)
 
 
-def growth(folder: Path, memories: int, sizes: list[int], repeats: int, full: bool, tail: int) -> list[dict[str, Any]]:
+def _copy(store: MemoryStore, folder: Path) -> tuple[str, float]:
+    """A copy of the store's SQLite file as it stands (SQLite's backup API: WAL included), and
+    its clock's time: a store object opened on it later is cold at this size."""
+    path = folder / f"copy-{uuid.uuid4().hex[:8]}.db"
+    src = sqlite3.connect(store.backend.url.removeprefix("sqlite:///"))
+    dst = sqlite3.connect(path)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    assert isinstance(store.clock, Clock)
+    return f"sqlite:///{path}", store.clock.now
+
+
+def side_by_side(copies: list[tuple[str, float]], repeats: int) -> list[float]:
+    """Cold govern on each copy (a store object just opened, from the checkpoint), the copies
+    taking turns and the order reversed every other round, so that load falls on all: the
+    median per copy."""
+    times: list[list[float]] = [[] for _ in copies]
+    for r in range(repeats):
+        order = list(range(len(copies)))
+        for i in order if r % 2 == 0 else order[::-1]:
+            url, now = copies[i]
+            clock = Clock()
+            clock.now = now
+            times[i].append(_cold(url, clock, checkpoint_used=True)[0])
+    return [float(np.median(t)) for t in times]
+
+
+def growth(
+    folder: Path, memories: int, sizes: list[int], repeats: int, full: bool, tail: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rng = np.random.default_rng(0)
     clock = Clock()
     url = f"sqlite:///{folder / f'grow-{uuid.uuid4().hex[:8]}.db'}"
     store = MemoryStore.open(url, seed=0, clock=clock)
     rows, held, rows_bytes = [], 0, 0.0
+    copies: list[tuple[str, float]] = []
     try:
         for size in sizes:
             _fill(store, "main", memories, size - held, rng)
@@ -161,6 +195,8 @@ def growth(folder: Path, memories: int, sizes: list[int], repeats: int, full: bo
             cold, head_only = _cold(url, clock, checkpoint_used=True)
             state = _state(store, data)
             full_s = _cold(url, clock, checkpoint_used=False)[0] if full else None
+            if size in (sizes[0], sizes[-1]):
+                copies.append(_copy(store, folder))
             _fill(store, "main", memories, tail, rng)  # logged after the checkpoint, by no govern
             held += tail
             cold_tail, tail_head_only = _cold(url, clock, checkpoint_used=True)
@@ -183,7 +219,14 @@ def growth(folder: Path, memories: int, sizes: list[int], repeats: int, full: bo
         r["growth"] = r["govern_s"] / rows[0]["govern_s"]
         r["cold_growth"] = r["cold_s"] / rows[0]["cold_s"]
         r["rows_bytes_per_outcome"] = rows_bytes
-    return rows
+    turns = side_by_side(copies, 2 * repeats) if len(copies) == 2 else []
+    pair = {
+        "sizes": [sizes[0], sizes[-1]],
+        "cold_s": turns,
+        "growth": turns[1] / turns[0] if turns else None,
+        "rounds": 2 * repeats,
+    }
+    return rows, pair
 
 
 def isolation(
@@ -225,7 +268,7 @@ def main() -> None:
     ap.add_argument("--no-full", action="store_true", help="skip the cold govern that reads the whole history")
     ap.add_argument("--output", default="govern.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
-    grow = growth(args.folder, args.memories, sorted(args.sizes), args.repeats, not args.no_full, args.tail)
+    grow, pair = growth(args.folder, args.memories, sorted(args.sizes), args.repeats, not args.no_full, args.tail)
     iso = (
         isolation(args.folder, args.memories, grow[0]["outcomes"], args.others, args.other_outcomes, args.repeats)
         if args.others > 0
@@ -245,6 +288,12 @@ def main() -> None:
             f" {r['checkpoint_mb']:>8.2f} {r['kept_outcomes']:>7} {r['followed_bytes_per_outcome']:>7.0f}{marks}"
         )
     print("(*: the cold govern loaded the checkpoint's body; +: the cold govern after the tail did)")
+    if pair["growth"] is not None:
+        print(
+            f"side by side (copies of the file at {pair['sizes'][0]:,} and {pair['sizes'][1]:,} outcomes, cold govern"
+            f" in turns, median of {pair['rounds']}): {pair['cold_s'][0]:.3f} s and {pair['cold_s'][1]:.3f} s,"
+            f" growth {pair['growth']:.2f}x"
+        )
     print(
         f"memory per outcome: {grow[0]['rows_bytes_per_outcome']:.0f} B as the backend's rows, "
         f"{grow[-1]['columns_bytes_per_outcome']:.0f} B in the columns' arrays, "
@@ -259,7 +308,7 @@ def main() -> None:
     out = HERE / "results" / args.output
     out.parent.mkdir(exist_ok=True)
     out.write_text(
-        json.dumps({"growth": grow, "isolation": iso, "settings": vars(args) | {"folder": str(args.folder)}}, indent=2)
+        json.dumps({"growth": grow, "side_by_side": pair, "isolation": iso, "settings": vars(args) | {"folder": str(args.folder)}}, indent=2)
     )
     print(f"wrote {out}")
 

@@ -276,32 +276,32 @@ def test_the_event_loop_keeps_ticking_while_govern_reads_thousands_of_outcomes()
 
     store.govern = slow_govern  # type: ignore[method-assign]
 
-    async def run() -> tuple[float, float, int]:
+    async def run() -> tuple[float, float, list[float]]:
         async with AsyncMemoryStore(store) as asynced:  # its first govern reads the whole log
-            gaps: list[float] = []
+            ticks: list[float] = []
             done = asyncio.Event()
 
             async def heartbeat() -> None:
-                last = time.perf_counter()
                 while not done.is_set():
                     await asyncio.sleep(0.005)
-                    now = time.perf_counter()
-                    gaps.append(now - last)
-                    last = now
+                    ticks.append(time.perf_counter())
 
             ticking = asyncio.create_task(heartbeat())
             await asyncio.sleep(0.02)
             start = time.perf_counter()
             report = await asynced.govern()
-            took = time.perf_counter() - start
+            end = time.perf_counter()
             done.set()
             await ticking
             assert report.proposals  # it did the work
-            return took, max(gaps), len(gaps)
+            return start, end, ticks
 
-    took, worst_gap, ticks = asyncio.run(run())
-    assert ticks > 10  # the loop ran while govern did: had govern run on it, one gap would be all of it
-    assert worst_gap < took / 3, (worst_gap, took)
+    # The loop ran while govern did: a tick landed between its start and its end, and more than
+    # one. Had govern run on the loop, no tick could (the loop would be inside the call). Counted
+    # in ticks, not in a share of the call's time, which a loaded machine's scheduler decides.
+    start, end, ticks = asyncio.run(run())
+    during = [t for t in ticks if start < t < end]
+    assert len(during) >= 3, (len(during), end - start)
 
 
 # -- many calls at once ---------------------------------------------------------------------

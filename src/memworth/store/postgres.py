@@ -924,8 +924,9 @@ class PostgresBackend:
         return self._do(self.plan_outcomes_of(episode_ids))
 
     def plan_outcomes_of(self, episode_ids: Sequence[str]) -> Plan:
+        cols = OUTCOME_COLUMNS
         return _one_read(
-            f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id = ANY(%s)",
+            f"SELECT {cols} FROM outcomes WHERE episode_id = ANY(%s)",
             (list(dict.fromkeys(episode_ids)),),
             lambda rows: {o.episode_id: o for o in map(outcome_from_row, rows)},
         )

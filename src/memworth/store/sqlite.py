@@ -630,10 +630,11 @@ class SQLiteBackend:
     def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
         unique = list(dict.fromkeys(episode_ids))
+        cols = OUTCOME_COLUMNS
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._read(f"SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE episode_id IN ({marks})", chunk):
+            for row in self._read(f"SELECT {cols} FROM outcomes WHERE episode_id IN ({marks})", chunk):
                 o = outcome_from_row(row)
                 out[o.episode_id] = o
         return out

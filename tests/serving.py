@@ -1,15 +1,18 @@
-"""A real ``memworth serve`` in a child process, for the tests that talk to it over a socket."""
+"""Servers for the tests that talk over a socket: a real ``memworth serve`` in a child process,
+and an app served by uvicorn on a thread of the test's own process."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 
 def free_port() -> int:
@@ -57,3 +60,24 @@ def memworth_serve(*args: str) -> Iterator[Served]:
     finally:
         proc.terminate()
         served.out, served.err = proc.communicate(timeout=60)
+
+
+@contextmanager
+def uvicorn_thread(app: Any, *, log_level: str = "warning") -> Iterator[int]:
+    """``app`` served by uvicorn on a thread, on a free port of 127.0.0.1 (yielded) once it
+    listens; stopped when the block ends."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level=log_level))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

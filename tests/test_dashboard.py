@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore
@@ -27,6 +23,7 @@ from memworth.errors import UnknownMemoryError
 from memworth.server import create_app, create_key, revoke_key
 from memworth.server.dashboard import pages, trajectory
 from memworth.server.dashboard.sessions import SESSION_SECONDS, Sessions
+from tests.serving import uvicorn_thread
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -330,12 +327,6 @@ def test_sessions_expire_and_the_oldest_go_past_the_limit() -> None:
 # -- in a real browser ---------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
     """(base URL, API key of namespace "team", store URL) of a seeded store served by uvicorn."""
@@ -343,17 +334,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     store = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0)
     seed(store)
     key = create_key(store, "team", "dashboard")
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", key, url
-    server.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_thread(create_app(store)) as port:
+        yield f"http://127.0.0.1:{port}", key, url
     store.close()
 
 

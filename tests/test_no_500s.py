@@ -13,10 +13,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import socket
 import sqlite3
-import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +22,13 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from memworth import HashingEncoder, MemoryStore, StoreError, Tracker, ValidationError, normalise, normalise_rows
 from memworth.server import create_app, create_key
 from memworth.sidecar import Sidecar
 from memworth.store.backend import SCHEMA_VERSION
 from memworth.validation import MAX_METADATA_DEPTH, check_metadata_shape
+from tests.serving import uvicorn_thread
 
 # -- credit weights whose sum overflows ---------------------------------------------------
 
@@ -271,17 +268,7 @@ def test_over_a_real_socket_the_keep_alive_connection_survives_a_500(
 ) -> None:
     key = create_key(store, "default", "k")
     _break_listing(store, monkeypatch)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
+    with uvicorn_thread(create_app(store), log_level="critical") as port:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
         def get() -> tuple[int, Any]:
@@ -294,8 +281,5 @@ def test_over_a_real_socket_the_keep_alive_connection_survives_a_500(
         answers.append(get())  # before: RemoteDisconnected, the server had closed the connection
         assert connection.sock is first_socket  # the same connection, not a new one
         connection.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert answers[0][0] == 500 and answers[0][1]["error"]["type"] == "InternalError"
     assert answers[1] == (200, [])

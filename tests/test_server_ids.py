@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import html
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from memworth import HashingEncoder, MemoryStore, ValidationError
 from memworth.server import create_app, create_key
 from memworth.server.dashboard.markup import memory_url
 from memworth.server.ids import RawIdPaths, id_path, path_id
+from tests.serving import uvicorn_thread
 
 ODD_IDS = [
     "notes/2024/q1",
@@ -162,19 +159,8 @@ def served() -> Iterator[tuple[str, dict[str, str]]]:
     for memory_id in ODD_IDS:
         store.add(f"fact about {memory_id}", id=memory_id, namespace="team")
     key = create_key(store, "team", "t")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", {"X-API-Key": key}
-    server.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_thread(create_app(store)) as port:
+        yield f"http://127.0.0.1:{port}", {"X-API-Key": key}
     store.close()
 
 

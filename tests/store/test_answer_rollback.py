@@ -9,14 +9,10 @@ import asyncio
 import http.client
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -24,6 +20,7 @@ from memworth import MemoryStore
 from memworth.mcp_server import create_server
 from memworth.mcp_server.views import DecisionView, MemoryView, OutcomeView
 from memworth.server import answers, create_app, create_key
+from tests.serving import uvicorn_thread
 from tests.store.conftest import FACTS
 from tests.store.test_transaction import _state
 
@@ -105,17 +102,7 @@ def test_over_a_real_socket_the_next_request_on_the_connection_works(
     seeded: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = create_key(seeded, "default", "k")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(seeded), host="127.0.0.1", port=port, log_level="critical"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
+    with uvicorn_thread(create_app(seeded), log_level="critical") as port:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
         def add() -> tuple[int, Any]:
@@ -133,9 +120,6 @@ def test_over_a_real_socket_the_next_request_on_the_connection_works(
         done = add()
         assert connection.sock is first_socket  # the same keep-alive connection
         connection.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     assert failed[0] == 500 and "paris" not in kept
     assert done[0] == 201 and done[1]["id"] == "paris"
 

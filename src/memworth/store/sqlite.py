@@ -166,6 +166,14 @@ SYNCHRONOUS = {
 }
 """The durability levels a store URL may ask for (``?synchronous=``), as the statement that sets each."""
 
+ROWS_KEPT = 200_000
+"""Candidate rows (:meth:`SQLiteBackend.candidates`) a backend keeps between recalls, over every
+namespace (the first kept leave first): about 0.3 KB each."""
+
+CANDIDATE_COLUMNS = ("status", "created", "success", "failure", "n", "standing", "updated")
+"""The columns of the narrow read after the id; a kept row is forgotten when one of them changes."""
+CANDIDATE_READ = "id, " + ", ".join(CANDIDATE_COLUMNS)
+
 
 class SQLiteBackend:
     """Memories, log and counters in one SQLite file (WAL)."""
@@ -184,6 +192,8 @@ class SQLiteBackend:
         self._lock = threading.RLock()
         self._unit = False  # a transaction() is open: each write is a savepoint inside it
         self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
+        self._rows: dict[tuple[str, str], tuple[Any, ...]] = {}  # kept candidate rows (see candidates)
+        self._rows_version = -1  # PRAGMA data_version the kept rows were read under
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
         except sqlite3.Error as exc:
@@ -197,6 +207,7 @@ class SQLiteBackend:
             self._db.execute("PRAGMA busy_timeout=60000")
             self._db.execute("PRAGMA secure_delete=ON")  # an erased memory's bytes are overwritten, not left free
             self._migrate()
+            self._watch_rows()
         except sqlite3.Error as exc:
             self._db.close()
             raise StoreError(f"cannot open {url}: {exc}{_read_only_hint(path)}") from exc
@@ -370,9 +381,59 @@ class SQLiteBackend:
         """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
         in no set order.
 
-        The narrow read recall ranks its candidates with (no text, metadata or edges).
+        The narrow read recall ranks its candidates with (no text, metadata or edges). Rows
+        read once are kept (at most :data:`ROWS_KEPT`) and answered from memory until they may
+        have changed: this connection forgets a row when a statement of its own updates one of
+        those columns or deletes it (temporary triggers, :meth:`_watch_rows`, committed or not),
+        and every row when another connection (another store object or process) commits
+        anything (``PRAGMA data_version``). Inside a transaction nothing is kept or answered
+        from memory: what it reads may still roll back.
         """
-        return self._rows_of("id, status, created, success, failure, n, standing, updated", namespace, ids)
+        with self._lock:
+            try:
+                if self._db.in_transaction:
+                    return self._rows_of(CANDIDATE_READ, namespace, ids)
+                (version,) = self._db.execute("PRAGMA data_version").fetchone()
+                kept = self._rows
+                if version != self._rows_version:  # another connection committed: nothing kept is sure
+                    kept.clear()
+                    self._rows_version = version
+                out, missing = [], []
+                for mid in dict.fromkeys(ids):
+                    row = kept.get((namespace, mid))
+                    if row is None:
+                        missing.append(mid)
+                    else:
+                        out.append(row)
+                if missing:
+                    found = self._rows_of(CANDIDATE_READ, namespace, missing)
+                    for row in found:
+                        kept[(namespace, row[0])] = row
+                    out += found
+                    while len(kept) > ROWS_KEPT:
+                        del kept[next(iter(kept))]
+                return out
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+
+    def _watch_rows(self) -> None:
+        """Temporary triggers (this connection's only, never stored in the file) that forget a kept
+        candidate row when this connection updates one of its columns or deletes it."""
+        rows = self._rows  # the dict, not the backend: the connection holds no cycle back to it
+
+        def forget(namespace: str, memory_id: str) -> None:
+            rows.pop((namespace, memory_id), None)
+
+        self._db.create_function("memworth_forget_row", 2, forget)
+        columns = ", ".join(CANDIDATE_COLUMNS)
+        self._db.execute(
+            f"CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF {columns} ON main.memories"
+            " BEGIN SELECT memworth_forget_row(OLD.namespace, OLD.id); END"
+        )
+        self._db.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_deleted AFTER DELETE ON main.memories"
+            " BEGIN SELECT memworth_forget_row(OLD.namespace, OLD.id); END"
+        )
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""

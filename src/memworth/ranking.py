@@ -242,29 +242,27 @@ def inclusion_probabilities(order: np.ndarray, explorable: np.ndarray, k: int, e
     greedy ones fill the rest. One row per ``j``, all at once; the rows are added in order
     of ``j`` (a running sum), so the answer is the same to the bit as adding them one by one.
     """
-    explorable = np.asarray(explorable, dtype=bool)
     n = order.size
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    ex_by_rank = explorable[order]
-    # For each rank r: how many explorable candidates rank at or after r, how many plain ones before it.
-    ex_from = np.concatenate([np.cumsum(ex_by_rank[::-1])[::-1], [0]])
-    plain_before = np.concatenate([[0], np.cumsum(~ex_by_rank)])
+    if n == 0:
+        return np.zeros(0)
+    ex = np.asarray(explorable, dtype=bool)[order]  # by rank: whether the candidate ranked r is explorable
+    ex_from = np.cumsum(ex[::-1])[::-1]  # explorable candidates ranked at or after r
+    plain_before = np.cumsum(~ex) - ~ex  # plain candidates ranked before r
     js = np.arange(k + 1 if exploration > 0 else 1)
-    greedy = np.minimum(k - js, n)[:, None]  # the ranks below this are picked for sure, per j
+    greedy = np.minimum(k - js, n)  # the ranks below this are picked for sure, per j
     if exploration > 0:
         chance = [math.comb(k, j) * exploration**j * (1 - exploration) ** (k - j) for j in js.tolist()]
     else:
         chance = [1.0]
-    pool = ex_from[greedy]  # explorable candidates ranked at or after the greedy ones
-    drawn = np.minimum(js[:, None], pool)
-    late = rank[None, :] >= greedy
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(late, np.where(explorable[None, :], np.where(drawn > 0, drawn / pool, 0.0), 0.0), 1.0)
-    shortfall = js[:, None] - drawn  # exploration slots the pool cannot fill: the next plain ranks fill them
-    fill = late & ~explorable[None, :] & (plain_before[rank][None, :] - plain_before[greedy] < shortfall)
-    p[fill] = 1.0
-    out = np.cumsum(np.asarray(chance)[:, None] * p, axis=0)[-1]
+    pool = np.append(ex_from, 0)[greedy]  # explorable candidates ranked at or after the greedy ones
+    drawn = np.minimum(js, pool)
+    share = (drawn / np.maximum(pool, 1))[:, None]  # each such candidate's chance to be drawn
+    # Slots the pool cannot fill go to the next plain ranks: those fewer than ``j - drawn`` after the greedy ones.
+    fill = plain_before[None, :] - np.append(plain_before, n - ex_from[:1])[greedy][:, None] < (js - drawn)[:, None]
+    ranks = np.arange(n)
+    p = np.where(ranks[None, :] < greedy[:, None], 1.0, np.where(ex[None, :], share, fill))
+    out = np.empty(n)
+    out[order] = np.cumsum(np.asarray(chance)[:, None] * p, axis=0)[-1]
     return np.clip(out, 0.0, 1.0)
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from memworth import HashingEncoder, MemoryStore
-from memworth.store.backend import shareable
+from memworth import HashingEncoder, MemoryStore, UnknownMemoryError
+from memworth.store import OutcomeRow
+from memworth.store.backend import Increment, shareable
 from tests.store.conftest import FACTS, drop, index_for, url_for
 
 QUERY = "reverse a python list"
@@ -85,23 +86,44 @@ def test_recall_after_a_rolled_back_block_shows_the_counts_as_committed(store: M
     assert after == before == _stored(store, after)
 
 
+def _half_done(store: MemoryStore) -> None:
+    """A write that changes a memory's counters, then fails (an unknown memory) and is rolled back."""
+    episode = store.recall(QUERY, k=1).episode
+    outcome = OutcomeRow(episode.id, False, "explicit", 1.0, 1.0, namespace="default")
+    bad = [Increment("default", "reverse", 0.0, 1.0, 1.0), Increment("default", "no-such-memory", 0.0, 1.0, 1.0)]
+    with pytest.raises(UnknownMemoryError):
+        store.backend.append_outcomes([outcome], bad)
+
+
 def test_a_failed_write_leaves_recall_showing_the_committed_counts(store: MemoryStore) -> None:
     store.exploration = 0.0
     store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    store.record(store.recall(QUERY, k=3), True)
     before = _shown(store)
-    good = store.recall(QUERY, k=3)
-    store.record(good, True)
-    with pytest.raises(Exception, match="already"):
-        store.record_many([(store.recall(QUERY, k=3), False), (good, False)])  # the second is a duplicate
+    _half_done(store)
+    after = _shown(store)
+    assert after == before == _stored(store, after)
+
+
+def test_a_failed_write_inside_a_committed_block_leaves_only_the_blocks_other_writes(store: MemoryStore) -> None:
+    store.exploration = 0.0
+    store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    before = _shown(store)
+    episode = store.recall(QUERY, k=2).episode
+    with store.transaction():
+        store.record(episode, True)
+        _half_done(store)  # rolled back alone: the block goes on and commits the record
     after = _shown(store)
     assert after == _stored(store, after) != before
     assert sum(c.failure for _, _, c, _ in after.values()) == 0  # type: ignore[attr-defined]
+    assert sum(c.success for _, _, c, _ in after.values()) == pytest.approx(1.0)  # type: ignore[attr-defined]
 
 
 def test_sqlite_recall_reads_a_candidates_row_again_only_after_a_change(tmp_path: Path) -> None:
     """The SQLite backend keeps the narrow rows it read: a recall whose candidates were all read
-    before, with nothing written since, reads none; another process's commit, or this store's
-    own write, makes the changed rows (another process's: every row) read again."""
+    before, with nothing written since, reads none; this store's own committed write keeps the
+    rows it changed as written (none read again); another process's commit makes every row
+    read again."""
     url = f"sqlite:///{tmp_path / 'kept.db'}"
     store = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0)
     store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
@@ -119,11 +141,12 @@ def test_sqlite_recall_reads_a_candidates_row_again_only_after_a_change(tmp_path
         store.recall(QUERY, k=2)
         assert reads == []  # nothing changed: nothing read
         picked = store.recall(QUERY, k=2)
-        store.record(picked, True)  # this store's own write: its two rows are read again, only they
+        store.record(picked, True)  # this store's own write: the rows it changed are kept as written
         reads.clear()
         shown = _shown(store)
-        assert reads == [{r.memory.id for r in picked}]
+        assert reads == []
         assert shown == _stored(store, shown)
+        assert sum(c.success for _, _, c, _ in shown.values()) == pytest.approx(1.0)  # type: ignore[attr-defined]
         child = textwrap.dedent(
             f"""
             from memworth import HashingEncoder, MemoryStore

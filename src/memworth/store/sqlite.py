@@ -192,8 +192,7 @@ class SQLiteBackend:
         self._lock = threading.RLock()
         self._unit = False  # a transaction() is open: each write is a savepoint inside it
         self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
-        self._rows: dict[tuple[str, str], tuple[Any, ...]] = {}  # kept candidate rows (see candidates)
-        self._rows_version = -1  # PRAGMA data_version the kept rows were read under
+        self._rows = _KeptRows()  # recall's narrow rows, kept between recalls (see candidates)
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
         except sqlite3.Error as exc:
@@ -233,6 +232,7 @@ class SQLiteBackend:
             if self._unit:
                 raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
             self._unit = True
+            committed = False
             try:
                 yield
             except BaseException as exc:
@@ -250,7 +250,9 @@ class SQLiteBackend:
                         if self._db.in_transaction:
                             self._db.execute("ROLLBACK")
                         raise StoreError(f"commit failed, nothing written: {err}") from err
+                committed = True
             finally:
+                self._rows.settle(committed)
                 self._unit = False
                 due, self._truncate_wal = self._truncate_wal, False
             if due:  # committed: an erased memory's old pages leave the WAL now
@@ -382,22 +384,18 @@ class SQLiteBackend:
         in no set order.
 
         The narrow read recall ranks its candidates with (no text, metadata or edges). Rows
-        read once are kept (at most :data:`ROWS_KEPT`) and answered from memory until they may
-        have changed: this connection forgets a row when a statement of its own updates one of
-        those columns or deletes it (temporary triggers, :meth:`_watch_rows`, committed or not),
-        and every row when another connection (another store object or process) commits
-        anything (``PRAGMA data_version``). Inside a transaction nothing is kept or answered
-        from memory: what it reads may still roll back.
+        are kept (at most :data:`ROWS_KEPT`) and answered from memory until they may have
+        changed (:class:`_KeptRows`): a row this connection's write changes takes the values
+        it was written with once that write commits; every row is read again after another
+        connection (another store object or process) commits anything (``PRAGMA
+        data_version``). Inside a transaction nothing is kept or answered from memory.
         """
         with self._lock:
             try:
                 if self._db.in_transaction:
                     return self._rows_of(CANDIDATE_READ, namespace, ids)
                 (version,) = self._db.execute("PRAGMA data_version").fetchone()
-                kept = self._rows
-                if version != self._rows_version:  # another connection committed: nothing kept is sure
-                    kept.clear()
-                    self._rows_version = version
+                kept = self._rows.since(version)
                 out, missing = [], []
                 for mid in dict.fromkeys(ids):
                     row = kept.get((namespace, mid))
@@ -407,32 +405,27 @@ class SQLiteBackend:
                         out.append(row)
                 if missing:
                     found = self._rows_of(CANDIDATE_READ, namespace, missing)
-                    for row in found:
-                        kept[(namespace, row[0])] = row
+                    self._rows.keep(namespace, found)
                     out += found
-                    while len(kept) > ROWS_KEPT:
-                        del kept[next(iter(kept))]
                 return out
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.url}: {exc}") from exc
 
     def _watch_rows(self) -> None:
-        """Temporary triggers (this connection's only, never stored in the file) that forget a kept
-        candidate row when this connection updates one of its columns or deletes it."""
-        rows = self._rows  # the dict, not the backend: the connection holds no cycle back to it
-
-        def forget(namespace: str, memory_id: str) -> None:
-            rows.pop((namespace, memory_id), None)
-
-        self._db.create_function("memworth_forget_row", 2, forget)
+        """Temporary triggers (this connection's only, never stored in the file) that tell the kept
+        rows when this connection changes one of their columns or deletes a memory."""
+        rows = self._rows  # not the backend: the connection holds no cycle back to it
+        self._db.create_function("memworth_row_changed", 1 + len(CANDIDATE_COLUMNS) + 1, rows.changed)
+        self._db.create_function("memworth_row_deleted", 2, rows.deleted)
         columns = ", ".join(CANDIDATE_COLUMNS)
+        values = ", ".join(f"NEW.{c}" for c in CANDIDATE_COLUMNS)
         self._db.execute(
             f"CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF {columns} ON main.memories"
-            " BEGIN SELECT memworth_forget_row(OLD.namespace, OLD.id); END"
+            f" BEGIN SELECT memworth_row_changed(NEW.namespace, NEW.id, {values}); END"
         )
         self._db.execute(
             "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_deleted AFTER DELETE ON main.memories"
-            " BEGIN SELECT memworth_forget_row(OLD.namespace, OLD.id); END"
+            " BEGIN SELECT memworth_row_deleted(OLD.namespace, OLD.id); END"
         )
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -937,6 +930,70 @@ def _bump(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
 
+class _KeptRows:
+    """Recall's narrow candidate rows (:meth:`SQLiteBackend.candidates`) a backend keeps, and how
+    they stay true.
+
+    * Another connection's commit: :meth:`since` is given ``PRAGMA data_version`` (read before
+      any row) and forgets every row when it moved.
+    * This connection's writes: its temporary triggers call :meth:`changed` (with the row as
+      written) or :meth:`deleted` for every row a statement changes. The row is forgotten at
+      once; inside a write of the backend's (:attr:`writing`), its new values wait in
+      ``pending`` and become the kept row when that write commits (:meth:`settle`), and are
+      forgotten when it rolls back. A savepoint rolled back inside a transaction leaves every
+      pending row unsure (:meth:`unsure`): forgotten, not kept, at the commit.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.pending: dict[tuple[str, str], tuple[Any, ...] | None] = {}
+        self.version = -1  # PRAGMA data_version the kept rows were read under
+        self.writing = False  # a write of the backend's is open: changes wait for its end
+
+    def since(self, version: int) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """The kept rows, none if another connection committed since they were read."""
+        if version != self.version:
+            self.kept.clear()
+            self.version = version
+        return self.kept
+
+    def keep(self, namespace: str, rows: list[tuple[Any, ...]]) -> None:
+        for row in rows:
+            self.kept[(namespace, row[0])] = row
+        self._trim()
+
+    def changed(self, namespace: str, memory_id: str, *values: Any) -> None:
+        key = (namespace, memory_id)
+        self.kept.pop(key, None)
+        if self.writing:
+            self.pending[key] = (memory_id, *values)
+
+    def deleted(self, namespace: str, memory_id: str) -> None:
+        key = (namespace, memory_id)
+        self.kept.pop(key, None)
+        if self.writing:
+            self.pending[key] = None
+
+    def unsure(self) -> None:
+        for key in self.pending:
+            self.pending[key] = None
+
+    def settle(self, committed: bool) -> None:
+        """The backend's write ended: its changed rows are kept as written (committed) or forgotten."""
+        for key, row in self.pending.items():
+            if committed and row is not None:
+                self.kept[key] = row
+            else:
+                self.kept.pop(key, None)
+        self.pending.clear()
+        self.writing = False
+        self._trim()
+
+    def _trim(self) -> None:
+        while len(self.kept) > ROWS_KEPT:
+            del self.kept[next(iter(self.kept))]
+
+
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception; inside the
     backend's open :meth:`SQLiteBackend.transaction`, a savepoint of it instead."""
@@ -960,9 +1017,11 @@ class _Transaction:
         except sqlite3.Error as exc:
             self._lock.release()
             raise StoreError(f"cannot start a write: {exc}") from exc
+        self._backend._rows.writing = True
         return self._db
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        committed = False
         try:
             if kind is None:
                 try:
@@ -970,11 +1029,17 @@ class _Transaction:
                 except sqlite3.Error as err:
                     self._rollback()
                     raise StoreError(f"commit failed, nothing written: {err}") from err
+                committed = True
             else:
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"nothing written: {exc}") from exc
         finally:
+            if self._savepoint:  # the transaction() it is part of settles the kept rows at its end
+                if not committed:
+                    self._backend._rows.unsure()
+            else:
+                self._backend._rows.settle(committed)
             self._lock.release()
 
     def _rollback(self) -> None:

@@ -520,8 +520,8 @@ class RecallMixin(StoreState):
             return _Candidates.of(alive, sims, ids)
         if where is not None:
             content = yield from self._filter_matches_steps(namespace, where, ids)
-            keep = [i for i, mid in enumerate(ids) if content.get(mid)]
-            ids, sims = [ids[i] for i in keep], sims[keep]
+            matched = [i for i, mid in enumerate(ids) if content.get(mid)]
+            ids, sims = [ids[i] for i in matched], sims[matched]
         rows = {r[0]: r for r in (yield Call("candidates", (namespace, ids)))}
         keep: builtins.list[int] = []
         got: builtins.list[tuple[Any, ...]] = []

@@ -164,9 +164,7 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
         conn.execute(f'INSERT INTO "{old}".meta SELECT * FROM "{source}".meta WHERE key != %s', ("schema_version",))
         conn.execute("INSERT INTO meta VALUES ('schema_version', '6'), ('generation', '41')")
         for table in ("memories", "outcomes", "audit", "verifications"):  # the sequences go on where they were
-            conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))"
-            )
+            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))")
     migrated = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder(), seed=3)
     try:
         a, b = original.backend, migrated.backend

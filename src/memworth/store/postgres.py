@@ -534,7 +534,9 @@ class PostgresBackend:
         if namespace is None:
             return _one_read("SELECT COALESCE(SUM(value), 0) FROM generations", (), lambda rows: int(rows[0][0]))
         return _one_read(
-            "SELECT value FROM generations WHERE namespace = %s", (namespace,), lambda rows: int(rows[0][0]) if rows else 0
+            "SELECT value FROM generations WHERE namespace = %s",
+            (namespace,),
+            lambda rows: int(rows[0][0]) if rows else 0,
         )
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -591,7 +593,8 @@ class PostgresBackend:
         fresh_column = with_vectors and not self._vec_column
 
         def steps() -> Statements:
-            yield from _bump_steps(r.memory.namespace for r in rows)  # first: serialises inserts, so seq order is commit order and the check below holds
+            # First: serialises the namespace's inserts, so its seq order is commit order and the check below holds.
+            yield from _bump_steps(r.memory.namespace for r in rows)
             yield from _refuse_existing(rows)
             rebuild = False
             if with_vectors:

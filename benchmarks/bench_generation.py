@@ -3,9 +3,9 @@
 Run from the repository root, with a PostgreSQL to measure:
 
     .venv/bin/python benchmarks/bench_generation.py [--url postgresql://...] [--repeats 5]
-        [--json benchmarks/results/generation.json]
+        [--trees OLD/src NEW/src] [--json benchmarks/results/generation.json]
 
-Three measurements, each side by side in turns (old, new, old, new, ...), medians of the repeats:
+Three measurements, each side by side in ABBA turns, medians of the repeats:
 
 * ``bump``: one client, each transaction only adds one to the counter and commits (with
   ``synchronous_commit`` off, so the statement's cost is what is timed): the schema-6 statement (``UPDATE meta ... WHERE key = 'generation'``) against schema 7's
@@ -14,8 +14,11 @@ Three measurements, each side by side in turns (old, new, old, new, ...), median
   commits (as a memory insert does): every client on the one ``meta`` row against each
   client in its own namespace's row. Schema 6 serialises them on the row lock until each
   commit is flushed; schema 7 lets namespaces commit side by side.
-* ``add``: ``MemoryStore.add`` of one memory (no flush either), through the memworth on ``PYTHONPATH`` (run
-  the script once with each tree's ``src`` to compare the whole write path).
+* ``add`` (with ``--trees``): ``MemoryStore.add`` of one memory, commits not waiting for
+  the disk either, through two memworth trees (say main before schema 7, as
+  ``git archive <commit> | tar -x -C /tmp/old``, and this one): a worker process per tree,
+  each with its own store, adding batches in ABBA turns, so both see the same moments of
+  the machine's load; the ratio is the median of the rounds' ratios.
 
 Prints a table and writes JSON. The statements run in a scratch schema dropped at the end.
 """
@@ -26,6 +29,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -92,9 +97,9 @@ def writers_per_second(url: str, schema: str, new: bool, n: int) -> float:
     return WRITERS * n / elapsed
 
 
-def add_seconds(url: str, n: int) -> float:
-    """Seconds per ``MemoryStore.add`` of one memory, through the memworth on PYTHONPATH
-    (commits not waiting for the disk)."""
+def add_worker(url: str) -> None:
+    """A tree's side of ``add``: reads a count per line, adds that many memories one call at a
+    time, answers the seconds they took; the memworth is the one on PYTHONPATH."""
     from memworth import HashingEncoder, MemoryStore
 
     schema = f"bench_{uuid.uuid4().hex[:12]}"
@@ -102,13 +107,48 @@ def add_seconds(url: str, n: int) -> float:
     store = MemoryStore.open(f"{url}?schema={schema}&pool_size=2&{no_flush}", encoder=HashingEncoder())
     try:
         store.add("warm up", id="warm")
-        start = time.perf_counter()
-        for i in range(n):
-            store.add(f"memory number {i}", id=f"m{i}")
-        return (time.perf_counter() - start) / n
+        print("ready", flush=True)
+        done = 0
+        for line in sys.stdin:
+            start = time.perf_counter()
+            for _ in range(int(line)):
+                store.add(f"memory number {done}", id=f"m{done}")
+                done += 1
+            print(time.perf_counter() - start, flush=True)
     finally:
         store.backend.drop()
         store.close()
+
+
+def add_seconds(url: str, trees: dict[str, str], rounds: int, batch: int) -> dict[str, list[float]]:
+    """Seconds per add of each tree (``{"old": src, "new": src}``), one number per round."""
+    workers = {}
+    for label, src in trees.items():
+        env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
+        workers[label] = subprocess.Popen(
+            [sys.executable, __file__, "--url", url, "--add-worker"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+    times: dict[str, list[float]] = {label: [] for label in trees}
+    try:
+        for label, worker in workers.items():
+            assert worker.stdout is not None and worker.stdout.readline().strip() == "ready", label
+        for r in range(rounds):
+            for label in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                worker = workers[label]
+                assert worker.stdin is not None and worker.stdout is not None
+                worker.stdin.write(f"{batch}\n")
+                worker.stdin.flush()
+                times[label].append(float(worker.stdout.readline()) / batch)
+    finally:
+        for worker in workers.values():
+            if worker.stdin is not None:
+                worker.stdin.close()
+            worker.wait()
+    return times
 
 
 def main() -> int:
@@ -121,9 +161,15 @@ def main() -> int:
     parser.add_argument(
         "--writes", type=int, default=150, help="transactions per writer per writers measurement (0: skip)"
     )
-    parser.add_argument("--adds", type=int, default=150, help="adds per add measurement (0: skip)")
+    parser.add_argument("--trees", nargs=2, metavar=("OLD_SRC", "NEW_SRC"), help="compare add through two trees")
+    parser.add_argument("--rounds", type=int, default=40, help="ABBA rounds of the add comparison")
+    parser.add_argument("--batch", type=int, default=25, help="adds per round and tree")
+    parser.add_argument("--add-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "generation.json"))
     args = parser.parse_args()
+    if args.add_worker:
+        add_worker(args.url)
+        return 0
 
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(args.url, autocommit=True) as conn:
@@ -135,16 +181,16 @@ def main() -> int:
         conn.execute("CREATE TABLE rows (namespace TEXT NOT NULL, i INTEGER NOT NULL)")
         sync = conn.execute("SHOW synchronous_commit").fetchone()
     results: dict[str, dict[str, list[float]]] = {"bump": {"old": [], "new": []}, "writers": {"old": [], "new": []}}
-    adds: list[float] = []
+    adds: dict[str, list[float]] = {}
     try:
-        for _ in range(args.repeats):
-            for label, new in (("old", False), ("new", True)):
+        for r in range(args.repeats):
+            for label, new in (("old", False), ("new", True)) if r % 2 == 0 else (("new", True), ("old", False)):
                 if args.bumps:
                     results["bump"][label].append(bump_seconds(args.url, schema, new, args.bumps))
                 if args.writes:
                     results["writers"][label].append(writers_per_second(args.url, schema, new, args.writes))
-            if args.adds:
-                adds.append(add_seconds(args.url, args.adds))
+        if args.trees:
+            adds = add_seconds(args.url, dict(zip(("old", "new"), args.trees, strict=True)), args.rounds, args.batch)
     finally:
         with psycopg.connect(args.url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
@@ -170,16 +216,21 @@ def main() -> int:
     print(f"{'measurement':42} {'schema 6':>12} {'schema 7':>12} {'7 / 6':>8}")
     for name, old, new, ratio in rows:
         print(f"{name:42} {old:12.1f} {new:12.1f} {ratio:8.2f}")
+    add_ratio = None
     if adds:
-        print(f"add, memworth on PYTHONPATH (us per add): {statistics.median(adds) * 1e6:.1f}")
+        add_ratio = statistics.median(n / o for o, n in zip(adds["old"], adds["new"], strict=True))
+        old, new = (statistics.median(adds[label]) * 1e6 for label in ("old", "new"))
+        print(f"{f'add (us per add, {args.rounds} rounds x {args.batch})':42} {old:12.1f} {new:12.1f} {add_ratio:8.2f}")
+        print("  (add: the trees given; 7 / 6 is the median of the rounds' ratios)")
     out = {
         "synchronous_commit": sync[0] if sync else None,
         "repeats": args.repeats,
         "load": load,
         "median": med,
         "runs": results,
+        "trees": args.trees,
         "add_seconds": adds,
-        "add_median_seconds": statistics.median(adds) if adds else None,
+        "add_ratio": add_ratio,
     }
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -821,15 +821,18 @@ class PostgresBackend:
         # items in position order; an episode that retrieved nothing comes once, with NULLs.
         # With a namespace the read names it (one shard); without, an id logged in two
         # namespaces is refused (:func:`_episodes_from_rows`).
-        where, args = _in_namespace("e", "id", namespace, ids)
-        return _one_read(
+        sql = (
             "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
             " i.position, i.memory_id, i.weight, i.propensity, i.probe"
             " FROM episodes e LEFT JOIN episode_items i ON i.namespace = e.namespace AND i.episode_id = e.id"
-            f" WHERE {where} ORDER BY e.id, e.namespace, i.position",
-            args,
-            _episodes_from_rows,
         )
+        unique = list(dict.fromkeys(ids))
+        args: tuple[Any, ...]
+        if namespace is None:
+            sql, args = sql + " WHERE e.id = ANY(%s)", (unique,)
+        else:
+            sql, args = sql + " WHERE e.namespace = %s AND e.id = ANY(%s)", (namespace, unique)
+        return _one_read(sql + " ORDER BY e.id, e.namespace, i.position", args, _episodes_from_rows)
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         self.append_verifications((), outcomes, increments)
@@ -976,12 +979,14 @@ class PostgresBackend:
 
     def plan_outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> Plan:
         cols = OUTCOME_COLUMNS
-        where, args = _in_namespace("outcomes", "episode_id", namespace, episode_ids)
-        return _one_read(
-            f"SELECT {cols} FROM outcomes WHERE {where}",
-            args,
-            lambda rows: _by_episode([outcome_from_row(row) for row in rows]),
-        )
+        sql = f"SELECT {cols} FROM outcomes"
+        unique = list(dict.fromkeys(episode_ids))
+        args: tuple[Any, ...]
+        if namespace is None:
+            sql, args = sql + " WHERE episode_id = ANY(%s)", (unique,)
+        else:  # names the distribution column: one shard
+            sql, args = sql + " WHERE namespace = %s AND episode_id = ANY(%s)", (namespace, unique)
+        return _one_read(sql, args, lambda rows: _by_episode([outcome_from_row(row) for row in rows]))
 
     def verifications(self, after: int = 0) -> list[Verification]:
         return self._do(self.plan_verifications(after))
@@ -1275,16 +1280,6 @@ def _edges_of(namespace: str, rows: Sequence[Sequence[Any]]) -> Statements:
         "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)", (namespace, [r[0] for r in rows])
     )
     return edges
-
-
-def _in_namespace(table: str, id_column: str, namespace: str | None, ids: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
-    """The WHERE clause (and its arguments) that picks the rows of ``table`` whose ``id_column``
-    is one of ``ids``: in ``namespace`` when given (the read names the distribution column, so
-    it goes to one shard), else in any namespace."""
-    unique = list(dict.fromkeys(ids))
-    if namespace is None:
-        return f"{table}.{id_column} = ANY(%s)", (unique,)
-    return f"{table}.namespace = %s AND {table}.{id_column} = ANY(%s)", (namespace, unique)
 
 
 def _ambiguous(eid: str, namespaces: Iterable[str]) -> ValidationError:

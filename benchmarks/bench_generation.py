@@ -44,6 +44,11 @@ NEW = "INSERT INTO generations VALUES (%s, 1) ON CONFLICT (namespace) DO UPDATE 
 WRITERS = 4
 
 
+def paired(times: dict[str, list[float]]) -> float:
+    """The median over rounds of new / old, each round's two numbers measured side by side."""
+    return statistics.median(n / o for o, n in zip(times["old"], times["new"], strict=True))
+
+
 def _connect(url: str, schema: str) -> psycopg.Connection[Any]:
     conn = psycopg.connect(url)
     conn.execute(f'SET search_path TO "{schema}"')
@@ -58,17 +63,29 @@ def _bump(conn: psycopg.Connection[Any], new: bool, namespace: str) -> None:
         conn.execute(OLD)
 
 
-def bump_seconds(url: str, schema: str, new: bool, n: int) -> float:
-    """Seconds per transaction that only bumps the counter (one client), commits not waiting
-    for the disk: the statements' own cost, not the flush's (milliseconds, and noisy)."""
-    with _connect(url, schema) as conn:
-        conn.execute("SET synchronous_commit = off")
-        conn.commit()
-        start = time.perf_counter()
-        for _ in range(n):
-            _bump(conn, new, "default")
+def bump_seconds(url: str, schema: str, rounds: int, batch: int) -> dict[str, list[float]]:
+    """Seconds per transaction that only bumps the counter, one number per round: a client per
+    schema, ``batch`` transactions each per round in ABBA turns (a load that drifts cancels in
+    the rounds' ratios); commits do not wait for the disk, so the statements' own cost is
+    timed, not the flush's (milliseconds, and noisy)."""
+    conns = {"old": _connect(url, schema), "new": _connect(url, schema)}
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    try:
+        for conn in conns.values():
+            conn.execute("SET synchronous_commit = off")
             conn.commit()
-        return (time.perf_counter() - start) / n
+        for r in range(rounds):
+            for label in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                conn = conns[label]
+                start = time.perf_counter()
+                for _ in range(batch):
+                    _bump(conn, label == "new", "default")
+                    conn.commit()
+                times[label].append((time.perf_counter() - start) / batch)
+    finally:
+        for conn in conns.values():
+            conn.close()
+    return times
 
 
 def writers_per_second(url: str, schema: str, new: bool, n: int) -> float:
@@ -116,7 +133,7 @@ def add_worker(url: str) -> None:
                 done += 1
             print(time.perf_counter() - start, flush=True)
     finally:
-        store.backend.drop()
+        store.backend.drop()  # type: ignore[attr-defined]  # a PostgresBackend: the URL says so
         store.close()
 
 
@@ -157,12 +174,12 @@ def main() -> int:
         "--url", default=os.environ.get("MEMWORTH_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
     )
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--bumps", type=int, default=500, help="transactions per bump measurement (0: skip)")
+    parser.add_argument("--bumps", type=int, default=50, help="bump transactions per round and schema (0: skip)")
     parser.add_argument(
         "--writes", type=int, default=150, help="transactions per writer per writers measurement (0: skip)"
     )
     parser.add_argument("--trees", nargs=2, metavar=("OLD_SRC", "NEW_SRC"), help="compare add through two trees")
-    parser.add_argument("--rounds", type=int, default=40, help="ABBA rounds of the add comparison")
+    parser.add_argument("--rounds", type=int, default=40, help="ABBA rounds of the bump and add comparisons")
     parser.add_argument("--batch", type=int, default=25, help="adds per round and tree")
     parser.add_argument("--add-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", default=str(Path(__file__).resolve().parent / "results" / "generation.json"))
@@ -180,15 +197,15 @@ def main() -> int:
         conn.execute("CREATE TABLE generations (namespace TEXT PRIMARY KEY, value BIGINT NOT NULL)")
         conn.execute("CREATE TABLE rows (namespace TEXT NOT NULL, i INTEGER NOT NULL)")
         sync = conn.execute("SHOW synchronous_commit").fetchone()
-    results: dict[str, dict[str, list[float]]] = {"bump": {"old": [], "new": []}, "writers": {"old": [], "new": []}}
+    results: dict[str, dict[str, list[float]]] = {"writers": {"old": [], "new": []}}
     adds: dict[str, list[float]] = {}
     try:
+        if args.bumps:
+            results["bump"] = bump_seconds(args.url, schema, args.rounds, args.bumps)
         for r in range(args.repeats):
-            for label, new in (("old", False), ("new", True)) if r % 2 == 0 else (("new", True), ("old", False)):
-                if args.bumps:
-                    results["bump"][label].append(bump_seconds(args.url, schema, new, args.bumps))
+            for label in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 if args.writes:
-                    results["writers"][label].append(writers_per_second(args.url, schema, new, args.writes))
+                    results["writers"][label].append(writers_per_second(args.url, schema, label == "new", args.writes))
         if args.trees:
             adds = add_seconds(args.url, dict(zip(("old", "new"), args.trees, strict=True)), args.rounds, args.batch)
     finally:
@@ -197,19 +214,14 @@ def main() -> int:
     med = {k: {label: statistics.median(v) for label, v in r.items()} for k, r in results.items() if all(r.values())}
     load = os.getloadavg()
     rows = []
+    ratios = {k: paired(results[k]) for k in med}
     if "bump" in med:
         bump = med["bump"]
-        rows.append(
-            (
-                "bump (us per transaction, 1 client, no flush)",
-                bump["old"] * 1e6,
-                bump["new"] * 1e6,
-                bump["new"] / bump["old"],
-            )
-        )
+        name = f"bump (us/transaction, {args.rounds} rounds x {args.bumps})"
+        rows.append((name, bump["old"] * 1e6, bump["new"] * 1e6, ratios["bump"]))
     if "writers" in med:
         w = med["writers"]
-        rows.append((f"writers (transactions/s, {WRITERS} clients)", w["old"], w["new"], w["new"] / w["old"]))
+        rows.append((f"writers (transactions/s, {WRITERS} clients)", w["old"], w["new"], ratios["writers"]))
     print(
         f"synchronous_commit={sync[0] if sync else '?'}  repeats={args.repeats}  load={load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
@@ -218,15 +230,17 @@ def main() -> int:
         print(f"{name:42} {old:12.1f} {new:12.1f} {ratio:8.2f}")
     add_ratio = None
     if adds:
-        add_ratio = statistics.median(n / o for o, n in zip(adds["old"], adds["new"], strict=True))
+        add_ratio = paired(adds)
         old, new = (statistics.median(adds[label]) * 1e6 for label in ("old", "new"))
         print(f"{f'add (us per add, {args.rounds} rounds x {args.batch})':42} {old:12.1f} {new:12.1f} {add_ratio:8.2f}")
-        print("  (add: the trees given; 7 / 6 is the median of the rounds' ratios)")
+        print("  (add: the trees given)")
+    print("  7 / 6: the median of the ratios of each round (or repeat), measured side by side")
     out = {
         "synchronous_commit": sync[0] if sync else None,
         "repeats": args.repeats,
         "load": load,
         "median": med,
+        "ratio_new_over_old": ratios,
         "runs": results,
         "trees": args.trees,
         "add_seconds": adds,

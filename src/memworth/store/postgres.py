@@ -1393,12 +1393,17 @@ def _bump(conn: Any, namespaces: Iterable[str]) -> None:
 
 
 def _bump_steps(namespaces: Iterable[str]) -> Statements:
-    """Add one to the generation row of each namespace (made at its first change), in name
-    order: two transactions over the same namespaces lock their rows in the same order."""
+    """Add one to the generation row of each namespace, in name order: two transactions over
+    the same namespaces lock their rows in the same order. A plain UPDATE (as cheap as schema
+    6's of the one meta row; an upsert reads three times the buffers); a namespace's first
+    change makes its row, and of two first changes at once the second waits for the first
+    and adds to its row (ON CONFLICT)."""
     for namespace in sorted(set(namespaces)):
-        yield Query(
-            "INSERT INTO generations VALUES (%s, 1)"
-            " ON CONFLICT (namespace) DO UPDATE SET value = generations.value + 1",
-            (namespace,),
-            fetch="none",
-        )
+        changed = yield Query("UPDATE generations SET value = value + 1 WHERE namespace = %s", (namespace,), "count")
+        if changed == 0:
+            yield Query(
+                "INSERT INTO generations VALUES (%s, 1)"
+                " ON CONFLICT (namespace) DO UPDATE SET value = generations.value + 1",
+                (namespace,),
+                fetch="none",
+            )

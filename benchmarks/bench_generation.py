@@ -92,6 +92,17 @@ def bump_seconds(url: str, schema: str, rounds: int, batch: int) -> dict[str, li
     return times
 
 
+def buffers_per_bump(url: str, schema: str, new: bool) -> int:
+    """Shared buffers one bump reads (EXPLAIN ANALYZE BUFFERS, rolled back): the statement's
+    work, which the machine's load does not change."""
+    with _connect(url, schema) as conn:
+        sql, args = (NEW, ("default",)) if new else (OLD, ())
+        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, args).fetchall()
+        conn.rollback()
+    first = next(line[0] for line in plan if "Buffers:" in line[0])
+    return int(first.split("hit=")[1].split()[0])
+
+
 def writers_per_second(url: str, schema: str, new: bool, n: int) -> float:
     """Transactions per second of :data:`WRITERS` clients, each bumping then inserting a row."""
     conns = [_connect(url, schema) for _ in range(WRITERS)]
@@ -203,9 +214,11 @@ def main() -> int:
         sync = conn.execute("SHOW synchronous_commit").fetchone()
     results: dict[str, dict[str, list[float]]] = {"writers": {"old": [], "new": []}}
     adds: dict[str, list[float]] = {}
+    buffers: dict[str, int] = {}
     try:
         if args.bumps:
             results["bump"] = bump_seconds(args.url, schema, args.rounds, args.bumps)
+            buffers = {label: buffers_per_bump(args.url, schema, label == "new") for label in ("old", "new")}
         for r in range(args.repeats):
             for label in ("old", "new") if r % 2 == 0 else ("new", "old"):
                 if args.writes:
@@ -223,6 +236,8 @@ def main() -> int:
         bump = med["bump"]
         name = f"bump (us/transaction, {args.rounds} rounds x {args.bumps})"
         rows.append((name, bump["old"] * 1e6, bump["new"] * 1e6, ratios["bump"]))
+    if buffers:
+        rows.append(("bump (shared buffers read)", buffers["old"], buffers["new"], buffers["new"] / buffers["old"]))
     if "writers" in med:
         w = med["writers"]
         rows.append((f"writers (transactions/s, {WRITERS} clients)", w["old"], w["new"], ratios["writers"]))
@@ -245,6 +260,7 @@ def main() -> int:
         "load": load,
         "median": med,
         "ratio_new_over_old": ratios,
+        "buffers_per_bump": buffers,
         "runs": results,
         "trees": args.trees,
         "add_seconds": adds,

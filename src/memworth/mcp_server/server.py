@@ -320,7 +320,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         def record() -> OutcomeView:
             store.record(episode, outcome, source=source, confidence=confidence, namespace=namespace)
             conf = store.sources[source] if confidence is None else confidence
-            ep = store.backend.episodes([episode])[episode]
+            ep = store.backend.episodes([episode], namespace=namespace)[episode]
             found = {m.id: m for m in store.backend.memories(namespace, [i.memory_id for i in ep.items])}
             credited = [
                 CreditedView(id=m.id, worth=store.taxonomy.classify(m.counts).worth, retrievals=m.counts.n)

@@ -36,7 +36,7 @@ __all__ = [
     "shareable",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -143,8 +143,11 @@ class Backend(Protocol):
         """Ids of the namespace's memories whose status is not ``active`` (external memories excepted)."""
         ...
 
-    def generation(self) -> int:
-        """A number that changes whenever memories are added or change status."""
+    def generation(self, namespace: str | None = None) -> int:
+        """A number that changes whenever the namespace's memories are added, erased or change
+        status (it may change for other namespaces' changes too: SQLite and the memory backend
+        keep one counter for the whole store, PostgreSQL one per namespace); without a
+        namespace, one that changes whenever any namespace's do."""
         ...
 
     def insert_episode(self, episode: Episode) -> None:
@@ -152,8 +155,10 @@ class Backend(Protocol):
         logged already raises DuplicateError."""
         ...
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
-        """Logged episodes by id (missing ids are absent)."""
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
+        """Logged episodes by id (missing ids are absent), in ``namespace`` when given (the
+        read then names its shard). PostgreSQL keeps an episode id unique within its
+        namespace: without a namespace, an id logged in two raises ValidationError."""
         ...
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
@@ -187,8 +192,9 @@ class Backend(Protocol):
         ``namespace``, or all), in commit order."""
         ...
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
-        """The outcomes of the given episodes, by episode id (episodes without one are absent)."""
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
+        """The outcomes of the given episodes, by episode id (episodes without one are absent),
+        in ``namespace`` when given (as :meth:`episodes`)."""
         ...
 
     def append_verifications(

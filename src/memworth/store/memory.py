@@ -123,7 +123,7 @@ class MemoryBackend:
         with self._lock:
             return sorted((k, v) for k, v in self._meta.items() if k.startswith(prefix))
 
-    def generation(self) -> int:
+    def generation(self, namespace: str | None = None) -> int:  # one counter for every namespace
         with self._lock:
             return self._generation
 
@@ -226,9 +226,10 @@ class MemoryBackend:
                 raise DuplicateError(f"episode {episode.id!r} exists already")
             self._put(self._episodes, episode.id, episode)
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
         with self._lock:
-            return {i: self._episodes[i] for i in ids if i in self._episodes}
+            found = {i: self._episodes[i] for i in ids if i in self._episodes}
+        return {i: e for i, e in found.items() if namespace is None or e.namespace == namespace}
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         self.append_verifications((), outcomes, increments)
@@ -299,9 +300,10 @@ class MemoryBackend:
                 and (namespace is None or o.namespace == namespace)
             ]
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
         with self._lock:
-            return {i: self._outcome_of[i] for i in episode_ids if i in self._outcome_of}
+            found = {i: self._outcome_of[i] for i in episode_ids if i in self._outcome_of}
+        return {i: o for i, o in found.items() if namespace is None or o.namespace == namespace}
 
     def verifications(self, after: int = 0) -> list[Verification]:
         with self._lock:

@@ -244,7 +244,7 @@ class RecordingMixin(StoreState):
                     where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
                 )
         results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
-        known = yield Call("episodes", (ids,))
+        known = yield Call("episodes", (ids,), {"namespace": namespace})  # named: one shard
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
@@ -253,14 +253,14 @@ class RecordingMixin(StoreState):
                 raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
             episodes.append(ep)
         if many and source != VERIFIED and len(ids) > 1:  # name the item an earlier call recorded already
-            done = yield Call("outcomes_of", (ids,))
+            done = yield Call("outcomes_of", (ids,), {"namespace": namespace})
             for i, eid in enumerate(ids):
                 if eid in done:
                     raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])")
         yield from self._check_limits_steps(source, episodes, now)
         if self.reliability is not None and source != VERIFIED:
             yield from self._refresh_agreement_steps()
-        earlier = (yield Call("outcomes_of", (ids,))) if source == VERIFIED else {}
+        earlier = (yield Call("outcomes_of", (ids,), {"namespace": namespace})) if source == VERIFIED else {}
         parents = {}
         for ns in {ep.namespace for ep in episodes}:  # one read per call
             parents[ns] = yield from self._parents_of_steps(ns)
@@ -431,7 +431,7 @@ class RecordingMixin(StoreState):
 
     def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
         """:meth:`_provenance` as steps."""
-        generation = yield Call("generation")
+        generation = yield Call("generation", (namespace,))
         cached = self._parents.get(namespace)
         if cached is None or cached[0] != generation:
             parents: dict[str, builtins.list[str]] = {}

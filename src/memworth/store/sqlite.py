@@ -148,6 +148,12 @@ MIGRATIONS: dict[int, str] = {
     6: """
     ALTER TABLE outcomes ADD COLUMN settings_version INTEGER;
     """,
+    # 7: nothing. The version number is shared with PostgreSQL, whose version 7 makes its
+    # schema ready to shard by namespace (docs/scaling.md). A SQLite file is one node and is
+    # never distributed: its keys stay as they are (an episode id unique over the file, a
+    # stricter rule than PostgreSQL's per namespace) and one generation counter serves every
+    # namespace (one writer at a time: there is no row to stop serialising on).
+    7: "",
 }
 
 
@@ -284,8 +290,8 @@ class SQLiteBackend:
         rows = self._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))
         return [(str(k), str(v)) for k, v in rows]
 
-    def generation(self) -> int:
-        return int(self.get_meta("generation") or 0)
+    def generation(self, namespace: str | None = None) -> int:
+        return int(self.get_meta("generation") or 0)  # one counter for every namespace (schema 7)
 
     # -- memories ---------------------------------------------------------------------
 
@@ -471,7 +477,7 @@ class SQLiteBackend:
                 ],
             )
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
         out: dict[str, Episode] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), 500):
@@ -488,6 +494,8 @@ class SQLiteBackend:
             ):
                 items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
             for eid, ns, query, context, created, holdout in heads:
+                if namespace is not None and ns != namespace:
+                    continue
                 out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
         return out
 
@@ -627,7 +635,7 @@ class SQLiteBackend:
             sql, args = sql + " AND namespace = ?", [*args, namespace]
         return [outcome_from_row(row) for row in self._read(sql + " ORDER BY seq", tuple(args))]
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
         unique = list(dict.fromkeys(episode_ids))
         cols = OUTCOME_COLUMNS
@@ -636,7 +644,8 @@ class SQLiteBackend:
             marks = ",".join("?" * len(chunk))
             for row in self._read(f"SELECT {cols} FROM outcomes WHERE episode_id IN ({marks})", chunk):
                 o = outcome_from_row(row)
-                out[o.episode_id] = o
+                if namespace is None or o.namespace == namespace:
+                    out[o.episode_id] = o
         return out
 
     def verifications(self, after: int = 0) -> list[Verification]:

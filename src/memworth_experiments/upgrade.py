@@ -42,8 +42,9 @@ from memworth_experiments.upgrade_world import (
     outcome_table,
 )
 
-CREDITS = ("uniform", "ran")
-"""Credit rules: all k recalled recipes share the outcome, or only the recipe the agent ran."""
+CREDITS = ("uniform", "ran", "used")
+"""Credit rules: all k recalled recipes share the outcome; only the recipe the agent ran, by
+recalling one (k = 1); or k recalled and ``record(..., used=[the recipe it ran])``."""
 
 
 @dataclass
@@ -118,7 +119,7 @@ def play(
     chosen = ({"holdout": float(w["holdout"])} if governed else {"ablation": None}) | (settings or {})
     store = MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": r.id, "text": r.text} for r in world.recipes.values()])
-    k = int(w["k"]) if credit == "uniform" else 1
+    k = 1 if credit == "ran" else int(w["k"])
     outcomes, held, ran, crowded, recalled = [], [], [], [], []
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
@@ -134,7 +135,9 @@ def play(
             any(r.memory.standing == "promoted" and world.recipes[r.memory.id].task != task.id for r in recall.results)
         )
         ok = pick is not None and world.table.ok(pick, env, input_seed)
-        store.record(recall.episode, ok)
+        # "used": the agent says which recipe it ran; when none of the k fits the task it ran
+        # nothing, and the recalled recipes share the failure (recall gave it nothing usable)
+        store.record(recall.episode, ok, used=[pick] if credit == "used" and pick is not None else None)
         outcomes.append(ok)
         held.append(recall.episode.holdout)
         ran.append(pick or "")

@@ -278,10 +278,11 @@ def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> di
     }
 
 
-def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any], credit: str = "uniform") -> dict[str, Any]:
     """The ungoverned twin's log read by the oracle (:func:`oracle_bound`): on the streams a
-    store sees, and on the streams of the recipe that ran."""
-    seen = oracle_bound(world, cfg, run, attributable=False)
+    store sees (under ``used`` credit those of the recipe that ran), and on the streams of the
+    recipe that ran."""
+    seen = oracle_bound(world, cfg, run, attributable=credit == "used")
     ran = oracle_bound(world, cfg, run, attributable=True)
     eligible = sum(1 for r in world.broken() if run["retrieved_after"][r] >= int(cfg["world"]["min_retrievals"]))
     return seen | {"broken_eligible": eligible, "ran_caught": ran["oracle_caught"], "ran_false": ran["oracle_false"]}
@@ -302,7 +303,7 @@ def run_seed(
     plays += [(str(c), arm, True, settings) for c in w["ablation_credits"] for arm, settings in arms.items()]
     for credit, arm, governed, settings in plays:
         run = play(world, cfg, seed, seq, encoder, credit, governed, settings)
-        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run)
+        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run, credit)
         overall = _successes(run, upgrade_at, None)
         arm_only = _successes(run, upgrade_at, False)
         held = _successes(run, upgrade_at, True)

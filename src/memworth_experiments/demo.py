@@ -63,6 +63,7 @@ def run_agent(
     minutes_per_episode: float = 5.0,
     settings: dict[str, Any] | None = None,
     record_used: bool = False,
+    unanswered: str = "all",
 ) -> dict[str, Any]:
     """Run one agent; return per-episode outcomes, MW trajectories and governance events.
 
@@ -70,7 +71,12 @@ def run_agent(
     ungoverned twin (``govern_every`` None) also runs without the alarm splitter, which is
     governance too: it changes what recall returns once memories look broken.
     ``record_used``: the agent says which memory it answered from (:func:`answered_from`),
-    ``record(..., used=[it])``; otherwise every recalled memory shares the outcome."""
+    ``record(..., used=[it])``; otherwise every recalled memory shares the outcome. When no
+    recalled memory gave an answer, ``unanswered`` says what it records: ``"all"`` (every
+    recalled memory shares the failure) or ``"skip"`` (no outcome: it used no memory, so it
+    credits none; its failure still counts in the run's success rate)."""
+    if unanswered not in ("all", "skip"):
+        raise ValidationError("unanswered", f"must be 'all' or 'skip', got {unanswered!r}")
     task_rng = np.random.default_rng([seed, 1])
     r = cfg["run"]
     clock = _SimulatedClock(start=1_700_000_000.0, step=minutes_per_episode * 60.0)
@@ -84,7 +90,8 @@ def run_agent(
         recall = store.recall(query, k=r["k"])
         ok = succeeded(task, recall.texts)
         source = answered_from(task, recall) if record_used else None
-        store.record(recall.episode, ok, used=None if source is None else [source])
+        if source is not None or not record_used or unanswered == "all":
+            store.record(recall.episode, ok, used=None if source is None else [source])
         outcomes.append(ok)
         families.append(family)
         if govern_every and t % govern_every == 0:

@@ -70,23 +70,25 @@ def run_seed(
     """One seed of world ``name``: the ungoverned twin, the governed agent and ``arms``, tallied.
 
     An arm with ``record_used`` (not a store setting) is an agent that says which memory it
-    answered from (``record(..., used=[it])``); it is compared with an ungoverned twin that
-    says so too (run once per seed), so its lift is governance's, not the credit rule's."""
+    answered from (``record(..., used=[it])``; ``unanswered``: what it records when none
+    answered, :func:`memworth_experiments.demo.run_agent`); it is compared with an ungoverned
+    twin that does the same (run once per seed), so its lift is governance's, not the credit rule's."""
     w, world, spec = cfg["world"], load_world(name), cfg["worlds"][name]
     early_end = min(int(w["early_end"]), episodes)
     minutes = float(w["minutes_per_episode"])
-    bases = {False: run_agent(world, seed, episodes, encoder, "memory://", None, minutes)}
-    plays = {"governed": (run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes), False)}
+    plain = (False, "all")
+    bases = {plain: run_agent(world, seed, episodes, encoder, "memory://", None, minutes)}
+    plays = {"governed": (run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes), plain)}
     for arm, spec_arm in arms.items():
         settings = dict(spec_arm)
-        used = bool(settings.pop("record_used", False))
-        if used not in bases:
-            bases[used] = run_agent(world, seed, episodes, encoder, "memory://", None, minutes, record_used=used)
-        run = run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes, settings, used)
-        plays[arm] = (run, used)
+        agent = (bool(settings.pop("record_used", False)), str(settings.pop("unanswered", "all")))
+        if agent not in bases:
+            bases[agent] = run_agent(world, seed, episodes, encoder, "memory://", None, minutes, None, *agent)
+        run = run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes, settings, *agent)
+        plays[arm] = (run, agent)
     return [
-        {"world": name, "seed": seed, "arm": arm} | tally(p, bases[used], world, spec, early_end)
-        for arm, (p, used) in plays.items()
+        {"world": name, "seed": seed, "arm": arm} | tally(p, bases[agent], world, spec, early_end)
+        for arm, (p, agent) in plays.items()
     ]
 
 

@@ -29,7 +29,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         raw = list(csv.DictReader(f))
     if name == "governance":
         assert {r["world"] for r in raw} == {"agent", "upgrade"}
-        assert {r["arm"] for r in raw} == {"governed", "no_quarantine", "used"}  # the quick variant's arms
+        assert {r["arm"] for r in raw} == {"governed", "no_quarantine", "used_answered_only"}  # the quick variant's arms
         assert all(int(r["early_n"]) > 0 and int(r["after_n"]) > 0 for r in raw)
         assert "upgrade (held-out)" in printed and "agent (tuning)" in printed
     else:

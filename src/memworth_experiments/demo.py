@@ -23,7 +23,7 @@ import numpy as np
 
 from memworth import MemoryStore, Recall, ValidationError
 from memworth.embed.encoders import Encoder
-from memworth_experiments.common import load_world
+from memworth_experiments.common import GuardWatch, guard_note, load_world
 from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 
 
@@ -84,6 +84,7 @@ def run_agent(
     store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
     outcomes, families, events, trajectory = [], [], [], []
+    guard = GuardWatch()
     for t in range(1, episodes + 1):
         family, task, query = draw_task(cfg, t, task_rng)
         clock.tick()
@@ -96,6 +97,7 @@ def run_agent(
         families.append(family)
         if govern_every and t % govern_every == 0:
             report = store.govern(apply=True)
+            guard.see(t, report)
             events += [
                 {
                     "episode": t,
@@ -120,6 +122,7 @@ def run_agent(
         "trajectory": trajectory,
         "final": final,
         "replay_ok": replay_ok,
+        "guard": guard.row(),
     }
 
 
@@ -238,6 +241,7 @@ def print_report(gov: dict[str, Any], base: dict[str, Any], shift: int, args: ar
                 f"over {c.n:g} retrievals"
             )
     print(f"counters equal a replay of the log: governed {gov['replay_ok']}, ungoverned {base['replay_ok']}")
+    print(guard_note("governed store", [{"seed": args.seed} | gov["guard"]]))
 
 
 def draw(gov: dict[str, Any], base: dict[str, Any], shift: int, out: Path) -> None:

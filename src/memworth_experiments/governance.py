@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memworth.governance import GovernancePolicy
-from memworth_experiments.common import Result, Row, load_world, progress, read_raw
+from memworth_experiments.common import Result, Row, guard_note, load_world, progress, read_raw
 from memworth_experiments.demo import run_agent
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
 
@@ -61,7 +61,7 @@ def tally(
         "stale_flagged": flagged.get(stale, 0),
         "useful_flagged": ";".join(f"{m}@{flagged[m]}" for m in useful),
         "useful_released": ";".join(f"{m}@{released[m]}" for m in useful if m in released),
-    }
+    } | run["guard"]
 
 
 def run_seed(
@@ -191,6 +191,8 @@ def _rows(raw: list[dict[str, Any]], cfg: dict[str, Any], episodes: int) -> tupl
             f"{name}: stale memory flagged in {len(detected)}/{seeds} seeds, "
             f"{np.mean(detected) - shift if detected else float('nan'):.0f} episodes after the shift on average"
         )
+        for arm in ("governed", *sorted({r["arm"] for r in mine} - {"governed"})):
+            notes.append(guard_note(f"{name}, {arm}", [r for r in mine if r["arm"] == arm]))
         for arm in sorted({r["arm"] for r in mine} - {"governed"}):
             sel = [r for r in mine if r["arm"] == arm]
             ref = [r for r in gov if r["seed"] in {x["seed"] for x in sel}]

@@ -26,7 +26,7 @@ from memworth.embed.encoders import Encoder
 from memworth.ranking import Blend
 from memworth.signals.holdout import lift as holdout_lift
 from memworth.signals.multiplicity import ebh
-from memworth_experiments.common import Result, Row, paired_interval, progress, read_raw
+from memworth_experiments.common import GuardWatch, Result, Row, guard_note, paired_interval, progress, read_raw
 from memworth_experiments.demo import _SimulatedClock
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
 from memworth_experiments.governance import PROTECTIVE, _rate_diff, _wilson, store_settings
@@ -124,7 +124,7 @@ def play(
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
     flags: list[tuple[str, int, str]] = []
-    guard_first, rollbacks = 0, 0  # the first govern at which the holdout guard fired, and what it proposed
+    guard = GuardWatch()
     for t, (ti, qi, input_seed) in enumerate(episodes, start=1):
         task = world.tasks[ti]
         clock.tick()
@@ -146,9 +146,7 @@ def play(
         if governed and t % int(w["govern_every"]) == 0:
             report = store.govern(apply=True)
             flags += [(e.memory_id, t, e.action) for e in report.applied if e.action in (*PROTECTIVE, "release")]
-            if report.guard is not None and report.guard.fired and not guard_first:
-                guard_first = t
-                rollbacks = sum(1 for p in report.proposals if p.action == "rollback")
+            guard.see(t, report)
     store.close()
     return {
         "outcomes": np.array(outcomes, dtype=bool),
@@ -159,8 +157,7 @@ def play(
         "retrieved_before": retrieved_before,
         "retrieved_after": retrieved_after,
         "flags": flags,
-        "guard_first": guard_first,
-        "guard_rollbacks": rollbacks,
+        "guard": guard.row(),
     }
 
 
@@ -206,9 +203,7 @@ def flag_tally(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[s
         "false_flagged": ";".join(f"{m}@{e}" for m, e in sorted(false_flags.items())),
         "bugs_eligible": len(bugs),
         "bugs_flagged": sum(1 for r in bugs if r in first),
-        "guard_fired_at": int(run.get("guard_first", 0)),
-        "guard_rollbacks": int(run.get("guard_rollbacks", 0)),
-    }
+    } | run["guard"]
 
 
 ORACLE_ALPHA = 0.05
@@ -339,7 +334,9 @@ SUMMARY_FIELDS = (
     "false_flagged",
     "bugs_eligible",
     "bugs_flagged",
+    "guard_running",
     "guard_fired_at",
+    "guard_held",
     "guard_rollbacks",
     "crowded",
     "recalls",
@@ -572,20 +569,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
             f"(95% CI {hl.lower:+.3f} to {hl.upper:+.3f}, Newcombe, pooled)"
         )
         notes.append(f"{credit}: governed recalls whose top k held a promoted recipe of another task: {_crowded(gov)}")
-        fired = [r for r in gov if int(r.get("guard_fired_at", 0) or 0)]
-        notes.append(
-            f"{credit}: the holdout guard (governed success below the holdout's, anytime-valid) fired in "
-            f"{len(fired)} of {seeds} seeds"
-            + (
-                ": "
-                + "; ".join(
-                    f"seed {r['seed']} at episode {r['guard_fired_at']}, {r['guard_rollbacks']} rollbacks proposed"
-                    for r in fired
-                )
-                if fired
-                else ""
-            )
-        )
+        notes.append(guard_note(f"{credit} (governed success below the holdout's, anytime-valid)", gov))
         bugs = sum(int(r["bugs_flagged"]) for r in gov)
         bugs_n = sum(int(r["bugs_eligible"]) for r in gov)
         notes.append(

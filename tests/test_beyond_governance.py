@@ -29,7 +29,7 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         raw = list(csv.DictReader(f))
     if name == "governance":
         assert {r["world"] for r in raw} == {"agent", "upgrade"}
-        assert {r["arm"] for r in raw} == {"governed", "no_quarantine", "holdout_guard"}  # the quick variant's arms
+        assert {r["arm"] for r in raw} == {"governed", "no_quarantine", "holdout_guard", "used_answered_only"}
         assert all(int(r["early_n"]) > 0 and int(r["after_n"]) > 0 for r in raw)
         assert "upgrade (held-out)" in printed and "agent (tuning)" in printed
         # the guard runs only where the store has a holdout share, and every arm says what it did
@@ -45,6 +45,24 @@ def test_quick_variant_through_the_cli(name: str, tmp_path: Path, capsys: pytest
         raw = [r for r in raw if float(r["holdout"]) == 0]
     if name == "diluted":
         assert len(raw) == 2 and all(0 <= int(r["broken_flagged"]) <= int(r["broken"]) == 10 for r in raw)
+
+
+def test_the_agent_names_the_memory_it_answered_from() -> None:
+    """The memory ``record(..., used=...)`` names in the worlds: the misleading one when it misled,
+    else the first holding the answer, else none (every recalled memory shares the failure)."""
+    from memworth import HashingEncoder, MemoryStore
+    from memworth_experiments.demo import answered_from
+
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    world = load_world("upgrade")
+    store.add_many([{"id": m, "text": world["memories"][m]} for m in ("stale", "successor", "concat_doc", "git_branch")])
+    recall = store.recall("add a row to a pandas DataFrame", k=4)
+    rows_new = {"answer": ["pd.concat"], "misleading": ["call df.append(row)"]}
+    assert answered_from(rows_new, recall) == "stale"
+    first = next(r.memory.id for r in recall if "pd.concat" in r.memory.text.lower())
+    assert answered_from({"answer": ["pd.concat"]}, recall) == first
+    assert answered_from({"answer": ["kubectl autoscale"]}, recall) is None
+    store.close()
 
 
 def test_the_tally_counts_what_governance_did_to_whom() -> None:

@@ -185,7 +185,7 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert "broken by the upgrade: add_row/df_append: AttributeError" in printed  # the list, with each error
     assert all(r["paper"] is None for r in payload["rows"])
     names = {r["name"] for r in payload["rows"]}
-    assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin"} <= names
+    assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin", "used: false flags per seed"} <= names
     assert {"uniform: oracle bound, broken recipes flagged within 300", "ran: oracle bound, broken recipes flagged within 300"} <= names
     assert {"uniform: ablation no_standing", "ran: ablation no_standing"} <= names
     with (out / "raw.csv").open() as f:
@@ -196,6 +196,8 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
         ("uniform", "ungoverned"): 2,
         ("ran", "governed"): 2,
         ("ran", "ungoverned"): 2,
+        ("used", "governed"): 2,
+        ("used", "ungoverned"): 2,
         ("uniform", "no_standing"): 1,
         ("ran", "no_standing"): 1,
     }

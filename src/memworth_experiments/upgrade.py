@@ -42,8 +42,9 @@ from memworth_experiments.upgrade_world import (
     outcome_table,
 )
 
-CREDITS = ("uniform", "ran")
-"""Credit rules: all k recalled recipes share the outcome, or only the recipe the agent ran."""
+CREDITS = ("uniform", "ran", "used")
+"""Credit rules: all k recalled recipes share the outcome; only the recipe the agent ran, by
+recalling one (k = 1); or k recalled and ``record(..., used=[the recipe it ran])``."""
 
 
 @dataclass
@@ -118,7 +119,7 @@ def play(
     chosen = ({"holdout": float(w["holdout"])} if governed else {"ablation": None}) | (settings or {})
     store = MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": r.id, "text": r.text} for r in world.recipes.values()])
-    k = int(w["k"]) if credit == "uniform" else 1
+    k = 1 if credit == "ran" else int(w["k"])
     outcomes, held, ran, crowded, recalled = [], [], [], [], []
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
@@ -134,7 +135,9 @@ def play(
             any(r.memory.standing == "promoted" and world.recipes[r.memory.id].task != task.id for r in recall.results)
         )
         ok = pick is not None and world.table.ok(pick, env, input_seed)
-        store.record(recall.episode, ok)
+        # "used": the agent says which recipe it ran; when none of the k fits the task it ran
+        # nothing, and the recalled recipes share the failure (recall gave it nothing usable)
+        store.record(recall.episode, ok, used=[pick] if credit == "used" and pick is not None else None)
         outcomes.append(ok)
         held.append(recall.episode.holdout)
         ran.append(pick or "")
@@ -270,10 +273,11 @@ def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> di
     }
 
 
-def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any], credit: str = "uniform") -> dict[str, Any]:
     """The ungoverned twin's log read by the oracle (:func:`oracle_bound`): on the streams a
-    store sees, and on the streams of the recipe that ran."""
-    seen = oracle_bound(world, cfg, run, attributable=False)
+    store sees (under ``used`` credit those of the recipe that ran), and on the streams of the
+    recipe that ran."""
+    seen = oracle_bound(world, cfg, run, attributable=credit == "used")
     ran = oracle_bound(world, cfg, run, attributable=True)
     eligible = sum(1 for r in world.broken() if run["retrieved_after"][r] >= int(cfg["world"]["min_retrievals"]))
     return seen | {"broken_eligible": eligible, "ran_caught": ran["oracle_caught"], "ran_false": ran["oracle_false"]}
@@ -294,7 +298,7 @@ def run_seed(
     plays += [(str(c), arm, True, settings) for c in w["ablation_credits"] for arm, settings in arms.items()]
     for credit, arm, governed, settings in plays:
         run = play(world, cfg, seed, seq, encoder, credit, governed, settings)
-        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run)
+        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run, credit)
         overall = _successes(run, upgrade_at, None)
         arm_only = _successes(run, upgrade_at, False)
         held = _successes(run, upgrade_at, True)

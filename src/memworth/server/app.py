@@ -172,13 +172,24 @@ class _Outcome(_Strict):
         return self.outcome == "success" if self.outcome is not None else bool(self.success)
 
 
+USED = Field(
+    default=None,
+    max_length=1000,
+    description="the ids of the recalled memories the agent used: they share the credit, the others get none"
+    " (left out: every recalled memory is credited); an id the episode did not recall, an empty list or an id"
+    " named twice is refused",
+)
+
+
 class OutcomeRequest(_Outcome):
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
+    used: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = USED
 
 
 class OutcomeItem(_Outcome):
     episode: str = Field(min_length=1, max_length=200, description="the episode id recall returned")
+    used: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = USED
 
 
 class OutcomeBatch(_Strict):
@@ -481,9 +492,10 @@ def create_app(
         named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
         an outcome already is a 409 whose reason names it and its position."""
         pairs = [(o.episode, o.ok) for o in body.outcomes]
+        outcomes = [(o.episode, o.ok, o.used) for o in body.outcomes]
 
         def record_all(s: MemoryStore) -> dict[str, Any]:
-            s.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace)
+            s.record_many(outcomes, source=body.source, confidence=body.confidence, namespace=namespace)
             return {
                 "ok": True,
                 "recorded": len(pairs),
@@ -662,7 +674,13 @@ def create_app(
 
         content = {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
         answer = committer.record(  # rendered inside the transaction that records it, as write() does
-            namespace, episode_id, body.ok, source=body.source, confidence=body.confidence, answer=lambda: rendered(content)
+            namespace,
+            episode_id,
+            body.ok,
+            source=body.source,
+            confidence=body.confidence,
+            used=body.used,
+            answer=lambda: rendered(content),
         )
         metrics.outcomes.labels(body.source, outcome).inc()
         return answer

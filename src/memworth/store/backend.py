@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -33,6 +33,8 @@ __all__ = [
     "outcome_from_row",
     "redact",
     "reused",
+    "reweigh",
+    "reweighted_rows",
     "shareable",
 ]
 
@@ -161,11 +163,15 @@ class Backend(Protocol):
         namespace: without a namespace, an id logged in two raises ValidationError."""
         ...
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
         """In one transaction: append the outcomes and apply the increments.
 
         An episode that already has an outcome raises DuplicateError and nothing is
-        written. Increments are applied in the order given.
+        written. Increments are applied in the order given. ``reweighted``: episodes of
+        these outcomes whose items' credit weights the outcome set (``record(..., used=...)``):
+        the logged weights become theirs, in the same transaction (:func:`reweighted_rows`).
         """
         ...
 
@@ -198,10 +204,14 @@ class Backend(Protocol):
         ...
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
-        """In one transaction: append the verifications, and the outcomes and increments as
-        :meth:`append_outcomes` does. An episode verified already, or an outcome for an
+        """In one transaction: append the verifications, and the outcomes, increments and
+        ``reweighted`` episodes as :meth:`append_outcomes` does. An episode verified already, or an outcome for an
         episode that has one, raises DuplicateError and nothing is written."""
         ...
 
@@ -328,6 +338,20 @@ OUTCOME_COLUMNS = (
     "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version"
 )
 """The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
+
+
+def reweighted_rows(reweighted: Sequence[Episode]) -> list[tuple[float, str, int]]:
+    """``(weight, episode_id, position)`` per item of episodes whose weights a ``used`` set:
+    the parameters of both SQL backends' ``UPDATE episode_items SET weight = ...``."""
+    return [(it.weight, ep.id, it.position) for ep in reweighted for it in ep.items]
+
+
+def reweigh(logged: Episode, reweighted: Episode) -> Episode:
+    """``logged`` with the item weights of ``reweighted`` (by position): what the SQL backends'
+    update of ``episode_items`` does, for the in-memory backend."""
+    weights = {it.position: it.weight for it in reweighted.items}
+    items = tuple(replace(it, weight=weights.get(it.position, it.weight)) for it in logged.items)
+    return replace(logged, items=items)
 
 
 def outcome_from_row(row: Sequence[Any]) -> OutcomeRow:

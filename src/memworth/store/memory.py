@@ -19,7 +19,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError
-from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused
+from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused, reweigh
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -231,11 +231,17 @@ class MemoryBackend:
             found = {i: self._episodes[i] for i in ids if i in self._episodes}
         return {i: e for i, e in found.items() if namespace is None or e.namespace == namespace}
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
-        self.append_verifications((), outcomes, increments)
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
+        self.append_verifications((), outcomes, increments, reweighted)
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
         with self._lock:
             checked: set[str] = set()
@@ -261,6 +267,10 @@ class MemoryBackend:
                 self._outcomes.append(row)
                 self._include(self._has_outcome, o.episode_id)
                 self._put(self._outcome_of, o.episode_id, row)
+            for ep in reweighted:
+                logged = self._episodes.get(ep.id)
+                if logged is not None:
+                    self._put(self._episodes, ep.id, reweigh(logged, ep))
             for v in verifications:
                 self._verifications.append(dataclasses.replace(v, seq=len(self._verifications) + 1))
                 self._include(self._verified, v.episode_id)

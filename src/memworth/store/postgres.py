@@ -80,6 +80,7 @@ from memworth.store.backend import (
     outcome_from_row,
     redact,
     reused,
+    reweighted_rows,
 )
 from memworth.store.plans import Copy, Many, Plan, Query, Statements, done, execute
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
@@ -834,11 +835,17 @@ class PostgresBackend:
             sql, args = sql + " WHERE e.namespace = %s AND e.id = ANY(%s)", (namespace, unique)
         return _one_read(sql + " ORDER BY e.id, e.namespace, i.position", args, _episodes_from_rows)
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
-        self.append_verifications((), outcomes, increments)
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
+        self.append_verifications((), outcomes, increments, reweighted)
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
         """One transaction, three statements whatever the batch size (see the module docstring).
 
@@ -851,13 +858,19 @@ class PostgresBackend:
         3. the outcome rows, COPYed into the log in the order given: the unique key on
            ``episode_id`` refuses an episode recorded already.
         """
-        self._do(self.plan_append_verifications(verifications, outcomes, increments))
+        self._do(self.plan_append_verifications(verifications, outcomes, increments, reweighted))
 
-    def plan_append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> Plan:
-        return self.plan_append_verifications((), outcomes, increments)
+    def plan_append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> Plan:
+        return self.plan_append_verifications((), outcomes, increments, reweighted)
 
     def plan_append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> Plan:
         _no_repeats([v.episode_id for v in verifications], "is verified twice in one batch")
         _no_repeats([o.episode_id for o in outcomes], "has two outcomes in one batch")
@@ -866,6 +879,11 @@ class PostgresBackend:
         def steps() -> Statements:
             if verifications:
                 yield from _insert_verifications(verifications)
+            if reweighted:  # a record's ``used``: the logged weights become the credit given
+                yield Many(
+                    "UPDATE episode_items SET weight = %s WHERE episode_id = %s AND position = %s",
+                    reweighted_rows(reweighted),
+                )
             if increments:
                 yield from _add_to_counters(increments, recorded)
             if outcomes:

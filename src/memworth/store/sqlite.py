@@ -46,6 +46,7 @@ from memworth.store.backend import (
     memories_from_rows,
     outcome_from_row,
     reused,
+    reweighted_rows,
 )
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
@@ -499,12 +500,18 @@ class SQLiteBackend:
                 out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
         return out
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
         with self._write() as db:
-            self._append(db, outcomes, increments)
+            self._append(db, outcomes, increments, reweighted)
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
         with self._write() as db:
             for v in verifications:
@@ -523,10 +530,21 @@ class SQLiteBackend:
                     )
                 except sqlite3.IntegrityError:
                     raise DuplicateError(f"episode {v.episode_id!r} is verified already") from None
-            self._append(db, outcomes, increments)
+            self._append(db, outcomes, increments, reweighted)
 
-    def _append(self, db: sqlite3.Connection, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
-        """Append outcomes and apply increments inside the caller's write transaction."""
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+    ) -> None:
+        """Append outcomes and apply increments (and the ``reweighted`` episodes' weights) inside
+        the caller's write transaction."""
+        if reweighted:
+            db.executemany(
+                "UPDATE episode_items SET weight = ? WHERE episode_id = ? AND position = ?", reweighted_rows(reweighted)
+            )
         start = db.total_changes
         try:
             db.executemany(

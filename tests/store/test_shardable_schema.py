@@ -200,3 +200,31 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
     finally:
         migrated.close()
         drop(original)
+
+
+def test_a_used_record_reweighs_only_its_own_namespaces_episode(schemas: list[str]) -> None:
+    """``record(..., used=...)`` rewrites the episode's logged weights: on schema 7 an episode id
+    names one episode per namespace, so the rewrite must not touch the other namespace's."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(
+        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
+    )
+    try:
+        for ns in ("default", "tenant-b"):
+            store.add("Water boils at 100 degrees Celsius.", id="water", namespace=ns)
+            store.add("Water freezes at 0 degrees Celsius.", id="ice", namespace=ns)
+        mine = store.recall("water", k=2, episode_id="same")
+        store.recall("water", k=2, namespace="tenant-b", episode_id="same")
+        store.record(mine, True, used=["water"])
+        store.record("same", False, namespace="tenant-b")  # full credit: both of its memories
+        for m in ("water", "ice"):
+            assert store.get(m, namespace="tenant-b").counts.failure == pytest.approx(0.5)
+        weights = {
+            ns: sorted(it.weight for it in store.backend.episodes(["same"], namespace=ns)["same"].items)
+            for ns in ("default", "tenant-b")
+        }
+        assert weights == {"default": [0.0, 1.0], "tenant-b": [0.5, 0.5]}
+        assert store.replay().consistent
+    finally:
+        store.close()

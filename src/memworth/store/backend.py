@@ -340,10 +340,11 @@ OUTCOME_COLUMNS = (
 """The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
 
 
-def reweighted_rows(reweighted: Sequence[Episode]) -> list[tuple[float, str, int]]:
-    """``(weight, episode_id, position)`` per item of episodes whose weights a ``used`` set:
-    the parameters of both SQL backends' ``UPDATE episode_items SET weight = ...``."""
-    return [(it.weight, ep.id, it.position) for ep in reweighted for it in ep.items]
+def reweighted_rows(reweighted: Sequence[Episode]) -> list[tuple[float, str, str, int]]:
+    """``(weight, namespace, episode_id, position)`` per item of episodes whose weights a ``used``
+    set: the parameters of both SQL backends' ``UPDATE episode_items SET weight = ...`` (PostgreSQL's
+    episode ids are unique per namespace, schema 7; SQLite's across the file)."""
+    return [(it.weight, ep.namespace, ep.id, it.position) for ep in reweighted for it in ep.items]
 
 
 def reweigh(logged: Episode, reweighted: Episode) -> Episode:

@@ -881,7 +881,7 @@ class PostgresBackend:
                 yield from _insert_verifications(verifications)
             if reweighted:  # a record's ``used``: the logged weights become the credit given
                 yield Many(
-                    "UPDATE episode_items SET weight = %s WHERE episode_id = %s AND position = %s",
+                    "UPDATE episode_items SET weight = %s WHERE namespace = %s AND episode_id = %s AND position = %s",
                     reweighted_rows(reweighted),
                 )
             if increments:

@@ -316,6 +316,14 @@ class RecordingMixin(StoreState):
                     where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
                 )
         results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
+        if namespace is None:  # a Recall or Episode names its namespace; a bare id does not
+            carried = {
+                p[0].episode.namespace if isinstance(p[0], Recall) else p[0].namespace
+                for p in pairs
+                if isinstance(p[0], (Recall, Episode))
+            }
+            if len(carried) == 1 and all(isinstance(p[0], (Recall, Episode)) for p in pairs):
+                namespace = carried.pop()
         known = yield Call("episodes", (ids,), {"namespace": namespace})  # named: one shard
         now = self.clock()
         episodes = []

@@ -543,7 +543,8 @@ class SQLiteBackend:
         the caller's write transaction."""
         if reweighted:
             db.executemany(
-                "UPDATE episode_items SET weight = ? WHERE episode_id = ? AND position = ?", reweighted_rows(reweighted)
+                "UPDATE episode_items SET weight = ? WHERE episode_id = ? AND position = ?",
+                [(w, eid, pos) for w, _namespace, eid, pos in reweighted_rows(reweighted)],
             )
         start = db.total_changes
         try:

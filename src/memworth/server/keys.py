@@ -225,12 +225,31 @@ def list_keys(store: MemoryStore, namespace: str | None = None) -> list[KeyInfo]
     return sorted((k for k in found if namespace is None or k.namespace == namespace), key=lambda k: (k.created, k.id))
 
 
+_PARSED: dict[tuple[str, str], KeyInfo] = {}
+"""Keys read lately, parsed: (hash, stored record) -> KeyInfo. The record is read from the
+store on every request all the same and is part of the entry's name, so a key revoked by any
+process (its record rewritten) misses here and stops working at once; what this saves is
+the parse (JSON, the public id's second hash) of a record seen before."""
+
+_PARSED_MAX = 4096
+
+
+def _parsed(digest: str, raw: str) -> KeyInfo:
+    found = _PARSED.get((digest, raw))
+    if found is None:
+        found = _info(digest, raw)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()  # simple bound: the next requests parse their keys again
+        _PARSED[(digest, raw)] = found
+    return found
+
+
 def _find(store: MemoryStore, key: str) -> tuple[str, KeyInfo] | None:
     if not isinstance(key, str) or not key.startswith("mw_") or len(key) > 100:
         return None
     digest = _digest(key)
     raw = store.backend.get_meta(PREFIX + digest)
-    return None if raw is None else (digest, _info(digest, raw))
+    return None if raw is None else (digest, _parsed(digest, raw))
 
 
 def key_info(store: MemoryStore, key: str) -> KeyInfo | None:

@@ -13,7 +13,9 @@ route that can answer it (:mod:`memworth.server.openapi`); a method a path does 
 405 with ``Allow``.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
-request.
+request. A key the server has seen is checked from memory and confirmed in the store on the
+route's own thread, so a revocation by any process holds on the next request
+(:mod:`memworth.server.verified_keys`).
 
 A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
 as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the

@@ -13,7 +13,9 @@ route that can answer it (:mod:`memworth.server.openapi`); a method a path does 
 405 with ``Allow``.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
-request.
+request. A key the server has seen is checked from memory and confirmed in the store on the
+route's own thread, so a revocation by any process holds on the next request
+(:mod:`memworth.server.verified_keys`).
 
 A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
 as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the
@@ -50,24 +52,26 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Self
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
-from memworth.errors import MemworthError, NotAdminError
+from memworth.errors import AuthError, MemworthError, NotAdminError
 from memworth.server import long_calls
 from memworth.server.answers import answered, rendered
 from memworth.server.dashboard import dashboard_router
 from memworth.server.group_commit import GroupCommit
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import authenticate, list_keys
+from memworth.server.keys import check_key, key_hash, list_keys, presented, stored_key
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_errors, document, errors
 from memworth.server.pool import StorePool
 from memworth.server.sidecar_routes import sidecar_router
+from memworth.server.verified_keys import VerifiedKeys, confirmed, still_valid
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
 from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT, check_actor
@@ -377,27 +381,46 @@ def create_app(
     call = pool.run  # call(namespace, fn): fn(store object) on the tenant's object, under its lock
     committer = GroupCommit(pool)  # concurrent outcomes of a tenant share one commit
 
-    def key_namespace(request: Request, authorization: str | None, x_api_key: str | None, write: bool) -> str:
-        info = call(None, lambda s: authenticate(s, authorization, x_api_key, write=write))
+    verified = VerifiedKeys()
+
+    async def key_namespace(request: Request, write: bool) -> str:
+        # The two headers are read here, not declared as Header() parameters: FastAPI's parameter
+        # machinery cost more per request than the key lookup itself. The OpenAPI document still
+        # declares them on every keyed route (memworth.server.openapi.KEY_HEADERS). A key seen
+        # before is checked from memory, with no thread of its own, and confirmed in the store on
+        # the route's thread (memworth.server.verified_keys).
+        headers = request.headers
+        field, key = presented(headers.get("authorization"), headers.get("x-api-key"))
+        digest = key_hash(key)
+        info = verified.get(digest)
+        if info is None:
+            info = await run_in_threadpool(call, None, lambda s: stored_key(s, digest)) if digest else None
+            if info is None:
+                raise AuthError(field, "unknown API key")
+            verified.keep(digest, info)
+            verified.from_store()
+        else:
+            verified.from_memory(digest, field)
+        check_key(info, field, write=write)
         request.state.key_name = info.name  # the audit log names the key a change came through
         request.state.key_admin = info.admin  # may change the store's settings
         return info.namespace
 
-    def reader(
-        request: Request,
-        authorization: Annotated[str | None, Header()] = None,
-        x_api_key: Annotated[str | None, Header()] = None,
-    ) -> str:
-        """The namespace of the request's key (any valid key may read)."""
-        return key_namespace(request, authorization, x_api_key, write=False)
+    def confirm(digest: str, field: str) -> None:
+        """The key served from memory, read again on the route's thread: a revoked key stops here."""
+        try:
+            still_valid(call(None, lambda s: stored_key(s, digest)), field)
+        except AuthError:
+            verified.forget(digest)
+            raise
 
-    def writer(
-        request: Request,
-        authorization: Annotated[str | None, Header()] = None,
-        x_api_key: Annotated[str | None, Header()] = None,
-    ) -> str:
+    async def reader(request: Request) -> str:
+        """The namespace of the request's key (any valid key may read)."""
+        return await key_namespace(request, write=False)
+
+    async def writer(request: Request) -> str:
         """The namespace of the request's key, which must not be read-only (the route changes something)."""
-        return key_namespace(request, authorization, x_api_key, write=True)
+        return await key_namespace(request, write=True)
 
     def _actor(request: Request, given: str | None) -> str:
         """Who makes a change: the ``actor`` the request names, and the API key it came with."""
@@ -842,8 +865,10 @@ def create_app(
     app.include_router(dashboard_router(pool))  # the web dashboard, /dashboard
     sidecar = sidecar_router(pool, writer, reader)
     declare_errors(sidecar.routes, reader, writer)
+    confirmed(sidecar.routes, {reader, writer}, confirm)
     app.include_router(sidecar)  # memories kept elsewhere, by id: /v1/sidecar
     declare_errors(app.routes, reader, writer)
+    confirmed(app.routes, {reader, writer}, confirm)  # every keyed route confirms a key served from memory
     document(app)
     app.add_middleware(TimedRoutes, metrics=metrics)  # inside the router's scope: sees the route template
     app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))

@@ -28,6 +28,7 @@ __all__ = [
     "Backend",
     "Increment",
     "NewMemory",
+    "episodes_from_rows",
     "erased_key",
     "joined",
     "outcome_from_row",
@@ -154,6 +155,11 @@ class Backend(Protocol):
 
     def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
         """Logged episodes by id (missing ids are absent)."""
+        ...
+
+    def episodes_at(self, ids: Sequence[str]) -> tuple[dict[str, Episode], int]:
+        """:meth:`episodes` and :meth:`generation`, read together: what recording reads first
+        (its episodes, and whether its cached provenance is current), one round trip on PostgreSQL."""
         ...
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
@@ -379,3 +385,20 @@ def joined(
         )
         for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops, version in heads
     ]
+
+
+def episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
+    """Episodes from rows of both SQL backends' episode read: ``e.id, namespace, query, context,
+    created, holdout`` then the item's ``position, memory_id, weight, propensity, probe`` (NULLs
+    for an episode that retrieved nothing), an episode's row once per item in position order."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    items: dict[str, list[EpisodeItem]] = {}
+    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
+        heads.setdefault(eid, (ns, query, context, created, holdout))
+        found = items.setdefault(eid, [])
+        if mid is not None:
+            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
+    return {
+        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
+        for eid, (ns, query, context, created, holdout) in heads.items()
+    }

@@ -230,6 +230,10 @@ class MemoryBackend:
         with self._lock:
             return {i: self._episodes[i] for i in ids if i in self._episodes}
 
+    def episodes_at(self, ids: Sequence[str]) -> tuple[dict[str, Episode], int]:
+        with self._lock:
+            return {i: self._episodes[i] for i in ids if i in self._episodes}, self._generation
+
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
         self.append_verifications((), outcomes, increments)
 

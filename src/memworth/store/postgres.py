@@ -73,6 +73,7 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
@@ -81,7 +82,7 @@ from memworth.store.backend import (
     reused,
 )
 from memworth.store.plans import Copy, Many, Plan, Query, Statements, done, execute
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
 
@@ -782,7 +783,27 @@ class PostgresBackend:
             " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
             " WHERE e.id = ANY(%s) ORDER BY e.id, i.position",
             (list(dict.fromkeys(ids)),),
-            _episodes_from_rows,
+            episodes_from_rows,
+        )
+
+    def episodes_at(self, ids: Sequence[str]) -> tuple[dict[str, Episode], int]:
+        return self._do(self.plan_episodes_at(ids))
+
+    def plan_episodes_at(self, ids: Sequence[str]) -> Plan:
+        # plan_episodes' join beside the generation row, in one statement (one round trip):
+        # the generation comes on every row, and on one row of NULLs when no episode matched.
+        def consume(rows: list[Any]) -> tuple[dict[str, Episode], int]:
+            generation = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+            return episodes_from_rows([row[1:] for row in rows if row[1] is not None]), generation
+
+        return _one_read(
+            "SELECT g.value, x.* FROM (SELECT (SELECT value FROM meta WHERE key = 'generation') AS value) g"
+            " LEFT JOIN (SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+            " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+            " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id WHERE e.id = ANY(%s)) x ON true"
+            " ORDER BY x.id, x.position",
+            (list(dict.fromkeys(ids)),),
+            consume,
         )
 
     def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
@@ -1266,21 +1287,6 @@ def _edges_of(namespace: str, rows: Sequence[Sequence[Any]]) -> Statements:
         "SELECT src, dst, kind FROM edges WHERE namespace = %s AND src = ANY(%s)", (namespace, [r[0] for r in rows])
     )
     return edges
-
-
-def _episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
-    """Episodes from rows of :meth:`PostgresBackend.episodes`' join (an episode's row once per item)."""
-    heads: dict[str, tuple[Any, ...]] = {}
-    items: dict[str, list[EpisodeItem]] = {}
-    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
-        heads.setdefault(eid, (ns, query, context, created, holdout))
-        found = items.setdefault(eid, [])
-        if mid is not None:
-            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
-    return {
-        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
-        for eid, (ns, query, context, created, holdout) in heads.items()
-    }
 
 
 def _no_repeats(ids: Sequence[str], what: str) -> None:

@@ -244,7 +244,7 @@ class RecordingMixin(StoreState):
                     where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
                 )
         results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
-        known = yield Call("episodes", (ids,))
+        known, generation = yield Call("episodes_at", (ids,))
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
@@ -263,7 +263,7 @@ class RecordingMixin(StoreState):
         earlier = (yield Call("outcomes_of", (ids,))) if source == VERIFIED else {}
         parents = {}
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            parents[ns] = yield from self._parents_of_steps(ns)
+            parents[ns] = yield from self._parents_of_steps(ns, generation)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
         rows, increments, checks = [], [], []
@@ -419,19 +419,25 @@ class RecordingMixin(StoreState):
             parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
         return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
 
-    def _parents_of_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """The provenance credit propagates along: none when propagation is off."""
+    def _parents_of_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """The provenance credit propagates along: none when propagation is off. ``generation``:
+        the backend's, read already (else it is read here)."""
         if self.propagation > 0 and self.max_hops > 0:
-            parents = yield from self._provenance_steps(namespace)
+            parents = yield from self._provenance_steps(namespace, generation)
             return parents
         return {}
 
     def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
         return run(self._provenance_steps(namespace), self.backend)
 
-    def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """:meth:`_provenance` as steps."""
-        generation = yield Call("generation")
+    def _provenance_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """:meth:`_provenance` as steps; ``generation``: the backend's, read already (else read here)."""
+        if generation is None:
+            generation = yield Call("generation")
         cached = self._parents.get(namespace)
         if cached is None or cached[0] != generation:
             parents: dict[str, builtins.list[str]] = {}

@@ -353,10 +353,11 @@ def measure(kind: str, settings: Settings) -> Section:
             "knows them",
             *(
                 [
-                    "per transaction the store sets every counter of the batch and appends the outcome rows in one "
-                    "statement (rows locked in memory-id order, each memory's increments added in order, then the "
-                    "outcomes), pipelined with BEGIN; the bare loop sends one upsert per retrieved memory and one "
-                    "insert per outcome (pipelined)"
+                    "per transaction the store sets every counter of the batch in one statement (rows locked in "
+                    "memory-id order, each memory's increments added in order) and COPYs the outcome rows; the bare "
+                    "loop sends one upsert per retrieved memory and one insert per outcome (pipelined); the store's "
+                    "counters share the memories row with its text and embedding, so each update writes the whole "
+                    "row to the WAL"
                 ]
                 if kind == "postgres"
                 else [

@@ -8,7 +8,7 @@ Every write is one transaction. The rules that keep concurrent writers exact:
   UPDATE per increment would make);
 * a transaction updates the counters first, in memory-id order (so two transactions
   over the same hot memories take their row locks in the same order and cannot
-  deadlock), and only then appends its outcome rows: the outcome sequence numbers
+  deadlock), and only then appends its outcome rows (COPY): the outcome sequence numbers
   of two transactions that share a memory follow the order in which they changed it,
   which is what makes a replay of the log add the same numbers in the same order, bit
   for bit;
@@ -812,18 +812,16 @@ class PostgresBackend:
     def append_verifications(
         self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
     ) -> None:
-        """One pipelined transaction, at most two statements whatever the batch size (see the module docstring).
+        """One transaction, three statements whatever the batch size (see the module docstring).
 
         1. the verifications (usually none or one), refused if the episode has one already;
-        2. the counters and the log in one statement (:data:`_APPEND`): every counter of
-           the batch is locked in (namespace, id) order, then gets its increments added one
-           by one in the order given, starting from its current value, exactly as
+        2. every counter of the batch in one statement (:data:`_COUNTERS`): the rows are
+           locked in (namespace, id) order, then each gets its increments added one by
+           one in the order given, starting from its current value, exactly as
            per-increment updates would (so a replay adds the same numbers in the same
-           order and matches bit for bit); only then are the outcome rows appended, in the
-           order given: the unique key on ``episode_id`` refuses an episode recorded already.
-
-        BEGIN and the statements go out together; COMMIT follows once the statement's
-        answer (the memories it found) is in: two round trips, for one outcome or a thousand.
+           order and matches bit for bit);
+        3. the outcome rows, COPYed into the log in the order given: the unique key on
+           ``episode_id`` refuses an episode recorded already.
         """
         self._do(self.plan_append_verifications(verifications, outcomes, increments))
 
@@ -840,13 +838,31 @@ class PostgresBackend:
         def steps() -> Statements:
             if verifications:
                 yield from _insert_verifications(verifications)
-            if outcomes:
-                yield from _append(outcomes, increments, recorded)
-            elif increments:
+            if increments:
                 yield from _add_to_counters(increments, recorded)
+            if outcomes:
+                yield Copy(
+                    "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
+                    " max_hops, settings_version) FROM STDIN (FORMAT BINARY)",
+                    ["text", "bool", "text", "float8", "float8", "text", "float8", "int4", "int4"],
+                    [
+                        (
+                            o.episode_id,
+                            o.success,
+                            o.source,
+                            o.confidence,
+                            o.recorded,
+                            o.namespace,
+                            o.propagation,
+                            o.max_hops,
+                            o.settings_version,
+                        )
+                        for o in outcomes
+                    ],
+                )
 
         ids = [o.episode_id for o in outcomes]
-        return Plan(steps(), "pipeline", on_unique=lambda exc: self._duplicate_outcome(ids, exc))
+        return Plan(steps(), "write", on_unique=lambda exc: self._duplicate_outcome(ids, exc))
 
     def _duplicate_outcome(self, ids: Sequence[str], exc: Exception) -> Plan:
         """The plan whose answer is the error for a refused outcome batch: it names the first
@@ -1146,7 +1162,7 @@ def _vector_text(vector: np.ndarray) -> str:
 # over float8 is float8pl applied left to right from the first value, the very additions
 # one UPDATE per increment would make. A memory that does not exist has no locked row and
 # so matches no row to update: it is missing from RETURNING.
-_TOTALS = """
+_COUNTERS = """
 WITH inc AS (
     SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[], %b::float8[])
         WITH ORDINALITY AS t(namespace, id, success, failure, n, ord)
@@ -1162,73 +1178,11 @@ WITH inc AS (
         UNION ALL SELECT namespace, id, success, failure, n, ord FROM inc
     ) AS x
     GROUP BY namespace, id
-)"""
-_UPDATE = """
+)
 UPDATE memories m SET success = t.success, failure = t.failure, n = t.n, updated = %s
 FROM total t WHERE m.namespace = t.namespace AND m.id = t.id
 RETURNING m.namespace, m.id
 """
-_COUNTERS = _TOTALS + _UPDATE
-
-
-# The counters of :data:`_COUNTERS` and the outcome rows in one statement (one round
-# trip). ``logged`` reads ``upd`` (its row count, in an InitPlan run once before its
-# first row): the counters are locked and updated before any outcome row takes its
-# sequence number, so the order the module docstring promises holds as it did with two
-# statements. The outcome rows go in in the order given (``ORDER BY ord``).
-_APPEND = (
-    _TOTALS
-    + ", upd AS ("
-    + _UPDATE
-    + ")"
-    + """, logged AS (
-    INSERT INTO outcomes (episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
-        settings_version)
-    SELECT episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version
-    FROM unnest(%b::text[], %b::bool[], %b::text[], %b::float8[], %b::float8[], %b::text[], %b::float8[],
-        %b::int4[], %b::int4[])
-        WITH ORDINALITY AS o(episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
-            settings_version, ord)
-    WHERE (SELECT count(*) FROM upd) >= 0
-    ORDER BY ord
-)
-SELECT namespace, id FROM upd
-"""
-)
-
-
-def _append(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
-    """Apply ``increments`` and append ``outcomes`` in one statement (:data:`_APPEND`);
-    UnknownMemoryError (first in id order) if a memory is missing."""
-    rows = yield Query(
-        _APPEND,
-        (
-            [i.namespace for i in increments],
-            [i.memory_id for i in increments],
-            [float(i.success) for i in increments],
-            [float(i.failure) for i in increments],
-            [float(i.n) for i in increments],
-            recorded,
-            [o.episode_id for o in outcomes],
-            [bool(o.success) for o in outcomes],
-            [o.source for o in outcomes],
-            [float(o.confidence) for o in outcomes],
-            [float(o.recorded) for o in outcomes],
-            [o.namespace for o in outcomes],
-            [None if o.propagation is None else float(o.propagation) for o in outcomes],
-            [o.max_hops for o in outcomes],
-            [o.settings_version for o in outcomes],
-        ),
-    )
-    _check_found(increments, rows)
-
-
-def _check_found(increments: Sequence[Increment], rows: Sequence[tuple[str, str]]) -> None:
-    """UnknownMemoryError naming the first memory (in id order) an increment named and no row had."""
-    found = {(ns, mid) for ns, mid in rows}
-    for ns, mid in sorted({(i.namespace, i.memory_id) for i in increments}):
-        if (ns, mid) not in found:
-            raise UnknownMemoryError(mid)
 
 
 def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:
@@ -1244,7 +1198,10 @@ def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statem
             recorded,
         ),
     )
-    _check_found(increments, rows)
+    found = {(ns, mid) for ns, mid in rows}
+    for ns, mid in sorted({(i.namespace, i.memory_id) for i in increments}):
+        if (ns, mid) not in found:
+            raise UnknownMemoryError(mid)
 
 
 def _insert_verifications(verifications: Sequence[Verification]) -> Statements:

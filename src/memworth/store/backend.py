@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError
+from memworth.errors import DuplicateError, ValidationError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Backend",
     "Increment",
     "NewMemory",
+    "episodes_from_rows",
     "erased_key",
     "joined",
     "outcome_from_row",
@@ -161,6 +162,15 @@ class Backend(Protocol):
         """Logged episodes by id (missing ids are absent), in ``namespace`` when given (the
         read then names its shard). PostgreSQL keeps an episode id unique within its
         namespace: without a namespace, an id logged in two raises ValidationError."""
+        ...
+
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        """:meth:`episodes` and, with a ``namespace``, its :meth:`generation`, read together: what
+        recording reads first (its episodes, and whether its cached provenance is current), one
+        round trip on PostgreSQL. Without a namespace the generation is ``None`` (read it per
+        namespace)."""
         ...
 
     def append_outcomes(
@@ -410,3 +420,32 @@ def joined(
         )
         for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops, version in heads
     ]
+
+
+def ambiguous_episode(eid: str, namespaces: Iterable[str]) -> ValidationError:
+    """The error for an episode id asked for without a namespace that is logged in several
+    (PostgreSQL keeps episode ids unique per namespace, schema 7)."""
+    return ValidationError(
+        "namespace",
+        f"episode {eid!r} is logged in namespaces {', '.join(map(repr, sorted(namespaces)))}: name the namespace",
+    )
+
+
+def episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
+    """Episodes from rows of both SQL backends' episode read: ``e.id, namespace, query, context,
+    created, holdout`` then the item's ``position, memory_id, weight, propensity, probe`` (NULLs
+    for an episode that retrieved nothing), an episode's row once per item in position order.
+    ValidationError (``namespace``) if one id comes with two namespaces."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    items: dict[str, list[EpisodeItem]] = {}
+    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
+        head = heads.setdefault(eid, (ns, query, context, created, holdout))
+        if head[0] != ns:
+            raise ambiguous_episode(eid, (head[0], ns))
+        found = items.setdefault(eid, [])
+        if mid is not None:
+            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
+    return {
+        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
+        for eid, (ns, query, context, created, holdout) in heads.items()
+    }

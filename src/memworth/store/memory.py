@@ -231,6 +231,12 @@ class MemoryBackend:
             found = {i: self._episodes[i] for i in ids if i in self._episodes}
         return {i: e for i, e in found.items() if namespace is None or e.namespace == namespace}
 
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        with self._lock:
+            return self.episodes(ids, namespace), None if namespace is None else self._generation
+
     def append_outcomes(
         self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
     ) -> None:

@@ -74,6 +74,8 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    ambiguous_episode,
+    episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
@@ -83,7 +85,7 @@ from memworth.store.backend import (
     reweighted_rows,
 )
 from memworth.store.plans import Copy, Many, Plan, Query, Statements, done, execute
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["PostgresBackend"]
 
@@ -335,6 +337,15 @@ def _open_pool(c: _Connection, where: str, configure: Callable[[Any], None]) -> 
         open=True,
         timeout=c.pool_timeout,
     )
+
+
+_EPISODES = (
+    "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+    " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+    " FROM episodes e LEFT JOIN episode_items i ON i.namespace = e.namespace AND i.episode_id = e.id"
+)
+"""The episode read's join (schema 7: items joined on namespace and id); a WHERE follows."""
+_EPISODES_ORDER = " ORDER BY e.id, e.namespace, i.position"
 
 
 class PostgresBackend:
@@ -821,19 +832,44 @@ class PostgresBackend:
         # One statement (one round trip, in autocommit): each episode's row once per item, its
         # items in position order; an episode that retrieved nothing comes once, with NULLs.
         # With a namespace the read names it (one shard); without, an id logged in two
-        # namespaces is refused (:func:`_episodes_from_rows`).
-        sql = (
-            "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
-            " i.position, i.memory_id, i.weight, i.propensity, i.probe"
-            " FROM episodes e LEFT JOIN episode_items i ON i.namespace = e.namespace AND i.episode_id = e.id"
-        )
+        # namespaces is refused (:func:`memworth.store.backend.episodes_from_rows`).
         unique = list(dict.fromkeys(ids))
-        args: tuple[Any, ...]
         if namespace is None:
-            sql, args = sql + " WHERE e.id = ANY(%s)", (unique,)
-        else:
-            sql, args = sql + " WHERE e.namespace = %s AND e.id = ANY(%s)", (namespace, unique)
-        return _one_read(sql + " ORDER BY e.id, e.namespace, i.position", args, _episodes_from_rows)
+            return _one_read(_EPISODES + " WHERE e.id = ANY(%s)" + _EPISODES_ORDER, (unique,), episodes_from_rows)
+        return _one_read(
+            _EPISODES + " WHERE e.namespace = %s AND e.id = ANY(%s)" + _EPISODES_ORDER,
+            (namespace, unique),
+            episodes_from_rows,
+        )
+
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        return self._do(self.plan_episodes_at(ids, namespace))
+
+    def plan_episodes_at(self, ids: Sequence[str], namespace: str | None = None) -> Plan:
+        # plan_episodes' join beside the namespace's generation row, in one statement (one
+        # round trip, one shard): the generation comes on every row, and on one row of NULLs
+        # when no episode matched. Without a namespace there is no one generation to read.
+        unique = list(dict.fromkeys(ids))
+        if namespace is None:
+            return _one_read(
+                _EPISODES + " WHERE e.id = ANY(%s)" + _EPISODES_ORDER,
+                (unique,),
+                lambda rows: (episodes_from_rows(rows), None),
+            )
+
+        def consume(rows: list[Any]) -> tuple[dict[str, Episode], int]:
+            generation = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+            return episodes_from_rows([row[1:] for row in rows if row[1] is not None]), generation
+
+        return _one_read(
+            "SELECT g.value, x.* FROM (SELECT (SELECT value FROM generations WHERE namespace = %s) AS value) g"
+            " LEFT JOIN (" + _EPISODES + " WHERE e.namespace = %s AND e.id = ANY(%s)) x ON true"
+            " ORDER BY x.id, x.position",
+            (namespace, namespace, unique),
+            consume,
+        )
 
     def append_outcomes(
         self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
@@ -1300,40 +1336,14 @@ def _edges_of(namespace: str, rows: Sequence[Sequence[Any]]) -> Statements:
     return edges
 
 
-def _ambiguous(eid: str, namespaces: Iterable[str]) -> ValidationError:
-    """The error for an episode id asked for without a namespace that is logged in several."""
-    return ValidationError(
-        "namespace",
-        f"episode {eid!r} is logged in namespaces {', '.join(map(repr, sorted(namespaces)))}: name the namespace",
-    )
-
-
 def _by_episode(outcomes: Sequence[OutcomeRow]) -> dict[str, OutcomeRow]:
     """Outcomes by episode id; ValidationError if one id has outcomes in two namespaces."""
     found: dict[str, OutcomeRow] = {}
     for o in outcomes:
         other = found.setdefault(o.episode_id, o)
         if other.namespace != o.namespace:
-            raise _ambiguous(o.episode_id, (other.namespace, o.namespace))
+            raise ambiguous_episode(o.episode_id, (other.namespace, o.namespace))
     return found
-
-
-def _episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
-    """Episodes from rows of :meth:`PostgresBackend.episodes`' join (an episode's row once per item);
-    ValidationError if one id is logged in two namespaces."""
-    heads: dict[str, tuple[Any, ...]] = {}
-    items: dict[str, list[EpisodeItem]] = {}
-    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
-        head = heads.setdefault(eid, (ns, query, context, created, holdout))
-        if head[0] != ns:
-            raise _ambiguous(eid, (head[0], ns))
-        found = items.setdefault(eid, [])
-        if mid is not None:
-            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
-    return {
-        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
-        for eid, (ns, query, context, created, holdout) in heads.items()
-    }
 
 
 def _no_repeats(ids: Sequence[str], what: str) -> None:

@@ -324,7 +324,7 @@ class RecordingMixin(StoreState):
             }
             if len(carried) == 1 and all(isinstance(p[0], (Recall, Episode)) for p in pairs):
                 namespace = carried.pop()
-        known = yield Call("episodes", (ids,), {"namespace": namespace})  # named: one shard
+        known, generation = yield Call("episodes_at", (ids,), {"namespace": namespace})  # named: one shard
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
@@ -344,7 +344,7 @@ class RecordingMixin(StoreState):
         earlier = (yield Call("outcomes_of", (ids,), {"namespace": namespace})) if source == VERIFIED else {}
         parents = {}
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            parents[ns] = yield from self._parents_of_steps(ns)
+            parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
         rows, increments, checks, reweighted = [], [], [], []
@@ -506,19 +506,25 @@ class RecordingMixin(StoreState):
             parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
         return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
 
-    def _parents_of_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """The provenance credit propagates along: none when propagation is off."""
+    def _parents_of_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """The provenance credit propagates along: none when propagation is off. ``generation``:
+        the namespace's, read already (else it is read here)."""
         if self.propagation > 0 and self.max_hops > 0:
-            parents = yield from self._provenance_steps(namespace)
+            parents = yield from self._provenance_steps(namespace, generation)
             return parents
         return {}
 
     def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
         return run(self._provenance_steps(namespace), self.backend)
 
-    def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """:meth:`_provenance` as steps."""
-        generation = yield Call("generation", (namespace,))
+    def _provenance_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """:meth:`_provenance` as steps; ``generation``: the namespace's, read already (else read here)."""
+        if generation is None:
+            generation = yield Call("generation", (namespace,))
         cached = self._parents.get(namespace)
         if cached is None or cached[0] != generation:
             parents: dict[str, builtins.list[str]] = {}

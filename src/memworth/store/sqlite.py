@@ -41,6 +41,7 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
@@ -48,7 +49,7 @@ from memworth.store.backend import (
     reused,
     reweighted_rows,
 )
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
 
@@ -479,26 +480,32 @@ class SQLiteBackend:
             )
 
     def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
+        """One read per 500 ids: each episode's row once per item (its items in position
+        order; an episode that retrieved nothing once, with NULLs), as PostgreSQL reads them.
+        Episode ids are unique across the file: ``namespace`` only filters."""
         out: dict[str, Episode] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            heads = self._read(
-                f"SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id IN ({marks})", chunk
+            out.update(
+                episodes_from_rows(
+                    self._read(
+                        "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+                        " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+                        " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+                        f" WHERE e.id IN ({marks}) ORDER BY e.id, i.position",
+                        chunk,
+                    )
+                )
             )
-            items: dict[str, list[EpisodeItem]] = {}
-            for eid, pos, mid, w, p, probe in self._read(
-                f"SELECT episode_id, position, memory_id, weight, propensity, probe FROM episode_items"
-                f" WHERE episode_id IN ({marks}) ORDER BY episode_id, position",
-                chunk,
-            ):
-                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
-            for eid, ns, query, context, created, holdout in heads:
-                if namespace is not None and ns != namespace:
-                    continue
-                out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
-        return out
+        return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
+
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        with self._lock:  # one connection: nothing commits between the two reads
+            return self.episodes(ids, namespace), None if namespace is None else self.generation(namespace)
 
     def append_outcomes(
         self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()

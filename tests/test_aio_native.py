@@ -183,10 +183,10 @@ def test_a_cancelled_native_write_is_whole_or_absent(opened: list[MemoryStore]) 
         recall = await asynced.recall("the first note", k=1)
         # Another client holds the generation row: the insert's transaction waits inside the database.
         blocker = await asyncio.to_thread(
-            _lock_row, schema, "UPDATE meta SET value = value WHERE key = 'generation'", ()
+            _lock_row, schema, "UPDATE generations SET value = value WHERE namespace = 'default'", ()
         )
         adding = asyncio.create_task(asynced.add("a second note", id="b"))
-        await _until_waiting(blocker, "UPDATE meta SET value%")
+        await _until_waiting(blocker, "UPDATE generations SET value%")
         queued = asyncio.create_task(asynced.add("never made", id="never"))  # waits for its turn
         ticks = 0
         for _ in range(20):  # the event loop is free while the write waits on the database

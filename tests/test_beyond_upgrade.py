@@ -18,7 +18,7 @@ import pytest
 from memworth.cli import main
 from memworth.errors import UnavailableError, ValidationError
 from memworth_experiments import upgrade
-from memworth_experiments.common import BEYOND_EXPERIMENTS, load_config
+from memworth_experiments.common import BEYOND_EXPERIMENTS, GuardWatch, load_config
 from memworth_experiments.upgrade_world import ERAS, Env, OutcomeTable, Worker, build_env, load_tasks
 
 
@@ -126,8 +126,11 @@ def test_the_flag_tally_counts_broken_false_and_bugs() -> None:
         "retrieved_before": Counter({"bug": 12, "new": 30}),
         "retrieved_after": Counter({"old_fast": 20, "old_slow": 20, "old_early": 15, "old_rare": 3, "new": 40}),
         "ran": [],
+        "guard": GuardWatch(running=True, first=300, rollbacks=["new:re-verify"], held=2).row(),
     }
     row = upgrade.flag_tally(world, cfg, run)
+    assert (row["guard_running"], row["guard_fired_at"], row["guard_held"]) == (1, 300, 2)
+    assert row["guard_rollbacks"] == "new:re-verify"
     assert (row["broken_eligible"], row["broken_flagged"]) == (3, 2)
     assert row["delays"] == "old_early@0;old_fast@50" and row["missed"] == "old_slow"
     assert row["false_flags"] == 2 and row["false_flagged"] == "new@200;old_early@50"
@@ -182,7 +185,7 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert "broken by the upgrade: add_row/df_append: AttributeError" in printed  # the list, with each error
     assert all(r["paper"] is None for r in payload["rows"])
     names = {r["name"] for r in payload["rows"]}
-    assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin"} <= names
+    assert {"uniform: false flags per seed", "ran: post-upgrade lift over the twin", "used: false flags per seed"} <= names
     assert {"uniform: oracle bound, broken recipes flagged within 300", "ran: oracle bound, broken recipes flagged within 300"} <= names
     assert {"uniform: ablation no_standing", "ran: ablation no_standing"} <= names
     with (out / "raw.csv").open() as f:
@@ -193,6 +196,8 @@ def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
         ("uniform", "ungoverned"): 2,
         ("ran", "governed"): 2,
         ("ran", "ungoverned"): 2,
+        ("used", "governed"): 2,
+        ("used", "ungoverned"): 2,
         ("uniform", "no_standing"): 1,
         ("ran", "no_standing"): 1,
     }

@@ -18,6 +18,8 @@ def test_demo_reports_governance_and_writes_its_figures(tmp_path: Path, capsys: 
         assert heading in printed
     assert "re-verify stale" in printed  # the memory the shift made wrong is flagged
     assert "counters equal a replay of the log: governed True, ungoverned True" in printed
+    # the demo's store has the default holdout share (0): it says the guard had nothing to compare with
+    assert "governed store: the holdout guard did not run (no holdout share" in printed
     for name in ("worth.png", "success.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with MemoryStore.open(f"sqlite:///{out / 'governed.db'}") as store:

@@ -68,3 +68,46 @@ def test_of_arrays_refuses_parts_that_do_not_fit() -> None:
         EpisodeColumns.of_arrays(IDS, np.array([9]), np.array([0, 1]), np.array([True]), np.ones(1), [None])
     with pytest.raises(ValueError, match="repeat"):
         EpisodeColumns.of_arrays(["a", "a"], np.array([], dtype=np.int32), np.array([0]), np.array([], dtype=bool), np.ones(0), [])
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_a_scan_steps_through_episodes_exactly_as_one_update_per_episode(
+    monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """The scan takes every retrieval's CUSUM step at once, a chunk of episodes at a time;
+    its detectors end where one detector and rule update per episode (the public API) end,
+    bit for bit, across chunk boundaries and scans resumed half way."""
+    import memworth.signals.outcome_streams as streams
+    from memworth.governance import GovernancePolicy
+    from memworth.signals.change_detection import ReferenceRate
+
+    monkeypatch.setattr(streams, "_SCAN_CHUNK", chunk)
+    rng = np.random.default_rng(5)
+    n = 600
+    sets = [[f"m{j}" for j in rng.choice(12, size=int(rng.integers(0, 5)), replace=False)] for _ in range(n)]
+    y = rng.random(n) < np.where(np.arange(n) < 300, 0.8, 0.3)
+    w = rng.choice([1.0, 0.5, 0.2], size=n)
+    policy = GovernancePolicy()
+    scan = streams.NamespaceScan(policy)
+    scan.advance(sets[:250], y[:250], w[:250])
+    scan.advance(sets[250:], y[250:], w[250:])
+
+    det, rule = policy.detector(), scan.rule
+    rows: dict[str, int] = {}
+    for s in sets:
+        for mid in s:
+            rows.setdefault(mid, len(rows))
+    state, shared = det.start(len(rows)), rule.start(len(rows))
+    reference = ReferenceRate(policy.change_reference_half_life)
+    for t, s in enumerate(sets):
+        at = np.array([rows[m] for m in s], dtype=np.int64)
+        if at.size:
+            steps = det.steps(state, at, bool(y[t]), weight=float(w[t]), reference=reference.rate)
+            det.update(state, at, bool(y[t]), weight=float(w[t]), reference=reference.rate, time=t + 1)
+            rule.update(shared, state, at, steps)
+        reference.add(bool(y[t]))
+    assert scan.ids == list(rows)
+    for name in ("statistic", "observations", "successes", "expected", "since", "first_alarm"):
+        assert np.array_equal(getattr(scan.state, name), getattr(state, name)), name
+    assert scan.shared.shared == shared.shared
+    assert float(state.statistic.max()) > 0 and any(shared.shared)  # the data move the detectors

@@ -82,6 +82,7 @@ def test_quick_holdout_experiment_through_the_cli(tmp_path: Path, capsys: pytest
     printed = capsys.readouterr().out
     rows = {r["name"]: r for r in json.loads((out / "results.json").read_text())["rows"]}
     assert all(name in printed for name in rows) and "policy replay" in printed
+    assert "the store with the holdout share: the holdout guard fired in " in printed  # it ran, and says what it did
     assert (out / "figure.png").stat().st_size > 10_000
     # Holdout episodes rank exactly as the ungoverned twin does on the same tasks.
     same = rows["holdout arm = twin on the same episodes"]

@@ -255,3 +255,68 @@ def test_the_dashboard_shows_a_read_only_key_its_pages_and_refuses_its_changes(
     revoke(store, "team", name="gone")
     refused = client.post("/dashboard/login", data={"key": gone, "next": "/dashboard"})
     assert refused.status_code == 401 and "API key &#x27;gone&#x27; was revoked at" in refused.text
+
+
+def test_a_key_revoked_by_another_process_stops_working_at_once(tmp_path: Path) -> None:
+    """The server checks a key it has seen before from memory (no store read on a thread of its
+    own) and confirms it in the store on the route's thread: a revocation written by another
+    store object over the same database (as ``memworth keys revoke`` does) holds on the very
+    next request, on reads, writes and grouped outcome commits alike, and nothing is done."""
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0) as store:
+        client = TestClient(create_app(store, workers=2, url=url))
+        key, other = create_key(store, "team", "agent"), create_key(store, "team", "other")
+        h = {"Authorization": f"Bearer {key}"}
+        assert client.post("/v1/memories", json={"text": "Water boils at 100 C.", "id": "boil"}, headers=h).status_code == 201
+        episode = client.post("/v1/recall", json={"query": "water boils", "k": 1}, headers=h).json()["episode"]
+        assert client.get("/v1/memories/boil", headers={"X-API-Key": key}).status_code == 200  # seen: from memory now
+        with MemoryStore.open(url) as elsewhere:  # another process's store object
+            revoke(elsewhere, "team", name="agent")
+        for method, path, body in (
+            ("get", "/v1/memories/boil", None),
+            ("post", "/v1/memories", {"text": "Ice melts at 0 C.", "id": "ice"}),
+            ("post", f"/v1/episodes/{episode}/outcome", {"outcome": "success"}),
+            ("get", "/v1/memories/boil", None),  # and it stays refused
+        ):
+            r = client.request(method, path, json=body, headers=h)
+            assert r.status_code == 401 and "API key 'agent' was revoked at" in r.json()["error"]["reason"], r.text
+            assert r.headers["WWW-Authenticate"].startswith("Bearer")
+        assert [m.id for m in store.list(namespace="team")] == ["boil"]  # nothing added
+        assert store.get("boil", namespace="team").counts.n == 0  # no outcome recorded
+        o = {"X-API-Key": other}  # the namespace's other key is untouched
+        assert client.post(f"/v1/episodes/{episode}/outcome", json={"outcome": "success"}, headers=o).status_code == 200
+        assert store.get("boil", namespace="team").counts.success == 1.0
+
+
+def test_a_key_seen_before_is_still_checked_for_read_only_and_expiry_before_the_body() -> None:
+    """Served from memory, a read-only key is refused a change (403) and a key past its expiry
+    is refused (401) before the body is read, as on the first request."""
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
+    try:
+        client = TestClient(create_app(s))
+        reader = create_key(s, "team", "viewer", read_only=True)
+        soon = create_key(s, "team", "brief", expires=time.time() + 1.0)
+        for k in (reader, soon):
+            assert client.get("/v1/memories", headers={"X-API-Key": k}).status_code == 200  # now from memory
+        bad_body = {"text": ""}  # refused (422) were the key fine
+        assert error(client.post("/v1/memories", json=bad_body, headers={"X-API-Key": reader}), 403)["field"] == "X-API-Key"
+        time.sleep(1.1)
+        refused = error(client.get("/v1/memories", headers={"X-API-Key": soon}), 401)
+        assert "API key 'brief' expired at" in refused["reason"]
+    finally:
+        s.close()
+
+
+def test_every_keyed_route_documents_the_two_key_headers() -> None:
+    """The key dependency reads its headers from the request; the OpenAPI document still names
+    them on every route that needs a key, and on no other."""
+    s = MemoryStore.open("memory://", encoder=HashingEncoder())
+    try:
+        doc = create_app(s).openapi()
+    finally:
+        s.close()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            headers = [p["name"] for p in op.get("parameters", []) if p["in"] == "header"]
+            keyed = "401" in op["responses"]
+            assert headers == (["authorization", "x-api-key"] if keyed else []), (method, path, headers)

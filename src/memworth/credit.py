@@ -15,7 +15,7 @@ import numpy as np
 
 from memworth.errors import ValidationError
 
-__all__ = ["as_float_array", "normalise", "normalise_rows", "uniform"]
+__all__ = ["as_float_array", "normalise", "normalise_rows", "share_among_used", "uniform"]
 
 
 def as_float_array(values: object, field: str) -> np.ndarray:
@@ -98,6 +98,38 @@ def normalise_rows(weights: np.ndarray, *, w_min: float = 0.0, field: str = "wei
     out = arr / totals[:, None]
     if w_min > 0:
         out = _apply_floor(out, w_min)
+    return out
+
+
+def share_among_used(
+    weights: Sequence[float] | np.ndarray, used: Sequence[bool] | np.ndarray, *, rule: str = "uniform", w_min: float = 0.0
+) -> np.ndarray:
+    """An episode's credit weights once the agent said which of its memories it used.
+
+    The used memories share the episode's unit of credit under the store's credit
+    ``rule``: equally (``"uniform"``, ``1/m`` for ``m`` used) or in proportion to the
+    weights recall gave them (``"score"``, floored at ``w_min`` among the used, as
+    :func:`normalise` does; equal shares if those weights are all zero). The memories not
+    used get 0: no credit at all. A memory listed twice in an episode gets its share at
+    each position it was used.
+
+    Examples
+    --------
+    >>> share_among_used([0.25, 0.25, 0.25, 0.25], [False, True, False, False])
+    array([0., 1., 0., 0.])
+    >>> share_among_used([0.5, 0.3, 0.2], [True, False, True], rule="score")
+    array([0.71428571, 0.        , 0.28571429])
+    """
+    w = as_float_array(weights, "weights")
+    mask = np.asarray(used, dtype=bool)
+    if w.ndim != 1 or mask.shape != w.shape or not mask.any():
+        raise ValidationError("used", f"must mark at least one of the episode's {w.size} memories")
+    out = np.zeros(w.size)
+    m = int(mask.sum())
+    if rule == "uniform" or not (w[mask] > 0).any():
+        out[mask] = 1.0 / m
+    else:
+        out[mask] = normalise(w[mask], w_min=min(w_min, 1.0 / m))
     return out
 
 

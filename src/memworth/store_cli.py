@@ -363,10 +363,23 @@ def _record_args(p: argparse.ArgumentParser) -> None:
         help="outcome source (explicit, implicit, heuristic; verified: the reference sources are checked against)",
     )
     p.add_argument("--confidence", type=float, help="override the source's confidence, in (0, 1]")
+    p.add_argument(
+        "--used",
+        action="append",
+        metavar="ID",
+        help="a recalled memory the agent used (repeat for several): only those are credited; default: all recalled",
+    )
 
 
 def _record(store: MemoryStore, args: argparse.Namespace) -> int:
-    store.record(args.episode, args.outcome, source=args.source, confidence=args.confidence, namespace=args.namespace)
+    store.record(
+        args.episode,
+        args.outcome,
+        source=args.source,
+        confidence=args.confidence,
+        namespace=args.namespace,
+        used=args.used,
+    )
     _emit(
         args,
         {"episode": args.episode, "outcome": args.outcome, "recorded": True},

@@ -125,7 +125,8 @@ def measure(settings: Settings) -> Section:
         ]
     outcomes = (rng.random(per_run) < 0.6).tolist()
     mw_port, base_port = _free_port(), _free_port()
-    serve = [sys.executable, "-m", "memworth.cli", "serve", "--store", url, "--port", str(mw_port)]
+    serve = [sys.executable, "-m", "memworth.cli", "serve", "--store", url, "--port", str(mw_port), "--log-level"]
+    serve.append("warning")  # as the baseline runs: memworth serve's default (info) writes an access-log line a request
     baseline = [sys.executable, "-m", "memworth_bench.http_baseline", "--port", str(base_port)]
     procs = []
     try:

@@ -186,6 +186,85 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class GuardWatch:
+    """What the holdout guard did over one governed run (issue 14: report it on every world).
+
+    Feed it every :class:`memworth.store.GovernanceReport` with :meth:`see`. ``running``: the
+    store has a holdout share, so the guard can fire at all (without one, govern's report
+    carries no reading); ``first``: the episode of the first govern at which it fired (0:
+    never); ``rollbacks``: what it proposed to roll back then, as ``memory:action`` (the
+    action the rollback undoes, from the proposal's reason); ``held``: governs at which it
+    stood fired, so that nothing was applied.
+
+    Examples
+    --------
+    >>> w = GuardWatch()
+    >>> w.row()
+    {'guard_running': 0, 'guard_fired_at': 0, 'guard_held': 0, 'guard_rollbacks': ''}
+    """
+
+    running: bool = False
+    first: int = 0
+    rollbacks: list[str] = field(default_factory=list)
+    held: int = 0
+
+    def see(self, episode: int, report: Any) -> None:
+        """Take the report of the govern at ``episode``."""
+        guard = report.guard
+        if guard is None:
+            return
+        self.running = True
+        if not guard.fired:
+            return
+        self.held += 1
+        if not self.first:
+            self.first = episode
+            self.rollbacks = [
+                f"{p.memory_id}:{_undone(p.reason)}" for p in report.proposals if p.action == "rollback"
+            ]
+
+    def row(self) -> dict[str, Any]:
+        """The raw CSV's columns."""
+        return {
+            "guard_running": int(self.running),
+            "guard_fired_at": self.first,
+            "guard_held": self.held,
+            "guard_rollbacks": ";".join(self.rollbacks),
+        }
+
+
+def _undone(reason: str) -> str:
+    """The action a rollback proposal undoes, from its reason (``... undoes audit entry 12 (suppress)``)."""
+    head, sep, tail = reason.rpartition("(")
+    return tail.rstrip(")") if sep and "undoes audit entry" in head else "?"
+
+
+def guard_note(label: str, rows: Sequence[dict[str, Any]]) -> str:
+    """One line on the holdout guard over a set of runs (``rows`` carry :meth:`GuardWatch.row`'s columns).
+
+    Examples
+    --------
+    >>> guard_note("agent", [{"seed": 0, "guard_running": 0, "guard_fired_at": 0, "guard_held": 0,
+    ...                       "guard_rollbacks": ""}])
+    'agent: the holdout guard did not run (no holdout share: it needs one to compare against)'
+    >>> guard_note("agent", [{"seed": 3, "guard_running": 1, "guard_fired_at": 275, "guard_held": 2,
+    ...                       "guard_rollbacks": "m1:suppress"}])
+    'agent: the holdout guard fired in 1 of 1 seeds: seed 3 at episode 275 (held 2 governs; proposed rolling back m1:suppress)'
+    """
+    running = [r for r in rows if int(r.get("guard_running", 0) or 0)]
+    if not running:
+        return f"{label}: the holdout guard did not run (no holdout share: it needs one to compare against)"
+    fired = [r for r in running if int(r.get("guard_fired_at", 0) or 0)]
+    text = f"{label}: the holdout guard fired in {len(fired)} of {len(running)} seeds"
+    parts = []
+    for r in fired:
+        back = str(r.get("guard_rollbacks") or "")
+        what = f"proposed rolling back {back.replace(';', ', ')}" if back else "nothing to roll back"
+        parts.append(f"seed {r['seed']} at episode {r['guard_fired_at']} (held {r['guard_held']} governs; {what})")
+    return text + (": " + "; ".join(parts) if parts else "")
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from memworth import MemoryStore, ValidationError
+from memworth import MemoryStore, Recall, ValidationError
 from memworth.embed.encoders import Encoder
-from memworth_experiments.common import load_world
+from memworth_experiments.common import GuardWatch, guard_note, load_world
 from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 
 
@@ -62,12 +62,21 @@ def run_agent(
     govern_every: int | None,
     minutes_per_episode: float = 5.0,
     settings: dict[str, Any] | None = None,
+    record_used: bool = False,
+    unanswered: str = "all",
 ) -> dict[str, Any]:
     """Run one agent; return per-episode outcomes, MW trajectories and governance events.
 
     ``settings``: further :class:`memworth.MemoryStore` settings (the demo uses the defaults). The
     ungoverned twin (``govern_every`` None) also runs without the alarm splitter, which is
-    governance too: it changes what recall returns once memories look broken."""
+    governance too: it changes what recall returns once memories look broken.
+    ``record_used``: the agent says which memory it answered from (:func:`answered_from`),
+    ``record(..., used=[it])``; otherwise every recalled memory shares the outcome. When no
+    recalled memory gave an answer, ``unanswered`` says what it records: ``"all"`` (every
+    recalled memory shares the failure) or ``"skip"`` (no outcome: it used no memory, so it
+    credits none; its failure still counts in the run's success rate)."""
+    if unanswered not in ("all", "skip"):
+        raise ValidationError("unanswered", f"must be 'all' or 'skip', got {unanswered!r}")
     task_rng = np.random.default_rng([seed, 1])
     r = cfg["run"]
     clock = _SimulatedClock(start=1_700_000_000.0, step=minutes_per_episode * 60.0)
@@ -75,16 +84,20 @@ def run_agent(
     store = MemoryStore.open(url, encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": mid, "text": text} for mid, text in cfg["memories"].items()])
     outcomes, families, events, trajectory = [], [], [], []
+    guard = GuardWatch()
     for t in range(1, episodes + 1):
         family, task, query = draw_task(cfg, t, task_rng)
         clock.tick()
         recall = store.recall(query, k=r["k"])
         ok = succeeded(task, recall.texts)
-        store.record(recall.episode, ok)
+        source = answered_from(task, recall) if record_used else None
+        if source is not None or not record_used or unanswered == "all":
+            store.record(recall.episode, ok, used=None if source is None else [source])
         outcomes.append(ok)
         families.append(family)
         if govern_every and t % govern_every == 0:
             report = store.govern(apply=True)
+            guard.see(t, report)
             events += [
                 {
                     "episode": t,
@@ -109,7 +122,19 @@ def run_agent(
         "trajectory": trajectory,
         "final": final,
         "replay_ok": replay_ok,
+        "guard": guard.row(),
     }
+
+
+def answered_from(task: dict[str, Any], recall: Recall) -> str | None:
+    """The memory whose answer the agent gave, as :func:`succeeded` judges the recalled set: the
+    first that holds a misleading phrase (the agent followed it, and failed), else the first
+    that holds every answer keyword; ``None`` when no recalled memory gave an answer."""
+    lowered = [(r.memory.id, r.memory.text.lower()) for r in recall]
+    for mid, text in lowered:
+        if any(bad in text for bad in task.get("misleading", [])):
+            return mid
+    return next((mid for mid, text in lowered if all(word in text for word in task["answer"])), None)
 
 
 def _rate_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
@@ -216,6 +241,7 @@ def print_report(gov: dict[str, Any], base: dict[str, Any], shift: int, args: ar
                 f"over {c.n:g} retrievals"
             )
     print(f"counters equal a replay of the log: governed {gov['replay_ok']}, ungoverned {base['replay_ok']}")
+    print(guard_note("governed store", [{"seed": args.seed} | gov["guard"]]))
 
 
 def draw(gov: dict[str, Any], base: dict[str, Any], shift: int, out: Path) -> None:

@@ -13,13 +13,16 @@ import numpy as np
 
 from memworth import Sidecar
 from memworth.signals.multiplicity import ebh
-from memworth_experiments.common import Result, Row, mean_std, progress, read_raw
+from memworth_experiments.common import GuardWatch, Result, Row, guard_note, mean_std, progress, read_raw
 
 PROTECTIVE = ("re-verify", "suppress", "deprecate")
 
 
-def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
-    """One seed: returns each memory's usefulness, the broken ones and the first flag of each memory."""
+def run_seed(w: dict[str, Any], seed: int, episodes: int, holdout: float = 0.0) -> dict[str, Any]:
+    """One seed: returns each memory's usefulness, the broken ones, the first flag of each memory and the guard.
+
+    ``holdout``: the sidecar's holdout share (0, the default, for the reported rows; the
+    guard's run sets one so that the holdout guard has something to compare with)."""
     rng = np.random.default_rng([seed, 7])
     n, k, cands = int(w["memories"]), int(w["k"]), int(w["candidates"])
     usefulness = rng.uniform(0.0, 1.0, n)
@@ -27,7 +30,8 @@ def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
     broken = rng.choice(good, size=min(int(w["broken"]), good.size), replace=False)
     change = episodes // 2
     ids = [f"m{i:03d}" for i in range(n)]
-    sidecar = Sidecar.open("memory://", seed=seed)
+    sidecar = Sidecar.open("memory://", seed=seed, holdout=holdout)
+    guard = GuardWatch()
     sidecar.register(ids)
     first: dict[str, tuple[int, str]] = {}
     now = usefulness.copy()
@@ -46,7 +50,9 @@ def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
             oracle[picked] += _oracle_steps(np.array(picked), now, usefulness, is_broken, ok)
         sidecar.record(got, ok)
         if t % int(w["govern_every"]) == 0:
-            for e in sidecar.govern(apply=True).applied:
+            report = sidecar.govern(apply=True)
+            guard.see(t, report)
+            for e in report.applied:
                 if e.action in PROTECTIVE and e.memory_id not in first:
                     first[e.memory_id] = (t, e.action)
     sidecar.close()
@@ -58,6 +64,7 @@ def run_seed(w: dict[str, Any], seed: int, episodes: int) -> dict[str, Any]:
         "change": change,
         "oracle_caught": int(caught[is_broken].sum()),
         "oracle_false": int(caught[~is_broken].sum()),
+        "guard": guard.row(),
     }
 
 
@@ -107,10 +114,17 @@ def tally(got: dict[str, Any], w: dict[str, Any]) -> dict[str, Any]:
 
 def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
     w = cfg["workload"]
-    raw = [
-        {"seed": s} | tally(run_seed(w, s, episodes), w)
-        for s in progress(range(seeds), seeds, "diluted", show_progress)
-    ]
+    share = float(w["guard_holdout"])
+    # every seed with the defaults (the reported rows), then the first seeds again with a
+    # holdout share, so that the holdout guard runs and can be reported (issue 14, item 6)
+    guard_seeds = 1 if cfg.get("_quick") else min(seeds, int(w["guard_seeds"]))
+    jobs = [(s, 0.0) for s in range(seeds)] + [(s, share) for s in range(guard_seeds)]
+    everything = []
+    for s, h in progress(jobs, len(jobs), "diluted", show_progress):
+        got = run_seed(w, s, episodes, holdout=h)
+        everything.append({"seed": s, "holdout": h} | tally(got, w) | got["guard"])
+    raw = [r for r in everything if r["holdout"] == 0.0]
+    guarded = [r for r in everything if r["holdout"] != 0.0]
     caught, caught_sd = mean_std([r["broken_flagged"] for r in raw])
     false = [r["false_before"] + r["false_after"] for r in raw]
     false_mean, false_sd = mean_std(false)
@@ -158,7 +172,14 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
         )
     )
     notes = [f"seed {r['seed']}: false flags {r['false_ids'] or 'none'}" for r in raw]
-    return Result("diluted", rows, raw, {"seeds": seeds, "episodes": episodes}, notes)
+    notes.append(guard_note("the defaults (no holdout share)", raw))
+    if guarded:
+        notes.append(
+            guard_note(f"with a {share:g} holdout share", guarded)
+            + "; flags on those runs, broken caught / useful flagged per seed: "
+            + ", ".join(f"seed {r['seed']}: {r['broken_flagged']} / {r['false_before'] + r['false_after']}" for r in guarded)
+        )
+    return Result("diluted", rows, everything, {"seeds": seeds, "episodes": episodes}, notes)
 
 
 def figure(raw_csv: Path, out_png: Path) -> None:
@@ -168,7 +189,7 @@ def figure(raw_csv: Path, out_png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [dict(r) for r in read_raw(raw_csv)]
+    rows = [dict(r) for r in read_raw(raw_csv) if float(r.get("holdout") or 0.0) == 0.0]  # the reported runs
     seeds = [int(r["seed"]) for r in rows]
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     ax.bar(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from memworth.governance import GovernancePolicy
-from memworth_experiments.common import Result, Row, load_world, progress, read_raw
+from memworth_experiments.common import Result, Row, guard_note, load_world, progress, read_raw
 from memworth_experiments.demo import run_agent
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
 
@@ -61,22 +61,34 @@ def tally(
         "stale_flagged": flagged.get(stale, 0),
         "useful_flagged": ";".join(f"{m}@{flagged[m]}" for m in useful),
         "useful_released": ";".join(f"{m}@{released[m]}" for m in useful if m in released),
-    }
+    } | run["guard"]
 
 
 def run_seed(
     name: str, cfg: dict[str, Any], seed: int, episodes: int, encoder: Any, arms: dict[str, dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """One seed of world ``name``: the ungoverned twin, the governed agent and ``arms``, tallied."""
+    """One seed of world ``name``: the ungoverned twin, the governed agent and ``arms``, tallied.
+
+    An arm with ``record_used`` (not a store setting) is an agent that says which memory it
+    answered from (``record(..., used=[it])``; ``unanswered``: what it records when none
+    answered, :func:`memworth_experiments.demo.run_agent`); it is compared with an ungoverned
+    twin that does the same (run once per seed), so its lift is governance's, not the credit rule's."""
     w, world, spec = cfg["world"], load_world(name), cfg["worlds"][name]
     early_end = min(int(w["early_end"]), episodes)
     minutes = float(w["minutes_per_episode"])
-    base = run_agent(world, seed, episodes, encoder, "memory://", None, minutes)
-    plays = {"governed": run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes)}
-    for arm, settings in arms.items():
-        plays[arm] = run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes, settings)
+    plain = (False, "all")
+    bases = {plain: run_agent(world, seed, episodes, encoder, "memory://", None, minutes)}
+    plays = {"governed": (run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes), plain)}
+    for arm, spec_arm in arms.items():
+        settings = dict(spec_arm)
+        agent = (bool(settings.pop("record_used", False)), str(settings.pop("unanswered", "all")))
+        if agent not in bases:
+            bases[agent] = run_agent(world, seed, episodes, encoder, "memory://", None, minutes, None, *agent)
+        run = run_agent(world, seed, episodes, encoder, "memory://", int(w["govern_every"]), minutes, settings, *agent)
+        plays[arm] = (run, agent)
     return [
-        {"world": name, "seed": seed, "arm": arm} | tally(p, base, world, spec, early_end) for arm, p in plays.items()
+        {"world": name, "seed": seed, "arm": arm} | tally(p, bases[agent], world, spec, early_end)
+        for arm, (p, agent) in plays.items()
     ]
 
 
@@ -179,6 +191,8 @@ def _rows(raw: list[dict[str, Any]], cfg: dict[str, Any], episodes: int) -> tupl
             f"{name}: stale memory flagged in {len(detected)}/{seeds} seeds, "
             f"{np.mean(detected) - shift if detected else float('nan'):.0f} episodes after the shift on average"
         )
+        for arm in ("governed", *sorted({r["arm"] for r in mine} - {"governed"})):
+            notes.append(guard_note(f"{name}, {arm}", [r for r in mine if r["arm"] == arm]))
         for arm in sorted({r["arm"] for r in mine} - {"governed"}):
             sel = [r for r in mine if r["arm"] == arm]
             ref = [r for r in gov if r["seed"] in {x["seed"] for x in sel}]

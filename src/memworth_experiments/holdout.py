@@ -19,7 +19,7 @@ from memworth.embed.encoders import Encoder
 from memworth.governance import GovernancePolicy
 from memworth.governance.replay import ReplaySettings
 from memworth.signals.holdout import lift
-from memworth_experiments.common import Result, Row, load_world, progress, read_raw
+from memworth_experiments.common import GuardWatch, Result, Row, guard_note, load_world, progress, read_raw
 from memworth_experiments.exp5 import CachedEncoder, default_encoder, draw_task, succeeded
 
 ARMS = ("governed_arm", "holdout_arm", "governed", "ungoverned", "twin_on_held")
@@ -67,6 +67,7 @@ def run_seed(world: dict[str, Any], cfg: dict[str, Any], seed: int, episodes: in
         s.add_many([{"id": mid, "text": text} for mid, text in world["memories"].items()])
     rng = np.random.default_rng([seed, 1])
     outcomes: dict[str, list[tuple[int, bool, bool]]] = {name: [] for name in stores}
+    guard = GuardWatch()  # the holdout store's guard (the governed store without a share has none)
     for t in range(1, episodes + 1):
         _family, task, query = draw_task(world, t, rng)
         for name, store in stores.items():
@@ -76,7 +77,9 @@ def run_seed(world: dict[str, Any], cfg: dict[str, Any], seed: int, episodes: in
             store.record(recall.episode, ok)
             outcomes[name].append((t, ok, recall.episode.holdout))
             if name != "ungoverned" and t % w["govern_every"] == 0:
-                store.govern(apply=True)
+                report = store.govern(apply=True)
+                if name == "holdout":
+                    guard.see(t, report)
     assert all(s.replay().consistent for s in stores.values())
     from_log = stores["holdout"].holdout_report()  # the library's own tally, all episodes
     replay = stores["governed"].replay_policy(*replay_settings(cfg), every=int(w["replay_every"]))
@@ -105,7 +108,7 @@ def run_seed(world: dict[str, Any], cfg: dict[str, Any], seed: int, episodes: in
         sum(not h for _, h in all_eps),
         sum(h for _, h in all_eps),
     )
-    return {"arms": arms, "replay": replay.table()}
+    return {"arms": arms, "replay": replay.table(), "guard": guard.row()}
 
 
 def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = True) -> Result:
@@ -117,13 +120,14 @@ def run(cfg: dict[str, Any], seeds: int, episodes: int, show_progress: bool = Tr
         row: dict[str, Any] = {"seed": seed, "kind": "arms", "settings": ""}
         for arm in ARMS:
             row[f"{arm}_successes"], row[f"{arm}_n"] = got["arms"][arm]
-        row |= {a: "" for a in (*ACTIONS, "differ")}
+        row |= {a: "" for a in (*ACTIONS, "differ")} | got["guard"]
         raw.append(row)
         for r in got["replay"]:
             raw.append(
                 {"seed": seed, "kind": "replay", "settings": r["settings"]}
                 | {f"{arm}_{x}": "" for arm in ARMS for x in ("successes", "n")}
                 | {a: r[a] for a in (*ACTIONS, "differ")}
+                | {key: "" for key in got["guard"]}
             )
     rows, notes = _rows(raw, float(cfg["world"]["holdout"]))
     return Result("holdout", rows, raw, {"seeds": seeds, "episodes": episodes, "encoder": encoder.name}, notes)
@@ -172,7 +176,11 @@ def _rows(raw: list[dict[str, Any]], share: float) -> tuple[list[Row], list[str]
             "1 when the twin's lift lies inside the holdout's interval; std column: |difference|",
         ),
     ]
-    notes = [f"after the shift; {share:.0%} holdout; pooled over seeds", "policy replay over the governed store's log:"]
+    notes = [
+        f"after the shift; {share:.0%} holdout; pooled over seeds",
+        guard_note("the store with the holdout share", [r for r in raw if r["kind"] == "arms"]),
+        "policy replay over the governed store's log:",
+    ]
     replay = [r for r in raw if r["kind"] == "replay"]
     names = list(dict.fromkeys(r["settings"] for r in replay))
     notes.append(f"  {'settings':<16} " + " ".join(f"{a:>9}" for a in (*ACTIONS, "differ")) + "  (mean per seed)")

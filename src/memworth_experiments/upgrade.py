@@ -26,7 +26,7 @@ from memworth.embed.encoders import Encoder
 from memworth.ranking import Blend
 from memworth.signals.holdout import lift as holdout_lift
 from memworth.signals.multiplicity import ebh
-from memworth_experiments.common import Result, Row, paired_interval, progress, read_raw
+from memworth_experiments.common import GuardWatch, Result, Row, guard_note, paired_interval, progress, read_raw
 from memworth_experiments.demo import _SimulatedClock
 from memworth_experiments.exp5 import CachedEncoder, default_encoder
 from memworth_experiments.governance import PROTECTIVE, _rate_diff, _wilson, store_settings
@@ -42,8 +42,9 @@ from memworth_experiments.upgrade_world import (
     outcome_table,
 )
 
-CREDITS = ("uniform", "ran")
-"""Credit rules: all k recalled recipes share the outcome, or only the recipe the agent ran."""
+CREDITS = ("uniform", "ran", "used")
+"""Credit rules: all k recalled recipes share the outcome; only the recipe the agent ran, by
+recalling one (k = 1); or k recalled and ``record(..., used=[the recipe it ran])``."""
 
 
 @dataclass
@@ -118,12 +119,12 @@ def play(
     chosen = ({"holdout": float(w["holdout"])} if governed else {"ablation": None}) | (settings or {})
     store = MemoryStore.open("memory://", encoder=encoder, seed=seed, clock=clock, **chosen)
     store.add_many([{"id": r.id, "text": r.text} for r in world.recipes.values()])
-    k = int(w["k"]) if credit == "uniform" else 1
+    k = 1 if credit == "ran" else int(w["k"])
     outcomes, held, ran, crowded, recalled = [], [], [], [], []
     retrieved_before: Counter[str] = Counter()
     retrieved_after: Counter[str] = Counter()
     flags: list[tuple[str, int, str]] = []
-    guard_first, rollbacks = 0, 0  # the first govern at which the holdout guard fired, and what it proposed
+    guard = GuardWatch()
     for t, (ti, qi, input_seed) in enumerate(episodes, start=1):
         task = world.tasks[ti]
         clock.tick()
@@ -134,7 +135,9 @@ def play(
             any(r.memory.standing == "promoted" and world.recipes[r.memory.id].task != task.id for r in recall.results)
         )
         ok = pick is not None and world.table.ok(pick, env, input_seed)
-        store.record(recall.episode, ok)
+        # "used": the agent says which recipe it ran; when none of the k fits the task it ran
+        # nothing, and the recalled recipes share the failure (recall gave it nothing usable)
+        store.record(recall.episode, ok, used=[pick] if credit == "used" and pick is not None else None)
         outcomes.append(ok)
         held.append(recall.episode.holdout)
         ran.append(pick or "")
@@ -143,9 +146,7 @@ def play(
         if governed and t % int(w["govern_every"]) == 0:
             report = store.govern(apply=True)
             flags += [(e.memory_id, t, e.action) for e in report.applied if e.action in (*PROTECTIVE, "release")]
-            if report.guard is not None and report.guard.fired and not guard_first:
-                guard_first = t
-                rollbacks = sum(1 for p in report.proposals if p.action == "rollback")
+            guard.see(t, report)
     store.close()
     return {
         "outcomes": np.array(outcomes, dtype=bool),
@@ -156,8 +157,7 @@ def play(
         "retrieved_before": retrieved_before,
         "retrieved_after": retrieved_after,
         "flags": flags,
-        "guard_first": guard_first,
-        "guard_rollbacks": rollbacks,
+        "guard": guard.row(),
     }
 
 
@@ -203,9 +203,7 @@ def flag_tally(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[s
         "false_flagged": ";".join(f"{m}@{e}" for m, e in sorted(false_flags.items())),
         "bugs_eligible": len(bugs),
         "bugs_flagged": sum(1 for r in bugs if r in first),
-        "guard_fired_at": int(run.get("guard_first", 0)),
-        "guard_rollbacks": int(run.get("guard_rollbacks", 0)),
-    }
+    } | run["guard"]
 
 
 ORACLE_ALPHA = 0.05
@@ -275,10 +273,11 @@ def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> di
     }
 
 
-def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any], credit: str = "uniform") -> dict[str, Any]:
     """The ungoverned twin's log read by the oracle (:func:`oracle_bound`): on the streams a
-    store sees, and on the streams of the recipe that ran."""
-    seen = oracle_bound(world, cfg, run, attributable=False)
+    store sees (under ``used`` credit those of the recipe that ran), and on the streams of the
+    recipe that ran."""
+    seen = oracle_bound(world, cfg, run, attributable=credit == "used")
     ran = oracle_bound(world, cfg, run, attributable=True)
     eligible = sum(1 for r in world.broken() if run["retrieved_after"][r] >= int(cfg["world"]["min_retrievals"]))
     return seen | {"broken_eligible": eligible, "ran_caught": ran["oracle_caught"], "ran_false": ran["oracle_false"]}
@@ -299,7 +298,7 @@ def run_seed(
     plays += [(str(c), arm, True, settings) for c in w["ablation_credits"] for arm, settings in arms.items()]
     for credit, arm, governed, settings in plays:
         run = play(world, cfg, seed, seq, encoder, credit, governed, settings)
-        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run)
+        tally = flag_tally(world, cfg, run) if governed else _twin_bounds(world, cfg, run, credit)
         overall = _successes(run, upgrade_at, None)
         arm_only = _successes(run, upgrade_at, False)
         held = _successes(run, upgrade_at, True)
@@ -335,7 +334,9 @@ SUMMARY_FIELDS = (
     "false_flagged",
     "bugs_eligible",
     "bugs_flagged",
+    "guard_running",
     "guard_fired_at",
+    "guard_held",
     "guard_rollbacks",
     "crowded",
     "recalls",
@@ -568,20 +569,7 @@ def _rows(world: World, cfg: dict[str, Any], raw: list[dict[str, Any]], episodes
             f"(95% CI {hl.lower:+.3f} to {hl.upper:+.3f}, Newcombe, pooled)"
         )
         notes.append(f"{credit}: governed recalls whose top k held a promoted recipe of another task: {_crowded(gov)}")
-        fired = [r for r in gov if int(r.get("guard_fired_at", 0) or 0)]
-        notes.append(
-            f"{credit}: the holdout guard (governed success below the holdout's, anytime-valid) fired in "
-            f"{len(fired)} of {seeds} seeds"
-            + (
-                ": "
-                + "; ".join(
-                    f"seed {r['seed']} at episode {r['guard_fired_at']}, {r['guard_rollbacks']} rollbacks proposed"
-                    for r in fired
-                )
-                if fired
-                else ""
-            )
-        )
+        notes.append(guard_note(f"{credit} (governed success below the holdout's, anytime-valid)", gov))
         bugs = sum(int(r["bugs_flagged"]) for r in gov)
         bugs_n = sum(int(r["bugs_eligible"]) for r in gov)
         notes.append(

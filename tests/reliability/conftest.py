@@ -455,9 +455,7 @@ CONSISTENCY: dict[str, str] = {
     "unknown status or standing": (
         f"SELECT id FROM memories WHERE status NOT IN ({_QUOTED}) OR standing NOT IN ({_STANDING})"
     ),
-    "schema_version or generation missing": (
-        "SELECT COUNT(*) FROM meta WHERE key IN ('schema_version', 'generation') HAVING COUNT(*) != 2"
-    ),
+    "schema_version missing": "SELECT COUNT(*) FROM meta WHERE key = 'schema_version' HAVING COUNT(*) != 1",
 }
 """Queries that return rows only when the stored data contradicts itself."""
 
@@ -496,7 +494,13 @@ def integrity_problems(url: str, *, require_amcheck: bool = False) -> list[str]:
                     " WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"
                 )
                 problems += [f"verify_heapam {rel}: {msg}" for rel, msg in heap]
-        for name, query in CONSISTENCY.items():
+        generation_missing = (  # SQLite: one counter in meta; PostgreSQL: a row per namespace (schema 7)
+            "SELECT COUNT(*) FROM meta WHERE key = 'generation' HAVING COUNT(*) != 1"
+            if url.startswith("sqlite:")
+            else "SELECT DISTINCT m.namespace FROM memories m LEFT JOIN generations g ON g.namespace = m.namespace"
+            " WHERE g.namespace IS NULL"
+        )
+        for name, query in [*CONSISTENCY.items(), ("generation missing", generation_missing)]:
             rows = sql(query)
             if rows:
                 problems.append(f"{name}: {rows[:5]}")

@@ -47,7 +47,7 @@ def state(store: MemoryStore) -> tuple[object, ...]:
         [(m.id, m.text, m.status, m.standing, m.counts, m.metadata) for m in store.list()],
         list(store.backend.outcome_log()),
         store.audit(),
-        store.backend.get_meta("generation"),
+        store.backend.generation(),
     )
 
 

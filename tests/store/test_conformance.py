@@ -317,6 +317,25 @@ def test_empty_store_recall_is_an_empty_logged_episode(store: MemoryStore) -> No
     assert len(recall) == 0 and store.backend.episodes([recall.episode.id])
 
 
+def test_episodes_at_reads_the_episodes_and_the_generation_together(filled: MemoryStore) -> None:
+    """What recording reads first, in one read: each backend answers as its two separate reads do,
+    an episode that retrieved nothing and an unknown id included."""
+    backend = filled.backend
+    ids = [filled.recall("capital of france", k=3).episode.id, "no-such-episode"]
+    empty = MemoryStore.open("memory://", encoder=HashingEncoder()).recall("anything", k=3).episode
+    backend.insert_episode(empty)
+    ids.append(empty.id)
+    ns = empty.namespace
+    found, generation = backend.episodes_at(ids, ns)
+    assert (found, generation) == (backend.episodes(ids, ns), backend.generation(ns))
+    assert set(found) == {ids[0], empty.id} and found[empty.id].items == () and len(found[ids[0]].items) == 3
+    assert generation is not None and generation > 0  # adding the memories moved it
+    assert backend.episodes_at(["no-such-episode"], ns) == ({}, generation)
+    # without a namespace: the episodes, and no generation (PostgreSQL keeps one per namespace)
+    assert backend.episodes_at(ids) == (found, None)
+    assert backend.episodes_at(ids, "another-namespace") == ({}, backend.generation("another-namespace"))
+
+
 @pytest.mark.parametrize(("k", "query"), [(0, "q"), (101, "q"), (True, "q"), (3, ""), (3, None)])
 def test_bad_recall_is_refused(filled: MemoryStore, k: object, query: object) -> None:
     with pytest.raises(ValidationError):

@@ -16,6 +16,7 @@ Needs the ``langchain`` extra (``langchain-core``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -228,9 +229,13 @@ class GovernedRetriever(BaseRetriever):
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[Document | str] | None = None,
     ) -> None:
-        """Record the outcome of an episode: the last one, or one given by id, Episode or returned Document."""
-        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence)
+        """Record the outcome of an episode: the last one, or one given by id, Episode or returned Document.
+
+        ``used``: the returned documents (or their memworth ids) the agent used; only they are
+        credited (``None``: every document the episode returned)."""
+        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence, used=_used(used))
 
     async def areport(
         self,
@@ -239,12 +244,26 @@ class GovernedRetriever(BaseRetriever):
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[Document | str] | None = None,
     ) -> None:
         """:meth:`report`, awaited (:class:`memworth.aio.AsyncSidecar`): natively on PostgreSQL when
         the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
         its worker thread otherwise."""
         ref = self._episode(episode)
-        await self.async_sidecar.record(ref, success, source=source, confidence=confidence)
+        await self.async_sidecar.record(ref, success, source=source, confidence=confidence, used=_used(used))
+
+
+def _used(used: Sequence[Document | str] | None) -> list[str] | None:
+    """The memworth ids of the documents (or ids) an agent says it used."""
+    if used is None or isinstance(used, (str, bytes)):
+        return used  # type: ignore[return-value]  # a bare string is refused by the store, naming used
+    out = []
+    for u in used:
+        ref = u.metadata.get(META + "id") if isinstance(u, Document) else u
+        if not isinstance(ref, str):
+            raise ValidationError("used", "a document carries no memworth_id: was it governed?")
+        out.append(ref)
+    return out
 
 
 def _score(doc: Document, key: str) -> float:

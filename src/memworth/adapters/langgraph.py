@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langgraph.store.base import BaseStore, Op, Result, SearchItem, SearchOp
@@ -267,9 +267,13 @@ class GovernedStore(BaseStore):
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[GovernedItem | str] | None = None,
     ) -> None:
-        """Record the outcome of a search's episode: the last one, or one given by id, Episode or returned item."""
-        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence)
+        """Record the outcome of a search's episode: the last one, or one given by id, Episode or returned item.
+
+        ``used``: the returned items (or their memworth ids) the agent used; only they are
+        credited (``None``: every item the search returned)."""
+        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence, used=_used(used))
 
     async def areport(
         self,
@@ -278,9 +282,17 @@ class GovernedStore(BaseStore):
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[GovernedItem | str] | None = None,
     ) -> None:
         """:meth:`report`, awaited (:class:`memworth.aio.AsyncSidecar`): natively on PostgreSQL when
         the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
         its worker thread otherwise."""
         ref = self._episode(episode)
-        await self.async_sidecar.record(ref, success, source=source, confidence=confidence)
+        await self.async_sidecar.record(ref, success, source=source, confidence=confidence, used=_used(used))
+
+
+def _used(used: Sequence[GovernedItem | str] | None) -> list[str] | None:
+    """The memworth ids of the items (or ids) an agent says it used."""
+    if used is None or isinstance(used, (str, bytes)):
+        return used  # type: ignore[return-value]  # a bare string is refused by the store, naming used
+    return [u.memory_id if isinstance(u, GovernedItem) else u for u in used]

@@ -25,6 +25,7 @@ from memworth.logs.state import create_tables, ingest
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 from memworth.store.backend import Backend, NewMemory
+from memworth.store.outcome_log import episodes_of
 from memworth.store.records import Episode, EpisodeItem, Memory, OutcomeRow
 from memworth.store.store import credit_increments
 
@@ -38,11 +39,11 @@ def log_rows(backend: Backend, namespace: str | None = None) -> Iterator[dict[st
     """One row per retrieved item of every episode with an outcome (of ``namespace``, or all), in commit order."""
     log = list(backend.outcome_log())
     for start in range(0, len(log), 5000):
-        chunk = log[start : start + 5000]
-        episodes = backend.episodes([o.episode_id for o in chunk])
+        chunk = [o for o in log[start : start + 5000] if namespace is None or o.namespace == namespace]
+        episodes = episodes_of(backend, chunk)
         for o in chunk:
-            ep = episodes.get(o.episode_id)
-            if ep is None or (namespace is not None and ep.namespace != namespace):
+            ep = episodes.get((o.namespace, o.episode_id))
+            if ep is None:
                 continue
             for item in ep.items:
                 yield {

@@ -313,18 +313,26 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         confidence: Annotated[
             float | None, Field(gt=0, le=1, strict=True, description="override the source's confidence")
         ] = None,
+        used: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]] | None,
+            Field(
+                max_length=1000,
+                description="ids of the recalled memories you actually used (e.g. the note whose answer you gave):"
+                " only they are credited; leave out to credit every recalled memory",
+            ),
+        ] = None,
     ) -> OutcomeView:
-        """Record whether the task behind a recall succeeded. Every memory the episode retrieved
-        gets the credit; an episode takes one outcome only."""
+        """Record whether the task behind a recall succeeded. The memories the episode retrieved
+        share the credit (only those named in ``used``, when given); an episode takes one outcome only."""
 
         def record() -> OutcomeView:
-            store.record(episode, outcome, source=source, confidence=confidence, namespace=namespace)
+            store.record(episode, outcome, source=source, confidence=confidence, namespace=namespace, used=used)
             conf = store.sources[source] if confidence is None else confidence
-            ep = store.backend.episodes([episode])[episode]
+            ep = store.backend.episodes([episode], namespace=namespace)[episode]
             found = {m.id: m for m in store.backend.memories(namespace, [i.memory_id for i in ep.items])}
             credited = [
                 CreditedView(id=m.id, worth=store.taxonomy.classify(m.counts).worth, retrievals=m.counts.n)
-                for m in (found[i.memory_id] for i in ep.items if i.memory_id in found)
+                for m in (found[i.memory_id] for i in ep.items if i.memory_id in found and i.weight > 0)
             ]
             return OutcomeView(episode=episode, outcome=outcome, source=source, confidence=conf, memories=credited)
 

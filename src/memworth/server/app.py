@@ -13,7 +13,9 @@ route that can answer it (:mod:`memworth.server.openapi`); a method a path does 
 405 with ``Allow``.
 Every route but ``/health`` and the OpenAPI document needs a key, and a key only ever
 reads or writes its own namespace: the namespace comes from the key, never from the
-request.
+request. A key the server has seen is checked from memory and confirmed in the store on the
+route's own thread, so a revocation by any process holds on the next request
+(:mod:`memworth.server.verified_keys`).
 
 A memory id in a path is one percent-encoded segment (``/`` as ``%2F``; ``.`` and ``..``
 as ``%2E`` and ``%2E%2E``), read as the client sent it: ``/v1/memories/a%2Fworth`` is the
@@ -50,24 +52,26 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Self
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, model_validator
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memworth import __version__
-from memworth.errors import MemworthError, NotAdminError
+from memworth.errors import AuthError, MemworthError, NotAdminError
 from memworth.server import long_calls
 from memworth.server.answers import answered, rendered
 from memworth.server.dashboard import dashboard_router
 from memworth.server.group_commit import GroupCommit
 from memworth.server.ids import RawIdPaths, path_id
-from memworth.server.keys import authenticate, list_keys
+from memworth.server.keys import check_key, key_hash, list_keys, presented, stored_key
 from memworth.server.metrics import CONTENT_TYPE_LATEST, Metrics, TimedRoutes
 from memworth.server.openapi import WWW_AUTHENTICATE, allowed_methods, declare_errors, document, errors
 from memworth.server.pool import StorePool
 from memworth.server.sidecar_routes import sidecar_router
+from memworth.server.verified_keys import VerifiedKeys, confirmed, still_valid
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
 from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT, check_actor
@@ -172,13 +176,24 @@ class _Outcome(_Strict):
         return self.outcome == "success" if self.outcome is not None else bool(self.success)
 
 
+USED = Field(
+    default=None,
+    max_length=1000,
+    description="the ids of the recalled memories the agent used: they share the credit, the others get none"
+    " (left out: every recalled memory is credited); an id the episode did not recall, an empty list or an id"
+    " named twice is refused",
+)
+
+
 class OutcomeRequest(_Outcome):
     source: str = Field(default="explicit", min_length=1, max_length=64)
     confidence: float | None = Field(default=None, gt=0, le=1)
+    used: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = USED
 
 
 class OutcomeItem(_Outcome):
     episode: str = Field(min_length=1, max_length=200, description="the episode id recall returned")
+    used: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = USED
 
 
 class OutcomeBatch(_Strict):
@@ -366,27 +381,46 @@ def create_app(
     call = pool.run  # call(namespace, fn): fn(store object) on the tenant's object, under its lock
     committer = GroupCommit(pool)  # concurrent outcomes of a tenant share one commit
 
-    def key_namespace(request: Request, authorization: str | None, x_api_key: str | None, write: bool) -> str:
-        info = call(None, lambda s: authenticate(s, authorization, x_api_key, write=write))
+    verified = VerifiedKeys()
+
+    async def key_namespace(request: Request, write: bool) -> str:
+        # The two headers are read here, not declared as Header() parameters: FastAPI's parameter
+        # machinery cost more per request than the key lookup itself. The OpenAPI document still
+        # declares them on every keyed route (memworth.server.openapi.KEY_HEADERS). A key seen
+        # before is checked from memory, with no thread of its own, and confirmed in the store on
+        # the route's thread (memworth.server.verified_keys).
+        headers = request.headers
+        field, key = presented(headers.get("authorization"), headers.get("x-api-key"))
+        digest = key_hash(key)
+        info = verified.get(digest)
+        if info is None:
+            info = await run_in_threadpool(call, None, lambda s: stored_key(s, digest)) if digest else None
+            if info is None:
+                raise AuthError(field, "unknown API key")
+            verified.keep(digest, info)
+            verified.from_store()
+        else:
+            verified.from_memory(digest, field)
+        check_key(info, field, write=write)
         request.state.key_name = info.name  # the audit log names the key a change came through
         request.state.key_admin = info.admin  # may change the store's settings
         return info.namespace
 
-    def reader(
-        request: Request,
-        authorization: Annotated[str | None, Header()] = None,
-        x_api_key: Annotated[str | None, Header()] = None,
-    ) -> str:
-        """The namespace of the request's key (any valid key may read)."""
-        return key_namespace(request, authorization, x_api_key, write=False)
+    def confirm(digest: str, field: str) -> None:
+        """The key served from memory, read again on the route's thread: a revoked key stops here."""
+        try:
+            still_valid(call(None, lambda s: stored_key(s, digest)), field)
+        except AuthError:
+            verified.forget(digest)
+            raise
 
-    def writer(
-        request: Request,
-        authorization: Annotated[str | None, Header()] = None,
-        x_api_key: Annotated[str | None, Header()] = None,
-    ) -> str:
+    async def reader(request: Request) -> str:
+        """The namespace of the request's key (any valid key may read)."""
+        return await key_namespace(request, write=False)
+
+    async def writer(request: Request) -> str:
         """The namespace of the request's key, which must not be read-only (the route changes something)."""
-        return key_namespace(request, authorization, x_api_key, write=True)
+        return await key_namespace(request, write=True)
 
     def _actor(request: Request, given: str | None) -> str:
         """Who makes a change: the ``actor`` the request names, and the API key it came with."""
@@ -481,9 +515,10 @@ def create_app(
         named by its position (``outcomes.3.outcome``, ``outcomes[3].episode``); an episode that has
         an outcome already is a 409 whose reason names it and its position."""
         pairs = [(o.episode, o.ok) for o in body.outcomes]
+        outcomes = [(o.episode, o.ok, o.used) for o in body.outcomes]
 
         def record_all(s: MemoryStore) -> dict[str, Any]:
-            s.record_many(pairs, source=body.source, confidence=body.confidence, namespace=namespace)
+            s.record_many(outcomes, source=body.source, confidence=body.confidence, namespace=namespace)
             return {
                 "ok": True,
                 "recorded": len(pairs),
@@ -662,7 +697,13 @@ def create_app(
 
         content = {"ok": True, "episode": episode_id, "outcome": outcome, "success": body.ok}
         answer = committer.record(  # rendered inside the transaction that records it, as write() does
-            namespace, episode_id, body.ok, source=body.source, confidence=body.confidence, answer=lambda: rendered(content)
+            namespace,
+            episode_id,
+            body.ok,
+            source=body.source,
+            confidence=body.confidence,
+            used=body.used,
+            answer=lambda: rendered(content),
         )
         metrics.outcomes.labels(body.source, outcome).inc()
         return answer
@@ -824,8 +865,10 @@ def create_app(
     app.include_router(dashboard_router(pool))  # the web dashboard, /dashboard
     sidecar = sidecar_router(pool, writer, reader)
     declare_errors(sidecar.routes, reader, writer)
+    confirmed(sidecar.routes, {reader, writer}, confirm)
     app.include_router(sidecar)  # memories kept elsewhere, by id: /v1/sidecar
     declare_errors(app.routes, reader, writer)
+    confirmed(app.routes, {reader, writer}, confirm)  # every keyed route confirms a key served from memory
     document(app)
     app.add_middleware(TimedRoutes, metrics=metrics)  # inside the router's scope: sees the route template
     app.add_middleware(RawIdPaths, prefixes=("/v1/memories/",))

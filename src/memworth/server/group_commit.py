@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ class _Waiting:
     source: str
     confidence: float | None
     answer: Callable[[], Any]
+    used: Sequence[str] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     lead: bool = False  # this request's thread writes the next batch
     recorded: bool = False  # committed
@@ -98,6 +99,7 @@ class GroupCommit:
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[str] | None = None,
         answer: Callable[[], Any] = lambda: None,
     ) -> Any:
         """:meth:`memworth.MemoryStore.record` of one outcome in ``namespace``, committed (perhaps
@@ -107,7 +109,7 @@ class GroupCommit:
         (:meth:`memworth.MemoryStore.transaction`): if it fails, nothing of that transaction is
         kept (the batch's other outcomes are then recorded one by one) and its error is raised
         here. Returns what it returned."""
-        item = _Waiting(episode, success, source, confidence, answer)
+        item = _Waiting(episode, success, source, confidence, answer, used)
         with self._guard:
             queue = self._queues.setdefault(namespace, deque())
             queue.append(item)
@@ -173,7 +175,7 @@ def _record(store: MemoryStore, namespace: str, batch: list[_Waiting]) -> None:
         try:
             with store.transaction():
                 store.record_many(
-                    [(item.episode, item.success) for item in batch],
+                    [(item.episode, item.success, item.used) for item in batch],
                     source=head.source,
                     confidence=head.confidence,
                     namespace=namespace,
@@ -189,7 +191,12 @@ def _record(store: MemoryStore, namespace: str, batch: list[_Waiting]) -> None:
         try:
             with store.transaction():
                 store.record(
-                    item.episode, item.success, source=item.source, confidence=item.confidence, namespace=namespace
+                    item.episode,
+                    item.success,
+                    source=item.source,
+                    confidence=item.confidence,
+                    namespace=namespace,
+                    used=item.used,
                 )
                 item.result = item.answer()
             item.recorded = True

@@ -48,14 +48,18 @@ from memworth.validation import check_name
 __all__ = [
     "KeyInfo",
     "authenticate",
+    "check_key",
     "create_key",
     "expiry",
+    "key_hash",
     "key_info",
     "key_record",
     "list_keys",
     "lookup_key",
+    "presented",
     "revoke",
     "revoke_key",
+    "stored_key",
 ]
 
 PREFIX = "apikey:"
@@ -225,12 +229,29 @@ def list_keys(store: MemoryStore, namespace: str | None = None) -> list[KeyInfo]
     return sorted((k for k in found if namespace is None or k.namespace == namespace), key=lambda k: (k.created, k.id))
 
 
+_PARSED: dict[tuple[str, str], KeyInfo] = {}
+"""Keys read lately, parsed: (hash, stored record) -> KeyInfo. The record is read from the
+store on every request all the same and is part of the entry's name, so a key revoked by any
+process (its record rewritten) misses here and stops working at once; what this saves is
+the parse (JSON, the public id's second hash) of a record seen before."""
+
+_PARSED_MAX = 4096
+
+
+def _parsed(digest: str, raw: str) -> KeyInfo:
+    found = _PARSED.get((digest, raw))
+    if found is None:
+        found = _info(digest, raw)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()  # simple bound: the next requests parse their keys again
+        _PARSED[(digest, raw)] = found
+    return found
+
+
 def _find(store: MemoryStore, key: str) -> tuple[str, KeyInfo] | None:
-    if not isinstance(key, str) or not key.startswith("mw_") or len(key) > 100:
-        return None
-    digest = _digest(key)
-    raw = store.backend.get_meta(PREFIX + digest)
-    return None if raw is None else (digest, _info(digest, raw))
+    digest = key_hash(key)
+    info = stored_key(store, digest)
+    return None if info is None else (digest, info)
 
 
 def key_info(store: MemoryStore, key: str) -> KeyInfo | None:
@@ -248,8 +269,50 @@ def authenticate(
     An ``Authorization`` of another scheme (``Basic``, for a proxy in front) carries no key.
     Raises :class:`AuthError` (401) naming the header and the reason: no key, two different
     keys, an unknown, revoked or expired key; and :class:`ReadOnlyError` (403) when ``write``
-    and the key is read-only.
+    and the key is read-only. The steps, for a face that runs them apart: :func:`presented`,
+    :func:`stored_key`, :func:`check_key`.
     """
+    field, key = presented(authorization, x_api_key)
+    info = stored_key(store, key_hash(key))
+    if info is None:
+        raise AuthError(field, "unknown API key")
+    return check_key(info, field, write=write, now=now)
+
+
+def key_hash(key: str) -> str:
+    """The hash the store keeps a key under ("" for text that is no key memworth hands out:
+    no key is stored under it)."""
+    if not isinstance(key, str) or not key.startswith("mw_") or len(key) > 100:
+        return ""
+    return _digest(key)
+
+
+def stored_key(store: MemoryStore, digest: str) -> KeyInfo | None:
+    """What the store keeps now of the key with hash ``digest`` (read from the store, revoked or
+    expired too), or None."""
+    raw = store.backend.get_meta(PREFIX + digest) if digest else None
+    return None if raw is None else _parsed(digest, raw)
+
+
+def check_key(info: KeyInfo, field: str, *, write: bool, now: float | None = None) -> KeyInfo:
+    """``info`` if the key may be used now (and, with ``write``, change something); else
+    :class:`AuthError` (revoked, expired) or :class:`ReadOnlyError` naming ``field``."""
+    now = time.time() if now is None else now
+    state = info.state(now)
+    if state == "revoked":
+        raise AuthError(
+            field, f"API key {info.name!r} was revoked" + (f" at {iso(info.revoked)}" if info.revoked else "")
+        )
+    if state == "expired" and info.expires is not None:
+        raise AuthError(field, f"API key {info.name!r} expired at {iso(info.expires)}")
+    if write and info.read_only:
+        raise ReadOnlyError(field, f"API key {info.name!r} is read-only: it may read (GET) but not change anything")
+    return info
+
+
+def presented(authorization: str | None, x_api_key: str | None) -> tuple[str, str]:
+    """The one key a request's headers carry and the header it came in, ``(field, key)``;
+    :class:`AuthError` for none, or two different ones. Reads no store."""
     given: list[tuple[str, str]] = []
     if x_api_key is not None:
         given.append(("X-API-Key", x_api_key.strip()))
@@ -266,22 +329,7 @@ def authenticate(
         )
     if len({k for _, k in given}) > 1:
         raise AuthError("X-API-Key", "differs from the key in Authorization: send one key (or the same key in both)")
-    field, key = given[-1]
-    found = _find(store, key)
-    if found is None:
-        raise AuthError(field, "unknown API key")
-    info = found[1]
-    now = time.time() if now is None else now
-    state = info.state(now)
-    if state == "revoked":
-        raise AuthError(
-            field, f"API key {info.name!r} was revoked" + (f" at {iso(info.revoked)}" if info.revoked else "")
-        )
-    if state == "expired" and info.expires is not None:
-        raise AuthError(field, f"API key {info.name!r} expired at {iso(info.expires)}")
-    if write and info.read_only:
-        raise ReadOnlyError(field, f"API key {info.name!r} is read-only: it may read (GET) but not change anything")
-    return info
+    return given[-1]
 
 
 def key_record(store: MemoryStore, key: str) -> dict[str, Any] | None:

@@ -76,6 +76,13 @@ class TimedRoutes:
     def __init__(self, app: Any, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self._timers: dict[tuple[str, str], Any] = {}  # (template, method) -> its histogram child
+
+    def _timer(self, template: str, method: str) -> Any:
+        timer = self._timers.get((template, method))
+        if timer is None:  # routes and methods are few: prometheus' label lookup runs once per pair
+            timer = self._timers[(template, method)] = self.metrics.requests.labels(template, method)
+        return timer
 
     async def __call__(
         self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict[str, Any]]], send: Any
@@ -89,4 +96,4 @@ class TimedRoutes:
         finally:
             route = scope.get("route")
             template = getattr(route, "path_format", None) or getattr(route, "path", None) or "unmatched"
-            self.metrics.requests.labels(template, scope.get("method", "")).observe(time.perf_counter() - started)
+            self._timer(template, scope.get("method", "")).observe(time.perf_counter() - started)

@@ -7,7 +7,8 @@ statuses it can answer besides success, read from what the route is:
   422 (a parameter or body refused), with :class:`ErrorBody` instead of FastAPI's default;
 * a route that needs a key (it depends on ``reader`` or ``writer``): 401, with
   ``WWW-Authenticate``, and 503 (the database cannot be reached); a route that changes
-  something (it depends on ``writer``) also 403 (the key is read-only);
+  something (it depends on ``writer``) also 403 (the key is read-only); and the two headers
+  that carry the key (:data:`KEY_HEADERS`);
 * a route with a memory, episode or audit entry in its path: 404;
 * and what a route declares itself (``responses=errors(409, 429)``).
 
@@ -23,7 +24,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.routing import BaseRoute, Match
 
-__all__ = ["ErrorBody", "allowed_methods", "declare_errors", "document", "errors"]
+__all__ = ["KEY_HEADERS", "ErrorBody", "allowed_methods", "declare_errors", "document", "errors"]
 
 WWW_AUTHENTICATE = 'Bearer realm="memworth"'
 
@@ -73,6 +74,21 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return out
 
 
+KEY_HEADERS: tuple[dict[str, Any], ...] = tuple(
+    {
+        "in": "header",
+        "name": name,
+        "required": False,
+        "schema": {"anyOf": [{"type": "string"}, {"type": "null"}], "title": title},
+    }
+    for name, title in (("authorization", "Authorization"), ("x-api-key", "X-Api-Key"))
+)
+"""The headers that carry a request's key (``Authorization: Bearer <key>`` or ``X-API-Key``), as
+the OpenAPI parameters of every route that needs one. The key dependency reads them from the
+request itself (cheaper than FastAPI's ``Header()`` parameters); :func:`declare_errors` declares
+them."""
+
+
 def declare_errors(routes: Iterable[BaseRoute], reader: Callable[..., Any], writer: Callable[..., Any]) -> None:
     """Give each of ``routes`` the error statuses it can answer (see the module's docstring).
 
@@ -86,6 +102,10 @@ def declare_errors(routes: Iterable[BaseRoute], reader: Callable[..., Any], writ
         calls = {d.call for d in route.dependant.dependencies}
         if calls & {reader, writer}:
             statuses |= {401, 503}
+            extra = dict(route.openapi_extra or {})
+            named = {p.get("name") for p in extra.get("parameters", [])}
+            extra["parameters"] = [*extra.get("parameters", []), *(h for h in KEY_HEADERS if h["name"] not in named)]
+            route.openapi_extra = extra  # FastAPI appends these after the route's own parameters
         if writer in calls:
             statuses.add(403)
         if any(p.name in PATH_IDS for p in route.dependant.path_params):

@@ -82,7 +82,7 @@ def _ranked(r: Ranked) -> dict[str, Any]:
     return out
 
 
-def sidecar_router(pool: StorePool, writer: Callable[..., str], reader: Callable[..., str]) -> APIRouter:
+def sidecar_router(pool: StorePool, writer: Callable[..., Any], reader: Callable[..., Any]) -> APIRouter:
     """Routes of a :class:`memworth.Sidecar` over each store object of ``pool`` (a call runs on
     the tenant's object, under its lock); ``writer`` and ``reader`` are the dependencies that
     turn an API key into its namespace, for a route that writes (refusing read-only keys) and

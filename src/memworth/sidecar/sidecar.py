@@ -424,12 +424,19 @@ class Sidecar:
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[str] | None = None,
     ) -> None:
         """Record an episode's outcome (see :meth:`MemoryStore.record`): credit its memories, log it.
 
-        ``episode``: the :class:`Retrieval` :meth:`retrieve` returned, an episode, or its id."""
+        ``episode``: the :class:`Retrieval` :meth:`retrieve` returned, an episode, or its id.
+        ``used``: the ids of the retrieved documents the agent used; only they are credited
+        (``None``: all of them)."""
         self.store.record(
-            episode.episode if isinstance(episode, Retrieval) else episode, success, source=source, confidence=confidence
+            episode.episode if isinstance(episode, Retrieval) else episode,
+            success,
+            source=source,
+            confidence=confidence,
+            used=used,
         )
 
     def _record_steps(
@@ -439,10 +446,11 @@ class Sidecar:
         *,
         source: str = "explicit",
         confidence: float | None = None,
+        used: Sequence[str] | None = None,
     ) -> Steps[None]:
         """:meth:`record` as steps (:mod:`memworth.store.steps`), for an async sidecar."""
         ref = episode.episode if isinstance(episode, Retrieval) else episode
-        yield from self.store._record_steps_one(ref, success, source=source, confidence=confidence)
+        yield from self.store._record_steps_one(ref, success, source=source, confidence=confidence, used=used)
 
     def _worth_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[MemoryReport]:
         """:meth:`worth` as steps."""

@@ -322,25 +322,34 @@ class BernoulliCusum:
 
     def advance_many(
         self, state: CusumState, rows: np.ndarray, success: np.ndarray, weight: np.ndarray, reference: np.ndarray, time: np.ndarray
-    ) -> None:
+    ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`advance` for many episodes at once, for a caller that has checked its inputs:
         observation ``i`` (of row ``rows[i]``, with its outcome, confidence, reference rate and
         episode number ``time[i]``) in log order. Each memory's observations are taken in
         order, and different memories' together: a memory's CUSUM reads only its own state and
         its episode's reference rate, so this ends where one :meth:`advance` per episode ends,
-        bit for bit, with one vectorised step per *repeat* of a memory instead of per episode."""
+        bit for bit, with one vectorised step per *repeat* of a memory instead of per episode.
+
+        Returns, per observation, the step :meth:`advance` took and the statistic just after
+        it (what an :class:`ExplainingAway` rule reads episode by episode)."""
         r = np.asarray(rows, dtype=np.int64)
+        steps, after = np.zeros(r.size), np.zeros(r.size)
         if not r.size:
-            return
+            return steps, after
         order = np.argsort(r, kind="stable")  # each memory's observations together, in log order
         first = np.r_[True, r[order][1:] != r[order][:-1]]
         starts = np.flatnonzero(first)
         repeat = np.empty(r.size, dtype=np.int64)
         repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.r_[starts, r.size]))
-        for j in range(int(repeat.max()) + 1):
-            at = np.flatnonzero(repeat == j)  # the j-th observation of each memory: distinct rows
+        by_repeat = np.argsort(repeat, kind="stable")  # within a repeat, in log order
+        bounds = np.searchsorted(repeat[by_repeat], np.arange(int(repeat.max()) + 2))
+        for j in range(bounds.size - 1):
+            at = by_repeat[bounds[j] : bounds[j + 1]]  # the j-th observation of each memory: distinct rows
             rj, yj, wj, refj = r[at], success[at], weight[at], reference[at]
-            self._apply(state, rj, yj, wj, refj, time[at], self._steps(state, rj, yj, wj, refj))
+            step = self._steps(state, rj, yj, wj, refj)
+            self._apply(state, rj, yj, wj, refj, time[at], step)
+            steps[at], after[at] = step, state.statistic[rj]
+        return steps, after
 
     def _apply(
         self,
@@ -568,10 +577,16 @@ class ExplainingAway:
             raise ValidationError("shared", f"has {len(shared)} memories, the CUSUM state {len(state)}")
         if d.shape != r.shape:
             raise ValidationError("steps", f"must have one value per row ({r.size}), got shape {d.shape}")
-        members = r.tolist()
-        for m, step in zip(members, d.tolist(), strict=True):
+        self.record(shared, r.tolist(), d.tolist(), state.statistic[r].tolist())
+
+    @staticmethod
+    def record(shared: SharedEvidence, members: list[int], steps: list[float], after: list[float]) -> None:
+        """:meth:`update` for a caller that has checked its inputs and read each member's
+        statistic just after the episode (``after``), as a batched scan does
+        (:meth:`BernoulliCusum.advance_many`)."""
+        for m, step, now in zip(members, steps, after, strict=True):
             mine = shared.shared[m]
-            if state.statistic[m] <= 0:
+            if now <= 0:
                 mine.clear()
                 continue
             if step == 0.0:

@@ -48,6 +48,10 @@ from memworth.signals.window_test import hold as window_hold
 
 __all__ = ["EpisodeColumns", "NamespaceScan", "NamespaceStreams", "namespace_streams"]
 
+_SCAN_CHUNK = 4096
+"""Most episodes :meth:`NamespaceScan.catch_up` steps through at once (bounds the arrays
+it builds when a cold scan reads millions of outcomes)."""
+
 
 @dataclass(frozen=True)
 class NamespaceStreams:
@@ -284,26 +288,61 @@ class NamespaceScan:
         self.catch_up()
 
     def catch_up(self) -> None:
-        """Advance the detectors over the episodes of the columns not scanned yet."""
+        """Advance the detectors over the episodes of the columns not scanned yet.
+
+        A chunk of episodes at a time: their reference rates in order (each before its
+        episode), then every retrieval's CUSUM step at once
+        (:meth:`~memworth.signals.change_detection.BernoulliCusum.advance_many`, bit for bit
+        what one step per episode does), then the shared evidence episode by episode."""
         cols = self.columns
         if self.episodes >= len(cols):
             return
         self._grow()
-        won, confidence, members, starts = cols.won, cols.confidence, cols.members, cols.starts
         detector, rule, state, shared, reference = self.detector, self.rule, self.state, self.shared, self.reference
-        for t in range(self.episodes, len(cols)):
-            r = cols.row(t)
-            if r != len(self._ref):
-                raise ValueError(f"episode {t} is row {r}, the scan's reference column has {len(self._ref)}")
-            ok, wt, rt = bool(won[t]), confidence[r], reference.rate
-            rows = tuple(dict.fromkeys(members[starts[r] : starts[r + 1]]))
-            self.episodes = t + 1
-            if rows:
-                at = np.array(rows, dtype=np.int64)
-                steps = detector.advance(state, at, ok, wt, rt, self.episodes)
-                rule.update(shared, state, at, steps)
-            reference.add(ok)
-            self._ref.append(rt)
+        while self.episodes < len(cols):
+            begin, end = self.episodes, min(self.episodes + _SCAN_CHUNK, len(cols))
+            for t in range(begin, end):
+                r = cols.row(t)
+                if r != len(self._ref) + t - begin:
+                    raise ValueError(f"episode {t} is row {r}, the scan's reference column has {len(self._ref)}")
+            won, confidence, members, starts = cols.won, cols.confidence, cols.members, cols.starts
+            sets: list[tuple[int, ...]] = []
+            rates = array("d")
+            at: list[int] = []
+            ys: list[bool] = []
+            ws: list[float] = []
+            refs: list[float] = []
+            times: list[int] = []
+            for t in range(begin, end):
+                r = len(self._ref) + t - begin
+                ok, wt, rt = bool(won[t]), confidence[r], reference.rate
+                rows = tuple(dict.fromkeys(members[starts[r] : starts[r + 1]]))
+                sets.append(rows)
+                rates.append(rt)
+                k = len(rows)
+                at.extend(rows)
+                ys.extend([ok] * k)
+                ws.extend([wt] * k)
+                refs.extend([rt] * k)
+                times.extend([t + 1] * k)
+                reference.add(ok)
+            steps, after = detector.advance_many(
+                state,
+                np.array(at, dtype=np.int64),
+                np.array(ys, dtype=bool),
+                np.array(ws, dtype=np.float64),
+                np.array(refs, dtype=np.float64),
+                np.array(times, dtype=np.int64),
+            )
+            step_list, after_list = steps.tolist(), after.tolist()
+            i = 0
+            for rows in sets:
+                k = len(rows)
+                if k:
+                    rule.record(shared, list(rows), step_list[i : i + k], after_list[i : i + k])
+                i += k
+            self._ref.extend(rates)
+            self.episodes = end
 
     def snapshot(self) -> dict[str, np.ndarray]:
         """The detectors' learned state as arrays (copies): the CUSUM state, the shared

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError
+from memworth.errors import DuplicateError, ValidationError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
 __all__ = [
@@ -28,15 +28,18 @@ __all__ = [
     "Backend",
     "Increment",
     "NewMemory",
+    "episodes_from_rows",
     "erased_key",
     "joined",
     "outcome_from_row",
     "redact",
     "reused",
+    "reweigh",
+    "reweighted_rows",
     "shareable",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -143,8 +146,11 @@ class Backend(Protocol):
         """Ids of the namespace's memories whose status is not ``active`` (external memories excepted)."""
         ...
 
-    def generation(self) -> int:
-        """A number that changes whenever memories are added or change status."""
+    def generation(self, namespace: str | None = None) -> int:
+        """A number that changes whenever the namespace's memories are added, erased or change
+        status (it may change for other namespaces' changes too: SQLite and the memory backend
+        keep one counter for the whole store, PostgreSQL one per namespace); without a
+        namespace, one that changes whenever any namespace's do."""
         ...
 
     def insert_episode(self, episode: Episode) -> None:
@@ -152,15 +158,30 @@ class Backend(Protocol):
         logged already raises DuplicateError."""
         ...
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
-        """Logged episodes by id (missing ids are absent)."""
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
+        """Logged episodes by id (missing ids are absent), in ``namespace`` when given (the
+        read then names its shard). PostgreSQL keeps an episode id unique within its
+        namespace: without a namespace, an id logged in two raises ValidationError."""
         ...
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        """:meth:`episodes` and, with a ``namespace``, its :meth:`generation`, read together: what
+        recording reads first (its episodes, and whether its cached provenance is current), one
+        round trip on PostgreSQL. Without a namespace the generation is ``None`` (read it per
+        namespace)."""
+        ...
+
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
         """In one transaction: append the outcomes and apply the increments.
 
         An episode that already has an outcome raises DuplicateError and nothing is
-        written. Increments are applied in the order given.
+        written. Increments are applied in the order given. ``reweighted``: episodes of
+        these outcomes whose items' credit weights the outcome set (``record(..., used=...)``):
+        the logged weights become theirs, in the same transaction (:func:`reweighted_rows`).
         """
         ...
 
@@ -187,15 +208,20 @@ class Backend(Protocol):
         ``namespace``, or all), in commit order."""
         ...
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
-        """The outcomes of the given episodes, by episode id (episodes without one are absent)."""
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
+        """The outcomes of the given episodes, by episode id (episodes without one are absent),
+        in ``namespace`` when given (as :meth:`episodes`)."""
         ...
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
-        """In one transaction: append the verifications, and the outcomes and increments as
-        :meth:`append_outcomes` does. An episode verified already, or an outcome for an
+        """In one transaction: append the verifications, and the outcomes, increments and
+        ``reweighted`` episodes as :meth:`append_outcomes` does. An episode verified already, or an outcome for an
         episode that has one, raises DuplicateError and nothing is written."""
         ...
 
@@ -324,6 +350,21 @@ OUTCOME_COLUMNS = (
 """The outcome log's columns in the order both SQL backends read them into an ``OutcomeRow``."""
 
 
+def reweighted_rows(reweighted: Sequence[Episode]) -> list[tuple[float, str, str, int]]:
+    """``(weight, namespace, episode_id, position)`` per item of episodes whose weights a ``used``
+    set: the parameters of both SQL backends' ``UPDATE episode_items SET weight = ...`` (PostgreSQL's
+    episode ids are unique per namespace, schema 7; SQLite's across the file)."""
+    return [(it.weight, ep.namespace, ep.id, it.position) for ep in reweighted for it in ep.items]
+
+
+def reweigh(logged: Episode, reweighted: Episode) -> Episode:
+    """``logged`` with the item weights of ``reweighted`` (by position): what the SQL backends'
+    update of ``episode_items`` does, for the in-memory backend."""
+    weights = {it.position: it.weight for it in reweighted.items}
+    items = tuple(replace(it, weight=weights.get(it.position, it.weight)) for it in logged.items)
+    return replace(logged, items=items)
+
+
 def outcome_from_row(row: Sequence[Any]) -> OutcomeRow:
     """An ``OutcomeRow`` from a row of :data:`OUTCOME_COLUMNS` (both SQL backends read through here)."""
     seq, eid, ok, source, conf, recorded, ns, prop, hops, version = row
@@ -379,3 +420,32 @@ def joined(
         )
         for seq, eid, ok, source, conf, recorded, query, context, created, holdout, prop, hops, version in heads
     ]
+
+
+def ambiguous_episode(eid: str, namespaces: Iterable[str]) -> ValidationError:
+    """The error for an episode id asked for without a namespace that is logged in several
+    (PostgreSQL keeps episode ids unique per namespace, schema 7)."""
+    return ValidationError(
+        "namespace",
+        f"episode {eid!r} is logged in namespaces {', '.join(map(repr, sorted(namespaces)))}: name the namespace",
+    )
+
+
+def episodes_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, Episode]:
+    """Episodes from rows of both SQL backends' episode read: ``e.id, namespace, query, context,
+    created, holdout`` then the item's ``position, memory_id, weight, propensity, probe`` (NULLs
+    for an episode that retrieved nothing), an episode's row once per item in position order.
+    ValidationError (``namespace``) if one id comes with two namespaces."""
+    heads: dict[str, tuple[Any, ...]] = {}
+    items: dict[str, list[EpisodeItem]] = {}
+    for eid, ns, query, context, created, holdout, pos, mid, w, p, probe in rows:
+        head = heads.setdefault(eid, (ns, query, context, created, holdout))
+        if head[0] != ns:
+            raise ambiguous_episode(eid, (head[0], ns))
+        found = items.setdefault(eid, [])
+        if mid is not None:
+            found.append(EpisodeItem(mid, w, p, pos, bool(probe)))
+    return {
+        eid: Episode(eid, ns, query, context, created, tuple(items[eid]), bool(holdout))
+        for eid, (ns, query, context, created, holdout) in heads.items()
+    }

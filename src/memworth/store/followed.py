@@ -2,7 +2,9 @@
 
 A namespace may log millions of outcomes; governing it reads, of each, only a few
 numbers: its sequence number, outcome, confidence, time, holdout mark, source, context,
-credit settings and the memories its episode retrieved with their credit weights.
+credit settings and the memories its episode retrieved with their credit weights (those
+with credit: a memory the agent said it did not use, ``record(..., used=...)``, has weight 0
+and is left out, as it is of the live change statistics).
 :class:`Followed` keeps exactly those, one array entry per outcome (and one per retrieved
 memory), with strings (memory ids, sources, contexts) stored once each and referred to by
 index: 46 bytes an outcome plus 16 a retrieved memory (its index, weight and row-index
@@ -105,8 +107,9 @@ class Followed(EpisodeColumns):
             self.recorded.append(float(o.recorded))
             self.source.append(self._sources.of(o.source))
             self.credit.append(self._credit_of((o.propagation, o.max_hops)))
-            self.add([item.memory_id for item in ep.items], bool(o.success), float(o.confidence), ep.context)
-            self.weights.extend(float(item.weight) for item in ep.items)
+            credited = [item for item in ep.items if item.weight > 0]  # a memory not used (weight 0) saw no outcome
+            self.add([item.memory_id for item in credited], bool(o.success), float(o.confidence), ep.context)
+            self.weights.extend(float(item.weight) for item in credited)
             self.last_seq = int(o.seq)
 
     def _credit_of(self, credit: tuple[float | None, int | None]) -> int:

@@ -190,7 +190,7 @@ class ForgettingMixin(StoreState):
 
     def _expire_due_steps(self, namespace: str) -> Steps[None]:
         """:meth:`_expire_due` as steps: the purge, when one is due, is a blocking step."""
-        generation = yield Call("generation")
+        generation = yield Call("generation", (namespace,))
         known = self._next_expiry.get(namespace)
         if known is None or known[0] != generation:
             known = self._next_expiry[namespace] = (generation, (yield Call("next_expiry", (namespace,))))

@@ -317,14 +317,11 @@ class LogMixin(StoreState):
         rebuilt: dict[tuple[str, str], list[float]] = {}
         log = list(self.backend.outcome_log())
         shown = progress_bar(len(log), "outcomes replayed", progress)
-        episodes: dict[str, Episode] = {}
-        ids = [o.episode_id for o in log]
-        for start in range(0, len(ids), 5000):
-            episodes |= self.backend.episodes(ids[start : start + 5000])
+        episodes = outcome_log.episodes_of(self.backend, log)
         parents: dict[str, dict[str, builtins.list[str]]] = {}  # one provenance read per namespace
         with shown:
             for o in log:
-                ep = episodes[o.episode_id]
+                ep = episodes[(o.namespace, o.episode_id)]
                 if ep.namespace not in parents:
                     parents[ep.namespace] = self._provenance(ep.namespace)
                 for inc in self.increments_of(o, ep, parents[ep.namespace]):

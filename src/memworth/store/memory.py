@@ -19,7 +19,7 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError
-from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused
+from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused, reweigh
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -123,7 +123,7 @@ class MemoryBackend:
         with self._lock:
             return sorted((k, v) for k, v in self._meta.items() if k.startswith(prefix))
 
-    def generation(self) -> int:
+    def generation(self, namespace: str | None = None) -> int:  # one counter for every namespace
         with self._lock:
             return self._generation
 
@@ -226,15 +226,28 @@ class MemoryBackend:
                 raise DuplicateError(f"episode {episode.id!r} exists already")
             self._put(self._episodes, episode.id, episode)
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
         with self._lock:
-            return {i: self._episodes[i] for i in ids if i in self._episodes}
+            found = {i: self._episodes[i] for i in ids if i in self._episodes}
+        return {i: e for i, e in found.items() if namespace is None or e.namespace == namespace}
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
-        self.append_verifications((), outcomes, increments)
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        with self._lock:
+            return self.episodes(ids, namespace), None if namespace is None else self._generation
+
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
+        self.append_verifications((), outcomes, increments, reweighted)
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
         with self._lock:
             checked: set[str] = set()
@@ -260,6 +273,10 @@ class MemoryBackend:
                 self._outcomes.append(row)
                 self._include(self._has_outcome, o.episode_id)
                 self._put(self._outcome_of, o.episode_id, row)
+            for ep in reweighted:
+                logged = self._episodes.get(ep.id)
+                if logged is not None:
+                    self._put(self._episodes, ep.id, reweigh(logged, ep))
             for v in verifications:
                 self._verifications.append(dataclasses.replace(v, seq=len(self._verifications) + 1))
                 self._include(self._verified, v.episode_id)
@@ -299,9 +316,10 @@ class MemoryBackend:
                 and (namespace is None or o.namespace == namespace)
             ]
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
         with self._lock:
-            return {i: self._outcome_of[i] for i in episode_ids if i in self._outcome_of}
+            found = {i: self._outcome_of[i] for i in episode_ids if i in self._outcome_of}
+        return {i: o for i, o in found.items() if namespace is None or o.namespace == namespace}
 
     def verifications(self, after: int = 0) -> list[Verification]:
         with self._lock:

@@ -86,6 +86,21 @@ class PolicyReplayReport:
         return rows
 
 
+def episodes_of(backend: Backend, outcomes: Sequence[OutcomeRow]) -> dict[tuple[str, str], Episode]:
+    """The episodes of ``outcomes`` by (namespace, episode id): one read per namespace (and
+    5,000 ids), each naming its namespace, so a read goes to one shard and an episode id
+    logged in two namespaces (PostgreSQL keeps ids unique per namespace) is no ambiguity."""
+    by_namespace: dict[str, list[str]] = {}
+    for o in outcomes:
+        by_namespace.setdefault(o.namespace, []).append(o.episode_id)
+    found: dict[tuple[str, str], Episode] = {}
+    for namespace, ids in by_namespace.items():
+        for start in range(0, len(ids), 5000):
+            for eid, ep in backend.episodes(ids[start : start + 5000], namespace=namespace).items():
+                found[(namespace, eid)] = ep
+    return found
+
+
 def logged(
     backend: Backend, namespace: str | None = None, rows: Sequence[OutcomeRow] | None = None
 ) -> Iterator[tuple[OutcomeRow, Episode]]:
@@ -96,11 +111,11 @@ def logged(
         return
     log = list(backend.outcome_log()) if rows is None else list(rows)
     for start in range(0, len(log), 5000):
-        chunk = log[start : start + 5000]
-        episodes = backend.episodes([o.episode_id for o in chunk])
+        chunk = [o for o in log[start : start + 5000] if namespace is None or o.namespace == namespace]
+        episodes = episodes_of(backend, chunk)
         for o in chunk:
-            ep = episodes.get(o.episode_id)
-            if ep is not None and (namespace is None or ep.namespace == namespace):
+            ep = episodes.get((o.namespace, o.episode_id))
+            if ep is not None:
                 yield o, ep
 
 

@@ -248,7 +248,7 @@ class RecallMixin(StoreState):
 
     def _space_steps(self, namespace: str) -> Steps[_Space]:
         """:meth:`_space` as steps (:mod:`memworth.store.steps`)."""
-        generation = yield Call("generation")
+        generation = yield Call("generation", (namespace,))
         space = self._spaces.get(namespace)
         if space is None:
             space = self._spaces[namespace] = _Space()

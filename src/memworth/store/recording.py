@@ -10,8 +10,10 @@ change statistics an AlarmSplitter reads, and continuous governance (``govern_ev
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 
+from memworth.credit import share_among_used
 from memworth.errors import DuplicateError, RateLimitError, UnknownEpisodeError, UnknownMemoryError, ValidationError
 from memworth.outcome import as_outcome
 from memworth.signals.coretrieval import AlarmSplitter
@@ -20,12 +22,12 @@ from memworth.store.backend import Increment
 from memworth.store.governing import AUTOMATIC
 from memworth.store.outcome_log import SourceReport
 from memworth.store.recall import Recall
-from memworth.store.records import Episode, OutcomeRow, Verification
+from memworth.store.records import Episode, Memory, OutcomeRow, Recalled, Verification
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_confidence, check_name, check_storable
 
-__all__ = ["DEFAULT_SOURCES", "VERIFIED", "RecordingMixin", "credit_increments"]
+__all__ = ["DEFAULT_SOURCES", "VERIFIED", "RecordingMixin", "check_used", "credit_increments", "with_used"]
 
 DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
 """Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
@@ -36,6 +38,56 @@ reference the other sources' reliability is learned against (:meth:`MemoryStore.
 
 
 VERIFIED = "verified"
+
+Used = Sequence["str | Recalled | Memory"]
+"""Which recalled memories the agent used: their ids (or the :class:`Recalled` / :class:`Memory`)."""
+
+Outcome = tuple["Recall | Episode | str", object] | tuple["Recall | Episode | str", object, "Used | None"]
+"""One outcome of :meth:`MemoryStore.record_many`: ``(episode, success)`` or ``(episode, success, used)``."""
+
+
+def check_used(used: object, field: str = "used") -> tuple[str, ...]:
+    """``used`` as a tuple of memory ids, or a :class:`ValidationError` naming ``field``:
+    it must be a non-empty list of distinct ids (or recalled memories)."""
+    if isinstance(used, (str, bytes, dict)) or not isinstance(used, Iterable):
+        raise ValidationError(field, f"must be a list of recalled memory ids, got {type(used).__name__}")
+    ids = []
+    for i, u in enumerate(used):
+        mid = u.memory.id if isinstance(u, Recalled) else u.id if isinstance(u, Memory) else u
+        if not isinstance(mid, str):
+            raise ValidationError(field, f"must hold memory ids, got {type(mid).__name__} at position {i}")
+        ids.append(check_storable(mid, field))
+    if not ids:
+        raise ValidationError(field, "must name at least one recalled memory (leave it out to credit them all)")
+    twice = next((mid for j, mid in enumerate(ids) if mid in ids[:j]), None)
+    if twice is not None:
+        raise ValidationError(field, f"names memory {twice!r} twice")
+    return tuple(ids)
+
+
+def with_used(episode: Episode, used: Sequence[str], rule: str, w_min: float, field: str = "used") -> Episode:
+    """``episode`` with its credit weights shared among the ``used`` memories only
+    (:func:`memworth.credit.share_among_used`); a ``used`` id the episode did not recall is
+    refused (:class:`ValidationError` naming ``field``).
+
+    Examples
+    --------
+    >>> from memworth.store import Episode, EpisodeItem
+    >>> ep = Episode("e", "default", "q", None, 0.0, (EpisodeItem("a", 0.5, 1.0, 0), EpisodeItem("b", 0.5, 1.0, 1)))
+    >>> [it.weight for it in with_used(ep, ["b"], "uniform", 0.0).items]
+    [0.0, 1.0]
+    """
+    recalled = [it.memory_id for it in episode.items]
+    missing = [mid for mid in used if mid not in recalled]
+    if missing:
+        raise ValidationError(
+            field,
+            f"memory {missing[0]!r} was not recalled in episode {episode.id!r}"
+            f" (it recalled: {', '.join(dict.fromkeys(recalled)) or 'nothing'})",
+        )
+    weights = share_among_used([it.weight for it in episode.items], [m in used for m in recalled], rule=rule, w_min=w_min)
+    items = tuple(dataclasses.replace(it, weight=float(w)) for it, w in zip(episode.items, weights, strict=True))
+    return dataclasses.replace(episode, items=items)
 
 
 def credit_increments(
@@ -100,12 +152,25 @@ class RecordingMixin(StoreState):
         source: str = "explicit",
         confidence: float | None = None,
         namespace: str | None = None,
+        used: Used | None = None,
     ) -> None:
         """Record the outcome of one recalled episode: credit its memories and log it, atomically.
 
         ``episode``: the :class:`Recall` that :meth:`recall` returned, its ``episode``, or the episode's id.
+
+        ``used``: which of the recalled memories the agent actually used (ids, or the
+        :class:`Recalled` results), e.g. the recipe it ran or the note whose answer it
+        gave. The used memories share the episode's credit under the store's credit rule
+        (``uniform``: equally; ``score``: in proportion to their recall weights, floored at
+        ``w_min``), and the others get none: no hits, no observation in their outcome
+        streams (change detection, recent counts); their retrieval still counts in ``n``
+        (recall did show them; the exploration floor reads it). The episode's logged
+        weights become these shares, in the same transaction as the outcome, so replay
+        rebuilds the counters exactly. Left out (``None``), every recalled memory is
+        credited. Refused, with nothing written: an empty list, an id named twice, an id
+        the episode did not recall.
         """
-        self._record([(episode, success)], source, confidence, namespace)
+        self._record([(episode, success) if used is None else (episode, success, used)], source, confidence, namespace)
 
     def _record_steps_one(
         self,
@@ -115,13 +180,15 @@ class RecordingMixin(StoreState):
         source: str = "explicit",
         confidence: float | None = None,
         namespace: str | None = None,
+        used: Used | None = None,
     ) -> Steps[None]:
         """:meth:`record` as steps (:mod:`memworth.store.steps`)."""
-        yield from self._record_steps([(episode, success)], source, confidence, namespace)
+        outcome: Outcome = (episode, success) if used is None else (episode, success, used)
+        yield from self._record_steps([outcome], source, confidence, namespace)
 
     def _record_many_steps(
         self,
-        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        outcomes: Iterable[Outcome],
         *,
         source: str = "explicit",
         confidence: float | None = None,
@@ -132,7 +199,7 @@ class RecordingMixin(StoreState):
 
     def record_many(
         self,
-        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        outcomes: Iterable[Outcome],
         *,
         source: str = "explicit",
         confidence: float | None = None,
@@ -140,9 +207,12 @@ class RecordingMixin(StoreState):
     ) -> None:
         """Record many ``(episode, success)`` outcomes in one transaction (all or none).
 
+        An outcome may also be ``(episode, success, used)``: ``used`` as :meth:`record` takes it
+        (``None``: credit every recalled memory).
+
         Refused, with nothing written: an unknown episode, an episode from another
         ``namespace`` (when given), an episode already recorded (here or earlier), an
-        outcome that is not success/failure, an unknown source, an outcome beyond the
+        outcome that is not success/failure, a bad ``used`` (:meth:`record`), an unknown source, an outcome beyond the
         source's quota or rate limit (``limits``).
 
         With ``reliability`` set, an outcome is credited with the source's learned
@@ -185,7 +255,7 @@ class RecordingMixin(StoreState):
 
     def _record(
         self,
-        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        outcomes: Iterable[Outcome],
         source: str,
         confidence: float | None,
         namespace: str | None,
@@ -197,7 +267,7 @@ class RecordingMixin(StoreState):
 
     def _record_steps(
         self,
-        outcomes: Iterable[tuple[Recall | Episode | str, object]],
+        outcomes: Iterable[Outcome],
         source: str,
         confidence: float | None,
         namespace: str | None,
@@ -222,9 +292,11 @@ class RecordingMixin(StoreState):
         if not pairs:
             raise ValidationError("outcomes", "nothing to record")
         ids = []
+        useds: builtins.list[tuple[str, ...] | None] = []
         for i, pair in enumerate(pairs):
-            if not isinstance(pair, tuple) or len(pair) != 2:
-                raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair")
+            if not isinstance(pair, tuple) or len(pair) not in (2, 3):
+                raise ValidationError(f"outcomes[{i}]", "must be an (episode, success) pair or (episode, success, used)")
+            useds.append(None if len(pair) == 2 or pair[2] is None else check_used(pair[2], where(i, "used")))
             ref = (
                 pair[0].episode.id
                 if isinstance(pair[0], Recall)
@@ -244,31 +316,40 @@ class RecordingMixin(StoreState):
                     where(i, "episode"), f"the same episode appears twice in one call (outcomes[{j}] and outcomes[{i}])"
                 )
         results = [as_outcome(p[1], where(i, "success")) for i, p in enumerate(pairs)]
-        known = yield Call("episodes", (ids,))
+        if namespace is None:  # a Recall or Episode names its namespace; a bare id does not
+            carried = {
+                p[0].episode.namespace if isinstance(p[0], Recall) else p[0].namespace
+                for p in pairs
+                if isinstance(p[0], (Recall, Episode))
+            }
+            if len(carried) == 1 and all(isinstance(p[0], (Recall, Episode)) for p in pairs):
+                namespace = carried.pop()
+        known, generation = yield Call("episodes_at", (ids,), {"namespace": namespace})  # named: one shard
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
             ep = known.get(eid)
             if ep is None or (namespace is not None and ep.namespace != namespace):
                 raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
-            episodes.append(ep)
+            used = useds[i]
+            episodes.append(ep if used is None else with_used(ep, used, self.credit, self.w_min, where(i, "used")))
         if many and source != VERIFIED and len(ids) > 1:  # name the item an earlier call recorded already
-            done = yield Call("outcomes_of", (ids,))
+            done = yield Call("outcomes_of", (ids,), {"namespace": namespace})
             for i, eid in enumerate(ids):
                 if eid in done:
                     raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])")
         yield from self._check_limits_steps(source, episodes, now)
         if self.reliability is not None and source != VERIFIED:
             yield from self._refresh_agreement_steps()
-        earlier = (yield Call("outcomes_of", (ids,))) if source == VERIFIED else {}
+        earlier = (yield Call("outcomes_of", (ids,), {"namespace": namespace})) if source == VERIFIED else {}
         parents = {}
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            parents[ns] = yield from self._parents_of_steps(ns)
+            parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
-        rows, increments, checks = [], [], []
+        rows, increments, checks, reweighted = [], [], [], []
         credited: builtins.list[tuple[Episode, bool, float]] = []
-        for ep, ok in zip(episodes, results, strict=True):
+        for ep, ok, used in zip(episodes, results, useds, strict=True):
             if source == VERIFIED:
                 before = earlier.get(ep.id)
                 reported = (None, None) if before is None else (before.source, before.success)
@@ -280,10 +361,12 @@ class RecordingMixin(StoreState):
                 ep.id, ok, source, conf, now, 0, ep.namespace, self.propagation, self.max_hops, self._settings_version
             )
             rows.append(row)
+            if used is not None:  # its logged weights become the shares: replay credits what was credited
+                reweighted.append(ep)
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
         try:
-            yield self._append_call(source, checks, rows, increments)
+            yield self._append_call(source, checks, rows, increments, reweighted)
         except UnknownMemoryError:  # an episode retrieved a memory erased since: credit the others only
             erased = set()
             for ns in {i.namespace for i in increments}:
@@ -292,7 +375,7 @@ class RecordingMixin(StoreState):
             if not erased:
                 raise
             yield self._append_call(
-                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased]
+                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased], reweighted
             )
         self._advance_live(credited)
         if self.govern_every is not None:
@@ -311,11 +394,14 @@ class RecordingMixin(StoreState):
         checks: builtins.list[Verification],
         rows: builtins.list[OutcomeRow],
         increments: builtins.list[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> Call:
-        """The one backend write of a record call."""
+        """The one backend write of a record call (``reweighted``: the episodes whose weights
+        ``used`` set, written with it; the argument is left out when there are none)."""
+        extra = {"reweighted": reweighted} if reweighted else {}
         if source == VERIFIED:
-            return Call("append_verifications", (checks, rows, increments))
-        return Call("append_outcomes", (rows, increments))
+            return Call("append_verifications", (checks, rows, increments), extra)
+        return Call("append_outcomes", (rows, increments), extra)
 
     def _live_to_start(self, namespaces: set[str]) -> bool:
         """Whether :meth:`_start_live` has a namespace to scan (else it does nothing)."""
@@ -337,7 +423,8 @@ class RecordingMixin(StoreState):
             return
         by_namespace: dict[str, builtins.list[tuple[builtins.list[str], bool, float]]] = {}
         for ep, ok, conf in credited:  # log order kept within each namespace
-            by_namespace.setdefault(ep.namespace, []).append(([item.memory_id for item in ep.items], ok, conf))
+            used = [item.memory_id for item in ep.items if item.weight > 0]  # as Followed.extend reads the log
+            by_namespace.setdefault(ep.namespace, []).append((used, ok, conf))
         with self._live_lock:
             for ns, outcomes in by_namespace.items():
                 live = self._live.get(ns)
@@ -419,19 +506,25 @@ class RecordingMixin(StoreState):
             parents = self._provenance(episode.namespace) if propagation > 0 and hops > 0 else {}
         return credit_increments(episode, outcome.success, outcome.confidence, parents, propagation, hops)
 
-    def _parents_of_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """The provenance credit propagates along: none when propagation is off."""
+    def _parents_of_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """The provenance credit propagates along: none when propagation is off. ``generation``:
+        the namespace's, read already (else it is read here)."""
         if self.propagation > 0 and self.max_hops > 0:
-            parents = yield from self._provenance_steps(namespace)
+            parents = yield from self._provenance_steps(namespace, generation)
             return parents
         return {}
 
     def _provenance(self, namespace: str) -> dict[str, builtins.list[str]]:
         return run(self._provenance_steps(namespace), self.backend)
 
-    def _provenance_steps(self, namespace: str) -> Steps[dict[str, builtins.list[str]]]:
-        """:meth:`_provenance` as steps."""
-        generation = yield Call("generation")
+    def _provenance_steps(
+        self, namespace: str, generation: int | None = None
+    ) -> Steps[dict[str, builtins.list[str]]]:
+        """:meth:`_provenance` as steps; ``generation``: the namespace's, read already (else read here)."""
+        if generation is None:
+            generation = yield Call("generation", (namespace,))
         cached = self._parents.get(namespace)
         if cached is None or cached[0] != generation:
             parents: dict[str, builtins.list[str]] = {}

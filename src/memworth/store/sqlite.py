@@ -41,13 +41,15 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
     outcome_from_row,
     reused,
+    reweighted_rows,
 )
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
+from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
 
@@ -148,6 +150,12 @@ MIGRATIONS: dict[int, str] = {
     6: """
     ALTER TABLE outcomes ADD COLUMN settings_version INTEGER;
     """,
+    # 7: nothing. The version number is shared with PostgreSQL, whose version 7 makes its
+    # schema ready to shard by namespace (docs/scaling.md). A SQLite file is one node and is
+    # never distributed: its keys stay as they are (an episode id unique over the file, a
+    # stricter rule than PostgreSQL's per namespace) and one generation counter serves every
+    # namespace (one writer at a time: there is no row to stop serialising on).
+    7: "",
 }
 
 
@@ -297,8 +305,8 @@ class SQLiteBackend:
         rows = self._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix))
         return [(str(k), str(v)) for k, v in rows]
 
-    def generation(self) -> int:
-        return int(self.get_meta("generation") or 0)
+    def generation(self, namespace: str | None = None) -> int:
+        return int(self.get_meta("generation") or 0)  # one counter for every namespace (schema 7)
 
     # -- memories ---------------------------------------------------------------------
 
@@ -525,32 +533,46 @@ class SQLiteBackend:
                 ],
             )
 
-    def episodes(self, ids: Sequence[str]) -> dict[str, Episode]:
+    def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
+        """One read per 500 ids: each episode's row once per item (its items in position
+        order; an episode that retrieved nothing once, with NULLs), as PostgreSQL reads them.
+        Episode ids are unique across the file: ``namespace`` only filters."""
         out: dict[str, Episode] = {}
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            heads = self._read(
-                f"SELECT id, namespace, query, context, created, holdout FROM episodes WHERE id IN ({marks})", chunk
+            out.update(
+                episodes_from_rows(
+                    self._read(
+                        "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+                        " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+                        " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+                        f" WHERE e.id IN ({marks}) ORDER BY e.id, i.position",
+                        chunk,
+                    )
+                )
             )
-            items: dict[str, list[EpisodeItem]] = {}
-            for eid, pos, mid, w, p, probe in self._read(
-                f"SELECT episode_id, position, memory_id, weight, propensity, probe FROM episode_items"
-                f" WHERE episode_id IN ({marks}) ORDER BY episode_id, position",
-                chunk,
-            ):
-                items.setdefault(eid, []).append(EpisodeItem(mid, w, p, pos, bool(probe)))
-            for eid, ns, query, context, created, holdout in heads:
-                out[eid] = Episode(eid, ns, query, context, created, tuple(items.get(eid, [])), bool(holdout))
-        return out
+        return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
 
-    def append_outcomes(self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
+    def episodes_at(
+        self, ids: Sequence[str], namespace: str | None = None
+    ) -> tuple[dict[str, Episode], int | None]:
+        with self._lock:  # one connection: nothing commits between the two reads
+            return self.episodes(ids, namespace), None if namespace is None else self.generation(namespace)
+
+    def append_outcomes(
+        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+    ) -> None:
         with self._write() as db:
-            self._append(db, outcomes, increments)
+            self._append(db, outcomes, increments, reweighted)
 
     def append_verifications(
-        self, verifications: Sequence[Verification], outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
     ) -> None:
         with self._write() as db:
             for v in verifications:
@@ -569,10 +591,22 @@ class SQLiteBackend:
                     )
                 except sqlite3.IntegrityError:
                     raise DuplicateError(f"episode {v.episode_id!r} is verified already") from None
-            self._append(db, outcomes, increments)
+            self._append(db, outcomes, increments, reweighted)
 
-    def _append(self, db: sqlite3.Connection, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment]) -> None:
-        """Append outcomes and apply increments inside the caller's write transaction."""
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+    ) -> None:
+        """Append outcomes and apply increments (and the ``reweighted`` episodes' weights) inside
+        the caller's write transaction."""
+        if reweighted:
+            db.executemany(
+                "UPDATE episode_items SET weight = ? WHERE episode_id = ? AND position = ?",
+                [(w, eid, pos) for w, _namespace, eid, pos in reweighted_rows(reweighted)],
+            )
         start = db.total_changes
         try:
             db.executemany(
@@ -681,7 +715,7 @@ class SQLiteBackend:
             sql, args = sql + " AND namespace = ?", [*args, namespace]
         return [outcome_from_row(row) for row in self._read(sql + " ORDER BY seq", tuple(args))]
 
-    def outcomes_of(self, episode_ids: Sequence[str]) -> dict[str, OutcomeRow]:
+    def outcomes_of(self, episode_ids: Sequence[str], namespace: str | None = None) -> dict[str, OutcomeRow]:
         out: dict[str, OutcomeRow] = {}
         unique = list(dict.fromkeys(episode_ids))
         cols = OUTCOME_COLUMNS
@@ -690,7 +724,8 @@ class SQLiteBackend:
             marks = ",".join("?" * len(chunk))
             for row in self._read(f"SELECT {cols} FROM outcomes WHERE episode_id IN ({marks})", chunk):
                 o = outcome_from_row(row)
-                out[o.episode_id] = o
+                if namespace is None or o.namespace == namespace:
+                    out[o.episode_id] = o
         return out
 
     def verifications(self, after: int = 0) -> list[Verification]:

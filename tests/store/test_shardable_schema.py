@@ -1,0 +1,230 @@
+"""Issue 15 item 5: PostgreSQL schema 7 is ready to shard by namespace (docs/scaling.md).
+
+Every table that grows with use carries the namespace and every unique key includes it
+(Citus refuses a distributed table's unique key without its distribution column), the
+generation counter is a row per namespace, and a store made under schema 6 (the old DDL,
+``MIGRATIONS[1..6]``) migrates with its data, counters and replay intact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from memworth import HashingEncoder, MemoryStore
+from memworth.errors import DuplicateError, ValidationError
+from memworth.store.backend import SCHEMA_VERSION
+from memworth.store.postgres import MIGRATIONS
+from tests.store.conftest import POSTGRES, drop, with_query
+
+psycopg = pytest.importorskip("psycopg")
+
+SHARDED = ("memories", "edges", "episodes", "episode_items", "outcomes", "audit", "verifications", "checkpoints")
+"""The tables distributed by namespace (docs/scaling.md); ``meta`` is a reference table."""
+
+
+def _unique_keys(schema: str) -> dict[str, list[list[str]]]:
+    """Each table's primary and unique keys, as column lists."""
+    with psycopg.connect(POSTGRES) as conn:
+        rows = conn.execute(
+            "SELECT t.relname, array_agg(a.attname ORDER BY a.attname) FROM pg_constraint c"
+            " JOIN pg_class t ON t.oid = c.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
+            " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY(c.conkey)"
+            " WHERE n.nspname = %s AND c.contype IN ('p', 'u') GROUP BY t.relname, c.oid",
+            (schema,),
+        ).fetchall()
+    keys: dict[str, list[list[str]]] = {}
+    for table, columns in rows:
+        keys.setdefault(table, []).append(list(columns))
+    return keys
+
+
+def _columns(conn: psycopg.Connection, schema: str, table: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s"
+        " ORDER BY ordinal_position",
+        (schema, table),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+@pytest.fixture
+def schemas() -> Iterator[list[str]]:
+    made: list[str] = []
+    yield made
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        for schema in made:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _fill(store: MemoryStore) -> None:
+    """Two namespaces with memories, a derived one, recalls with and without outcomes, a
+    verification, a status change and an erasure: a row in every table."""
+    for ns in ("default", "tenant-b"):
+        store.add("Water boils at 100 degrees Celsius at sea level.", id="water", namespace=ns)
+        store.add("Prague is the capital of the Czech Republic.", id="prague", namespace=ns)
+        store.add("Boiling water is at 100 C.", id="derived", namespace=ns, derived_from=["water"])
+        store.add("A note to erase.", id="gone", namespace=ns)
+        store.delete("gone", namespace=ns, reason="test")
+    for i in range(6):
+        store.record(store.recall("water boils", k=2, episode_id=f"a{i}"), i % 3 != 0)
+        store.record(store.recall("capital city", k=2, namespace="tenant-b", episode_id=f"b{i}"), i % 2 == 0)
+    store.recall("water", k=1, episode_id="open")  # logged, no outcome
+    store.verify(store.recall("capital", k=1, episode_id="checked"), True)
+    store.govern(namespace="default")
+
+
+def test_a_new_postgres_store_keeps_the_namespace_in_every_unique_key(schemas: list[str]) -> None:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    try:
+        keys = _unique_keys(schema)
+        for table in SHARDED:
+            assert keys.get(table), f"{table} has no primary key"
+            for columns in keys[table]:
+                assert "namespace" in columns, f"{table}'s unique key {columns} lacks the distribution column"
+        assert keys["generations"] == [["namespace"]]
+        assert store.backend.get_meta("generation") is None  # one answer: the rows of generations
+    finally:
+        store.close()
+
+
+def test_namespaces_count_their_own_generations(schemas: list[str]) -> None:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    try:
+        backend = store.backend
+        assert backend.generation("default") == backend.generation() == 0
+        store.add("a note", id="a")
+        store.add("another note", id="b", namespace="other")
+        before = backend.generation("default")
+        store.add_many([{"text": "two", "id": "c"}, {"text": "three", "id": "d"}], namespace="other")
+        store.set_status("b", "deprecated", reason="test", namespace="other")
+        assert backend.generation("default") == before  # the other namespace's writes leave it alone
+        assert backend.generation("other") == 3
+        assert backend.generation() == backend.generation("default") + backend.generation("other")
+        store.delete("a", reason="test")
+        assert backend.generation("default") == before + 1
+    finally:
+        store.close()
+
+
+def test_an_episode_id_is_unique_within_its_namespace(schemas: list[str]) -> None:
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(
+        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
+    )
+    try:
+        for ns in ("default", "tenant-b"):
+            store.add("Water boils at 100 degrees Celsius.", id="water", namespace=ns)
+        store.recall("water", k=1, episode_id="same")
+        store.recall("water", k=1, namespace="tenant-b", episode_id="same")  # another namespace's key
+        with pytest.raises(DuplicateError, match="same"):
+            store.recall("water", k=1, episode_id="same")
+        with pytest.raises(ValidationError, match="namespace") as named:
+            store.record("same", True)  # which one? the caller must say
+        assert named.value.field == "namespace"
+        store.record("same", True, namespace="tenant-b")
+        assert store.get("water", namespace="tenant-b").counts.n == 1
+        assert store.get("water").counts.n == 0
+        with pytest.raises(DuplicateError, match="same"):
+            store.record("same", False, namespace="tenant-b")
+        store.record("same", False, namespace="default")
+        assert store.replay().consistent  # the log's episodes are read per namespace
+    finally:
+        store.close()
+
+
+def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str]) -> None:
+    """A store filled by this memworth is copied into tables made by the old DDL (schema 6,
+    its generation in ``meta``); opening that copy migrates it, and it then answers as the
+    original does: memories, counters, logs, histories, replay and audit."""
+    source, old = (f"t_{uuid.uuid4().hex[:16]}" for _ in range(2))
+    schemas += [source, old]
+    original = MemoryStore.open(
+        with_query(POSTGRES, schema=source, pool_size="2"), encoder=HashingEncoder(), exploration=0.0, seed=3
+    )
+    _fill(original)
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{old}"')
+        conn.execute(f'SET search_path TO "{old}"')
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for version in range(1, 7):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+        assert "namespace" not in _columns(conn, old, "episode_items")
+        for table in SHARDED:
+            columns = ", ".join(c for c in _columns(conn, old, table) if c != "vec")
+            conn.execute(f'INSERT INTO "{old}".{table} ({columns}) SELECT {columns} FROM "{source}".{table}')
+        conn.execute(f'INSERT INTO "{old}".meta SELECT * FROM "{source}".meta WHERE key != %s', ("schema_version",))
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '6'), ('generation', '41')")
+        for table in ("memories", "outcomes", "audit", "verifications"):  # the sequences go on where they were
+            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))")
+    migrated = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder(), seed=3)
+    try:
+        a, b = original.backend, migrated.backend
+        assert b.get_meta("schema_version") == str(SCHEMA_VERSION) == "7"
+        for ns in ("default", "tenant-b"):
+            assert b.memories(ns) == a.memories(ns)
+            assert b.history(ns) == a.history(ns)
+            assert b.audit_log(ns) == a.audit_log(ns)
+            assert b.generation(ns) == 41  # seeded with the old counter: no cached number goes back
+        assert list(b.outcome_log()) == list(a.outcome_log())
+        assert b.verifications() == a.verifications()
+        ids = ["a0", "b3", "open", "checked"]
+        assert b.episodes(ids) == a.episodes(ids)
+        assert b.episodes(["b3"], namespace="tenant-b") == a.episodes(["b3"], namespace="tenant-b")
+        assert b.episodes(["b3"], namespace="default") == {}
+        report = migrated.replay()
+        assert report.consistent and report.outcomes == len(list(a.outcome_log())) == 13
+        for table, columns in _unique_keys(old).items():
+            if table != "meta":
+                assert all("namespace" in c for c in columns), (table, columns)
+        # It goes on working: new memories, recalls and outcomes in both namespaces.
+        migrated.add("Rivers flow to the sea.", id="river", namespace="tenant-b")
+        assert b.generation("tenant-b") == 42 and b.generation("default") == 41
+        migrated.record(migrated.recall("rivers", k=1, namespace="tenant-b"), True)
+        migrated.record(migrated.recall("water boils", k=1), False)
+        assert migrated.get("river", namespace="tenant-b").counts.n == 1
+        assert migrated.replay().consistent
+        with pytest.raises(DuplicateError, match="a0"):
+            migrated.record("a0", True)
+        again = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"))  # nothing left to do
+        assert again.backend.get_meta("schema_version") == "7"
+        again.close()
+    finally:
+        migrated.close()
+        drop(original)
+
+
+def test_a_used_record_reweighs_only_its_own_namespaces_episode(schemas: list[str]) -> None:
+    """``record(..., used=...)`` rewrites the episode's logged weights: on schema 7 an episode id
+    names one episode per namespace, so the rewrite must not touch the other namespace's."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(
+        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
+    )
+    try:
+        for ns in ("default", "tenant-b"):
+            store.add("Water boils at 100 degrees Celsius.", id="water", namespace=ns)
+            store.add("Water freezes at 0 degrees Celsius.", id="ice", namespace=ns)
+        mine = store.recall("water", k=2, episode_id="same")
+        store.recall("water", k=2, namespace="tenant-b", episode_id="same")
+        store.record(mine, True, used=["water"])
+        store.record("same", False, namespace="tenant-b")  # full credit: both of its memories
+        for m in ("water", "ice"):
+            assert store.get(m, namespace="tenant-b").counts.failure == pytest.approx(0.5)
+        weights = {
+            ns: sorted(it.weight for it in store.backend.episodes(["same"], namespace=ns)["same"].items)
+            for ns in ("default", "tenant-b")
+        }
+        assert weights == {"default": [0.0, 1.0], "tenant-b": [0.5, 0.5]}
+        assert store.replay().consistent
+    finally:
+        store.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import inspect
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ def main() -> None:
     import bench_peers
     import memworth
     from memworth import HashingEncoder, MemoryStore
+    from memworth.embed.vector_index import ExactIndex
     from memworth.store import recall as recall_module
     from memworth.store import store as store_module
     from memworth.store.sqlite import SQLiteBackend
@@ -45,6 +47,18 @@ def main() -> None:
 
     def timed(owner: Any, name: str, label: str) -> None:
         inner: Callable[..., Any] = getattr(owner, name)
+        if inspect.isgeneratorfunction(inner):  # store steps: timed from the first step to the answer,
+            # the backend calls the driver makes between them included (the sync driver makes them inline)
+
+            def steps(*a: Any, **k: Any) -> Any:
+                start = time.process_time()
+                try:
+                    return (yield from inner(*a, **k))
+                finally:
+                    spent[label] += time.process_time() - start
+
+            setattr(owner, name, steps)
+            return
 
         def call(*a: Any, **k: Any) -> Any:
             start = time.process_time()
@@ -68,8 +82,12 @@ def main() -> None:
 
         loop(warm)
         timed(store_module.MemoryStore, "recall", "recall")
-        timed(recall_module.RecallMixin, "_candidates", "  candidate read (50 candidates)")
-        timed(recall_module._Candidates, "memories", "  the picked memories")
+        timed(store_module.MemoryStore, "_expire_due_steps", "  expiry check")
+        timed(store_module.MemoryStore, "_space_steps", "  vector index up to date (generation read)")
+        timed(ExactIndex, "search", "  vector search")
+        timed(store_module.MemoryStore, "_candidates_steps", "  candidate read (50 candidates)")
+        timed(SQLiteBackend, "candidates", "    of which the backend's read")
+        timed(recall_module._Candidates, "memories_steps", "  the picked memories")
         timed(recall_module, "worth_of", "  worth_of (the picks' worth, interval, class)")
         timed(store_module.MemoryStore, "choose", "  choose (ranking, exploration, credit)")
         timed(SQLiteBackend, "insert_episode", "  episode write")

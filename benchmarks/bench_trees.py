@@ -37,16 +37,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 PARTS = {
-    "recall": "store/recall.py:(recall)",
-    "candidate read": "store/recall.py:(_candidates)",
-    "picked memories": "store/recall.py:(memories)",
-    "worth_of": "store/report.py:(worth_of)",
-    "choose (ranking)": "store/recall.py:(choose)",
-    "vector search": "vector_index.py:(search)",
-    "episode write": "(insert_episode)",
-    "record / record_many": "store/recording.py:(_record)",
+    "recall": ["store/recall.py:(recall)"],
+    "candidate read": ["store/recall.py:(_candidates_steps)", "store/sqlite.py:(candidates)"],
+    "picked memories": ["store/recall.py:(memories_steps)", "store/sqlite.py:(memories)"],
+    "worth_of": ["store/report.py:(worth_of)"],
+    "choose (ranking)": ["store/recall.py:(choose)"],
+    "vector search": ["vector_index.py:(search)"],
+    "episode write": ["(insert_episode)"],
+    "record / record_many": ["store/recording.py:(_record)"],
 }
-"""The functions whose cumulative time ``--profile`` reports, by ``file:(function)`` suffix."""
+"""The functions whose cumulative time ``--profile`` reports, by ``file:(function)`` suffix, summed
+per part. Store steps (generator functions) are timed by cProfile only while their own frames
+run: the backend calls the driver makes for them are listed beside them (the backend's reads
+are called only from those steps in the loop)."""
 
 DRIVER = """
 import cProfile, json, pstats, sys, time, types
@@ -71,9 +74,11 @@ out = drive()
 profile.disable()
 stats = pstats.Stats(profile).stats
 shares = {}
-for name, suffix in parts.items():
-    where, _, func = suffix.rpartition(":")
-    shares[name] = sum(v[3] for (file, _, fn), v in stats.items() if f"({fn})" == func and file.endswith(where))
+for name, suffixes in parts.items():
+    shares[name] = 0.0
+    for suffix in suffixes:
+        where, _, func = suffix.rpartition(":")
+        shares[name] += sum(v[3] for (file, _, fn), v in stats.items() if f"({fn})" == func and file.endswith(where))
 print(json.dumps({**out, "profile": shares}))
 """
 

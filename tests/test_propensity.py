@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -159,3 +161,43 @@ def test_logging_the_policys_chance_keeps_ipw_close_to_mw_under_a_softmax() -> N
     assert np.mean(spread["policy"]) == pytest.approx(0.6, abs=0.01)
     assert np.mean(spread["ranking"]) == pytest.approx(0.6, abs=0.03)
     assert np.std(spread["ranking"]) > 1.5 * np.std(spread["policy"])  # 0.051 against 0.030
+
+
+def _inclusion_one_j_at_a_time(order: np.ndarray, explorable: np.ndarray, k: int, exploration: float) -> np.ndarray:
+    """The reference: :func:`inclusion_probabilities` as first written, one number of exploration
+    slots ``j`` at a time (the vectorised one must equal it to the bit: the log keeps propensities)."""
+    n = order.size
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    ex_by_rank = explorable[order]
+    ex_from = np.concatenate([np.cumsum(ex_by_rank[::-1])[::-1], [0]])
+    plain_before = np.concatenate([[0], np.cumsum(~ex_by_rank)])
+    out = np.zeros(n)
+    for j in range(k + 1) if exploration > 0 else range(1):
+        pj = math.comb(k, j) * exploration**j * (1 - exploration) ** (k - j) if exploration > 0 else 1.0
+        g = k - j
+        p = np.zeros(n)
+        p[rank < g] = 1.0
+        pool = int(ex_from[g]) if g <= n else 0
+        if pool and j:
+            p[(rank >= g) & explorable] = min(j, pool) / pool
+        shortfall = j - min(j, pool)
+        if shortfall:
+            plain_seen = plain_before[np.minimum(rank, n)] - plain_before[min(g, n)]
+            p[(rank >= g) & ~explorable & (plain_seen < shortfall)] = 1.0
+        out += pj * p
+    return np.clip(out, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_inclusion_probabilities_equal_the_one_j_at_a_time_reference_to_the_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 80))
+    k = int(rng.integers(0, n + 3))  # k above n too: every candidate is picked
+    exploration = float(rng.choice([0.0, 1.0, rng.random(), 0.1]))
+    explorable = rng.random(n) < rng.choice([0.0, 0.1, 0.5, 1.0])
+    order = rng.permutation(n)
+    got = inclusion_probabilities(order, explorable, k, exploration)
+    want = _inclusion_one_j_at_a_time(order, explorable, k, exploration)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

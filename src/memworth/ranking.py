@@ -233,31 +233,36 @@ def select(
 
 
 def inclusion_probabilities(order: np.ndarray, explorable: np.ndarray, k: int, exploration: float) -> np.ndarray:
-    """Exact probability that :func:`select` picks each candidate (indexed like ``explorable``)."""
+    """Exact probability that :func:`select` picks each candidate (indexed like ``explorable``).
+
+    Summed over the number ``j`` of exploration slots (Binomial(k, ``exploration``)): with
+    ``j`` of them, the ``k - j`` best ranks are picked for sure; each explorable candidate
+    ranked below them is drawn with chance ``min(j, pool) / pool`` (``pool``: how many such
+    candidates there are); when the pool is short, the best plain candidates below the
+    greedy ones fill the rest. One row per ``j``, all at once; the rows are added in order
+    of ``j`` (a running sum), so the answer is the same to the bit as adding them one by one.
+    """
     n = order.size
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    ex_by_rank = explorable[order]
-    # For each rank r: how many explorable / non-explorable candidates rank at or after r.
-    ex_from = np.concatenate([np.cumsum(ex_by_rank[::-1])[::-1], [0]])
-    plain_before = np.concatenate([[0], np.cumsum(~ex_by_rank)])  # non-explorable ranked before r
-    out = np.zeros(n)
-    js = range(k + 1) if exploration > 0 else range(1)
-    for j in js:
-        pj = math.comb(k, j) * exploration**j * (1 - exploration) ** (k - j) if exploration > 0 else 1.0
-        g = k - j
-        p = np.zeros(n)
-        p[rank < g] = 1.0
-        pool = int(ex_from[g]) if g <= n else 0
-        if pool and j:
-            late_ex = (rank >= g) & explorable
-            p[late_ex] = min(j, pool) / pool
-        shortfall = j - min(j, pool)
-        if shortfall:
-            late_plain = (rank >= g) & ~explorable
-            plain_seen = plain_before[np.minimum(rank, n)] - plain_before[min(g, n)]
-            p[late_plain & (plain_seen < shortfall)] = 1.0
-        out += pj * p
+    if n == 0:
+        return np.zeros(0)
+    ex = np.asarray(explorable, dtype=bool)[order]  # by rank: whether the candidate ranked r is explorable
+    ex_from = np.cumsum(ex[::-1])[::-1]  # explorable candidates ranked at or after r
+    plain_before = np.cumsum(~ex) - ~ex  # plain candidates ranked before r
+    js = np.arange(k + 1 if exploration > 0 else 1)
+    greedy = np.minimum(k - js, n)  # the ranks below this are picked for sure, per j
+    if exploration > 0:
+        chance = [math.comb(k, j) * exploration**j * (1 - exploration) ** (k - j) for j in js.tolist()]
+    else:
+        chance = [1.0]
+    pool = np.append(ex_from, 0)[greedy]  # explorable candidates ranked at or after the greedy ones
+    drawn = np.minimum(js, pool)
+    share = (drawn / np.maximum(pool, 1))[:, None]  # each such candidate's chance to be drawn
+    # Slots the pool cannot fill go to the next plain ranks: those fewer than ``j - drawn`` after the greedy ones.
+    fill = plain_before[None, :] - np.append(plain_before, n - ex_from[:1])[greedy][:, None] < (js - drawn)[:, None]
+    ranks = np.arange(n)
+    p = np.where(ranks[None, :] < greedy[:, None], 1.0, np.where(ex[None, :], share, fill))
+    out = np.empty(n)
+    out[order] = np.cumsum(np.asarray(chance)[:, None] * p, axis=0)[-1]
     return np.clip(out, 0.0, 1.0)
 
 

@@ -520,25 +520,25 @@ class RecallMixin(StoreState):
             return _Candidates.of(alive, sims, ids)
         if where is not None:
             content = yield from self._filter_matches_steps(namespace, where, ids)
-            keep = [i for i, mid in enumerate(ids) if content.get(mid)]
-            ids, sims = [ids[i] for i in keep], sims[keep]
+            matched = [i for i, mid in enumerate(ids) if content.get(mid)]
+            ids, sims = [ids[i] for i in matched], sims[matched]
         rows = {r[0]: r for r in (yield Call("candidates", (namespace, ids)))}
-        keep = [
-            i
-            for i, mid in enumerate(ids)
-            if mid in rows
-            and rows[mid][1] == "active"
-            and (where is None or where.matches_state("active", rows[mid][6]))
-        ]
-        got = [rows[ids[i]] for i in keep]
-        columns = np.array([r[2:6] for r in got], dtype=float).reshape(len(got), 4)
+        keep: builtins.list[int] = []
+        got: builtins.list[tuple[Any, ...]] = []
+        for i, mid in enumerate(ids):
+            row = rows.get(mid)
+            if row is not None and row[1] == "active" and (where is None or where.matches_state("active", row[6])):
+                keep.append(i)
+                got.append(row)
+        # One column per field (id, status, created, success, failure, n, standing, updated).
+        columns = list(zip(*got, strict=True)) if got else [()] * 8
         return _Candidates(
             [ids[i] for i in keep],
             sims[keep],
-            CountsTable(columns[:, 1], columns[:, 2], columns[:, 3]),
-            columns[:, 0],
-            [str(r[6]) for r in got],
-            updated=[float(r[7]) for r in got],
+            CountsTable(*(np.array(columns[c], dtype=float) for c in (3, 4, 5))),
+            np.array(columns[2], dtype=float),
+            list(map(str, columns[6])),
+            updated=list(map(float, columns[7])),
         )
 
     def _first_n(self, namespace: str, where: RecallFilter | None, want: int) -> int:

@@ -174,6 +174,14 @@ SYNCHRONOUS = {
 }
 """The durability levels a store URL may ask for (``?synchronous=``), as the statement that sets each."""
 
+ROWS_KEPT = 200_000
+"""Candidate rows (:meth:`SQLiteBackend.candidates`) a backend keeps between recalls, over every
+namespace (the first kept leave first): about 0.3 KB each."""
+
+CANDIDATE_COLUMNS = ("status", "created", "success", "failure", "n", "standing", "updated")
+"""The columns of the narrow read after the id; a kept row is forgotten when one of them changes."""
+CANDIDATE_READ = "id, " + ", ".join(CANDIDATE_COLUMNS)
+
 
 class SQLiteBackend:
     """Memories, log and counters in one SQLite file (WAL)."""
@@ -192,6 +200,7 @@ class SQLiteBackend:
         self._lock = threading.RLock()
         self._unit = False  # a transaction() is open: each write is a savepoint inside it
         self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
+        self._rows = _KeptRows()  # recall's narrow rows, kept between recalls (see candidates)
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
         except sqlite3.Error as exc:
@@ -205,6 +214,7 @@ class SQLiteBackend:
             self._db.execute("PRAGMA busy_timeout=60000")
             self._db.execute("PRAGMA secure_delete=ON")  # an erased memory's bytes are overwritten, not left free
             self._migrate()
+            self._watch_rows()
         except sqlite3.Error as exc:
             self._db.close()
             raise StoreError(f"cannot open {url}: {exc}{_read_only_hint(path)}") from exc
@@ -230,6 +240,7 @@ class SQLiteBackend:
             if self._unit:
                 raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
             self._unit = True
+            committed = False
             try:
                 yield
             except BaseException as exc:
@@ -247,7 +258,9 @@ class SQLiteBackend:
                         if self._db.in_transaction:
                             self._db.execute("ROLLBACK")
                         raise StoreError(f"commit failed, nothing written: {err}") from err
+                committed = True
             finally:
+                self._rows.settle(committed)
                 self._unit = False
                 due, self._truncate_wal = self._truncate_wal, False
             if due:  # committed: an erased memory's old pages leave the WAL now
@@ -378,9 +391,50 @@ class SQLiteBackend:
         """``(id, status, created, success, failure, n, standing, updated)`` of the given ids that exist,
         in no set order.
 
-        The narrow read recall ranks its candidates with (no text, metadata or edges).
+        The narrow read recall ranks its candidates with (no text, metadata or edges). Rows
+        are kept (at most :data:`ROWS_KEPT`) and answered from memory until they may have
+        changed (:class:`_KeptRows`): a row this connection's write changes takes the values
+        it was written with once that write commits; every row is read again after another
+        connection (another store object or process) commits anything (``PRAGMA
+        data_version``). Inside a transaction nothing is kept or answered from memory.
         """
-        return self._rows_of("id, status, created, success, failure, n, standing, updated", namespace, ids)
+        with self._lock:
+            try:
+                if self._db.in_transaction:
+                    return self._rows_of(CANDIDATE_READ, namespace, ids)
+                (version,) = self._db.execute("PRAGMA data_version").fetchone()
+                kept = self._rows.since(version)
+                out, missing = [], []
+                for mid in dict.fromkeys(ids):
+                    row = kept.get((namespace, mid))
+                    if row is None:
+                        missing.append(mid)
+                    else:
+                        out.append(row)
+                if missing:
+                    found = self._rows_of(CANDIDATE_READ, namespace, missing)
+                    self._rows.keep(namespace, found)
+                    out += found
+                return out
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+
+    def _watch_rows(self) -> None:
+        """Temporary triggers (this connection's only, never stored in the file) that tell the kept
+        rows when this connection changes one of their columns or deletes a memory."""
+        rows = self._rows  # not the backend: the connection holds no cycle back to it
+        self._db.create_function("memworth_row_changed", 1 + len(CANDIDATE_COLUMNS) + 1, rows.changed)
+        self._db.create_function("memworth_row_deleted", 2, rows.deleted)
+        columns = ", ".join(CANDIDATE_COLUMNS)
+        values = ", ".join(f"NEW.{c}" for c in CANDIDATE_COLUMNS)
+        self._db.execute(
+            f"CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF {columns} ON main.memories"
+            f" BEGIN SELECT memworth_row_changed(NEW.namespace, NEW.id, {values}); END"
+        )
+        self._db.execute(
+            "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_deleted AFTER DELETE ON main.memories"
+            " BEGIN SELECT memworth_row_deleted(OLD.namespace, OLD.id); END"
+        )
 
     def _rows_of(self, cols: str, namespace: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         """Columns ``cols`` of the memories ``ids`` (distinct, those that exist), 500 ids per query."""
@@ -911,6 +965,70 @@ def _bump(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
 
 
+class _KeptRows:
+    """Recall's narrow candidate rows (:meth:`SQLiteBackend.candidates`) a backend keeps, and how
+    they stay true.
+
+    * Another connection's commit: :meth:`since` is given ``PRAGMA data_version`` (read before
+      any row) and forgets every row when it moved.
+    * This connection's writes: its temporary triggers call :meth:`changed` (with the row as
+      written) or :meth:`deleted` for every row a statement changes. The row is forgotten at
+      once; inside a write of the backend's (:attr:`writing`), its new values wait in
+      ``pending`` and become the kept row when that write commits (:meth:`settle`), and are
+      forgotten when it rolls back. A savepoint rolled back inside a transaction leaves every
+      pending row unsure (:meth:`unsure`): forgotten, not kept, at the commit.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self.pending: dict[tuple[str, str], tuple[Any, ...] | None] = {}
+        self.version = -1  # PRAGMA data_version the kept rows were read under
+        self.writing = False  # a write of the backend's is open: changes wait for its end
+
+    def since(self, version: int) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """The kept rows, none if another connection committed since they were read."""
+        if version != self.version:
+            self.kept.clear()
+            self.version = version
+        return self.kept
+
+    def keep(self, namespace: str, rows: list[tuple[Any, ...]]) -> None:
+        for row in rows:
+            self.kept[(namespace, row[0])] = row
+        self._trim()
+
+    def changed(self, namespace: str, memory_id: str, *values: Any) -> None:
+        key = (namespace, memory_id)
+        self.kept.pop(key, None)
+        if self.writing:
+            self.pending[key] = (memory_id, *values)
+
+    def deleted(self, namespace: str, memory_id: str) -> None:
+        key = (namespace, memory_id)
+        self.kept.pop(key, None)
+        if self.writing:
+            self.pending[key] = None
+
+    def unsure(self) -> None:
+        for key in self.pending:
+            self.pending[key] = None
+
+    def settle(self, committed: bool) -> None:
+        """The backend's write ended: its changed rows are kept as written (committed) or forgotten."""
+        for key, row in self.pending.items():
+            if committed and row is not None:
+                self.kept[key] = row
+            else:
+                self.kept.pop(key, None)
+        self.pending.clear()
+        self.writing = False
+        self._trim()
+
+    def _trim(self) -> None:
+        while len(self.kept) > ROWS_KEPT:
+            del self.kept[next(iter(self.kept))]
+
+
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception; inside the
     backend's open :meth:`SQLiteBackend.transaction`, a savepoint of it instead."""
@@ -934,9 +1052,11 @@ class _Transaction:
         except sqlite3.Error as exc:
             self._lock.release()
             raise StoreError(f"cannot start a write: {exc}") from exc
+        self._backend._rows.writing = True
         return self._db
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        committed = False
         try:
             if kind is None:
                 try:
@@ -944,11 +1064,17 @@ class _Transaction:
                 except sqlite3.Error as err:
                     self._rollback()
                     raise StoreError(f"commit failed, nothing written: {err}") from err
+                committed = True
             else:
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"nothing written: {exc}") from exc
         finally:
+            if self._savepoint:  # the transaction() it is part of settles the kept rows at its end
+                if not committed:
+                    self._backend._rows.unsure()
+            else:
+                self._backend._rows.settle(committed)
             self._lock.release()
 
     def _rollback(self) -> None:

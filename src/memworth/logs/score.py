@@ -264,36 +264,40 @@ def score_namespace(
     alarm = np.zeros(size, dtype=bool)
     change_point = np.full(size, -1, dtype=np.int64)
     held_by: list[str | None] = [None] * size
-    action: list[str | None] = [None] * size
-    proposed: list[str | None] = [None] * size
-    reason: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
-    seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
-    where = {mid: i for i, mid in enumerate(found.ids)}
-    counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
-    worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
-    for row, counts_row in enumerate(counted):
-        mid = str(memory[row])
-        seq_dep[row] = worth_flags[row].action == "deprecate"
-        if found.state is not None and mid in where:
-            m = where[mid]
+    worth_actions = policy.worth_test(table)[0]  # the namespace's e-BH test of low worth, as the store runs it
+    seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
+    if found.state is not None:
+        where = {mid: i for i, mid in enumerate(found.ids)}
+        for row, mid in enumerate(memory.tolist()):
+            m = where.get(mid)
+            if m is None:
+                continue
             stat[row] = float(found.state.statistic[m])
             alarm[row] = mid in found.held
             change_point[row] = int(found.state.since[m])
             if found.held.get(mid):
                 held_by[row] = " ".join(found.held[mid])
-        p = policy.propose(
-            mid,
-            counts_row,
-            "active",
-            "normal",
-            found.recent.get(mid),
-            stream=found.streams.get(mid),
-            worth_flag=worth_flags[row],
-        )
-        if p is not None:
-            action[row], proposed[row], reason[row] = p.action, p.new, p.reason
+    recent = [found.recent.get(mid) for mid in memory.tolist()]
+    window = CountsTable(*(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n")))
+    action, proposed, reason = (list(a) for a in policy.propose_table(table, window))  # memories without a stream
+    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None]
+    if streamed:  # change detection on: those with an outcome stream go one by one
+        counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
+        worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
+        for row in streamed:
+            mid = str(memory[row])
+            p = policy.propose(
+                mid,
+                counted[row],
+                "active",
+                "normal",
+                recent[row],
+                stream=found.streams.get(mid),
+                worth_flag=worth_flags[row],
+            )
+            action[row], proposed[row], reason[row] = (None, None, None) if p is None else (p.action, p.new, p.reason)
     columns |= {
         "change_statistic": stat,
         "change_alarm": alarm,

@@ -32,7 +32,8 @@ _SUFFIXES = {
 INCOMING = """
 CREATE OR REPLACE TEMP TABLE incoming (
     file INTEGER, row BIGINT, episode_id VARCHAR, memory_id VARCHAR, success BOOLEAN, ts DOUBLE,
-    score DOUBLE, weight DOUBLE, source VARCHAR, confidence DOUBLE, namespace VARCHAR, context VARCHAR
+    score DOUBLE, weight DOUBLE, source VARCHAR, confidence DOUBLE, namespace VARCHAR, context VARCHAR,
+    bad BOOLEAN
 )
 """
 
@@ -96,10 +97,12 @@ def read_logs(
     first_file: int = 0,
     progress: Progress = False,
 ) -> int:
-    """Read ``files`` into the temporary table ``incoming`` of ``con``, checked; return its row count.
+    """Read ``files`` into the temporary table ``incoming`` of ``con``, each value checked; return its row count.
 
     ``needs``: optional columns this run cannot do without (``score`` for score credit,
     ``weight`` for given credit). ``first_file`` numbers the files (the ``file`` column).
+    The rows of each episode are checked against each other by :func:`check_episodes`,
+    which :func:`memworth.logs.state.ingest` runs as it groups them into episodes.
     """
     con.execute(INCOMING)
     bar = progress_bar(len(files), "files", progress)
@@ -107,7 +110,6 @@ def read_logs(
         _read_one(con, path, format_of(path, fmt), columns, needs, first_file + offset)
         bar.update(1)
     bar.close()
-    check_episodes(con, list(files), first_file)
     return int(first_row(con, "SELECT count(*) FROM incoming")[0])
 
 
@@ -209,41 +211,58 @@ def insert_checked(
                 )
             )
         exprs[col.name] = value
-    if checks:
-        firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
-        try:
-            found = first_row(con, f"SELECT {firsts} FROM {source}")
-        except duckdb.Error as exc:
-            raise LogError(path, None, "file", f"cannot read it {what}: {str(exc).splitlines()[0]}") from None
-        bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
-        if bad:
-            row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
-            got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
-            raise LogError(path, int(row), label, f"{reason}, got {got!r}")
     select = ", ".join(
         [str(number), "__row"]
         + [exprs[n] for n in ("episode_id", "memory_id", "outcome", "timestamp", "score", "weight")]
         + [f"coalesce({exprs['source']}, 'explicit')", f"coalesce({exprs['confidence']}, 1.0)"]
         + [f"coalesce({exprs['namespace']}, 'default')", exprs["context"]]
+        + [" OR ".join(f"coalesce({cond}, false)" for _, cond, _, _ in checks) if checks else "false"]
     )
-    con.execute(f"INSERT INTO incoming SELECT {select} FROM {source}")
+    # One read of the file: the rows go in with whether any check failed on them; only a
+    # refused file is read again, to find its first bad value and say which check it failed.
+    try:
+        con.execute(f"INSERT INTO incoming SELECT {select} FROM {source}")
+    except duckdb.Error as exc:
+        raise LogError(path, None, "file", f"cannot read it {what}: {str(exc).splitlines()[0]}") from None
+    if first_row(con, f"SELECT 1 FROM incoming WHERE bad AND file = {int(number)} LIMIT 1") is None:
+        return
+    firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
+    found = first_row(con, f"SELECT {firsts} FROM {source}")
+    bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
+    row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
+    got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
+    raise LogError(path, int(row), label, f"{reason}, got {got!r}")
 
 
-def check_episodes(con: Any, files: list[str], first_file: int) -> None:
+def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | None = None) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
 
-    One aggregate pass says whether anything is wrong; only then do window queries find
-    the first offending row.
+    One aggregate pass per question says whether anything is wrong; only then do window
+    queries find the first offending row. ``into``: also keep the aggregate over episodes
+    as that temporary table (one row per ``episode_id`` of ``incoming``: its ``k`` rows,
+    the first ``ts``, ``file`` and ``row``, its namespace, outcome, confidence, source and
+    context), the table :func:`memworth.logs.state.ingest` numbers the episodes from.
     """
-    differ = " OR ".join(
-        f"count(DISTINCT {c}) > 1 OR (count({c}) > 0 AND count({c}) < count(*))"
+    differ = " OR ".join(  # two values (min and max differ), or values beside nulls
+        f"coalesce(min({c}) <> max({c}), false) OR (count({c}) > 0 AND count({c}) < count(*))"
         for c in ("success", "namespace", "confidence", "source", "context")
     )
+    episodes = f"""
+        SELECT episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
+               any_value(namespace) AS namespace, any_value(success) AS success, any_value(confidence) AS confidence,
+               any_value(source) AS source, any_value(context) AS context, {differ} AS clash
+        FROM incoming GROUP BY episode_id
+    """
+    if into is not None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {into} AS {episodes}")
+        episodes = into
+    else:
+        episodes = f"({episodes})"
     dups, clashes = first_row(
         con,
         f"""
         SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id, memory_id HAVING count(*) > 1)),
-               (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id HAVING {differ}))
+               (SELECT count(*) FROM {episodes} WHERE clash)
         """,
     )
     if dups == 0 and clashes == 0:

@@ -28,7 +28,7 @@ from memworth.governance import GovernancePolicy
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
-from memworth.logs.streams import Streams, namespace_streams
+from memworth.logs.streams import Streams, namespace_streams, reads_log
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 
@@ -117,9 +117,11 @@ def score_files(
         todo = new_files(con, files)
         needs = [settings.counting.column] if settings.counting.column else []
         rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
-        added = ingest(con, todo, settings.counting) if todo else 0
+        keep_log = state is not None or reads_log(settings.policy)
+        added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
         table = score_state(con, settings, progress=progress)
-        con.execute("CHECKPOINT")
+        if state is not None:
+            con.execute("CHECKPOINT")
         con.close()
         if state is not None and work is not None:
             os.replace(work, state)
@@ -279,8 +281,12 @@ def score_namespace(
             change_point[row] = int(found.state.since[m])
             if found.held.get(mid):
                 held_by[row] = " ".join(found.held[mid])
-    recent = [found.recent.get(mid) for mid in memory.tolist()]
-    window = CountsTable(*(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n")))
+    recent = [found.recent.get(mid) for mid in memory.tolist()] if found.recent else [None] * size
+    window = None  # each memory's window counts (the window test's; none read without it)
+    if found.recent:
+        window = CountsTable(
+            *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
+        )
     action, proposed, reason = (list(a) for a in policy.propose_table(table, window))  # memories without a stream
     streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None]
     if streamed:  # change detection on: those with an outcome stream go one by one

@@ -193,16 +193,54 @@ def to_arrow(parts: Sequence[dict[str, Any]]) -> Any:
     """The scored table (pyarrow) from :func:`score_namespace`'s parts, in the order given."""
     import pyarrow as pa
 
-    kinds = {"string": pa.string(), "double": pa.float64(), "bool": pa.bool_(), "int64": pa.int64()}
     columns: dict[str, Any] = {}
     for name, kind in COLUMNS_OUT:
-        values = [v for part in parts for v in list(part[name])]
-        if name == "change_point":
-            arr = np.asarray(values, dtype=np.int64)
-            columns[name] = pa.array(arr, type=pa.int64(), mask=arr < 0)
+        values = [part[name] for part in parts]
+        if kind == "string":
+            flat = [v for chunk in values for v in (chunk.tolist() if isinstance(chunk, np.ndarray) else chunk)]
+            columns[name] = _arrow_strings(flat)
         else:
-            columns[name] = pa.array(values, type=kinds[kind])
+            arr = np.concatenate([np.asarray(v) for v in values]) if values else np.zeros(0)
+            columns[name] = _arrow_numbers(arr, kind, arr < 0 if name == "change_point" else None)
     return pa.table(columns)
+
+
+def _arrow_numbers(values: np.ndarray, kind: str, null: np.ndarray | None) -> Any:
+    """A pyarrow array of ``values`` (``kind``: double, int64 or bool; ``null``: where it is null)
+    built from its buffers: ``pa.array`` imports pandas (seconds, on every run)."""
+    import pyarrow as pa
+
+    size = int(values.size)
+    validity = None
+    nulls = 0
+    if null is not None and null.any():
+        nulls = int(null.sum())
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    if kind == "bool":
+        return pa.Array.from_buffers(
+            pa.bool_(), size, [validity, pa.py_buffer(np.packbits(values.astype(bool), bitorder="little"))], nulls
+        )
+    dtype, arrow = (np.int64, pa.int64()) if kind == "int64" else (np.float64, pa.float64())
+    return pa.Array.from_buffers(arrow, size, [validity, pa.py_buffer(np.ascontiguousarray(values, dtype=dtype))], nulls)
+
+
+def _arrow_strings(values: Sequence[Any]) -> Any:
+    """A pyarrow string array of ``values`` (``None``: null), built from its buffers (see :func:`_arrow_numbers`)."""
+    import pyarrow as pa
+
+    null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    encoded = [b"" if v is None else str(v).encode() for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(values)), out=offsets[1:])
+    large = offsets[-1] >= 2**31
+    arrow = pa.large_string() if large else pa.string()
+    buffers = [
+        pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None,
+        pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+        pa.py_buffer(b"".join(encoded)),
+    ]
+    out = pa.Array.from_buffers(arrow, len(values), buffers, int(null.sum()))
+    return out.cast(pa.string()) if large else out
 
 
 def score_namespace(

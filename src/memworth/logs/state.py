@@ -243,8 +243,6 @@ def _order(con: Any, files: Sequence[str]) -> None:
 def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
     """View ``new_items``: each row's credit, 1/k or its score / weight split by ``normalise_rows``,
     beside its episode's position, outcome and confidence."""
-    import pyarrow as pa
-
     k_max = first_row(con, "SELECT max(k) FROM new_episodes")[0]
     if k_max is not None:
         check_w_min(counting.w_min, int(k_max))
@@ -261,6 +259,8 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
             """
         )
         return
+    import pyarrow as pa
+
     rows = con.sql(
         base.format(credit=f"i.{counting.column}") + " ORDER BY e.namespace, e.pos, i.file, i.row"
     ).to_arrow_table()

@@ -316,14 +316,14 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
     the first ``ts``, ``file`` and ``row``, its namespace, outcome, confidence, source and
     context), the table :func:`memworth.logs.state.ingest` numbers the episodes from.
     """
-    differ = " OR ".join(  # two values (min and max differ), or values beside nulls
-        f"coalesce(min({c}) <> max({c}), false) OR (count({c}) > 0 AND count({c}) < count(*))"
-        for c in ("success", "namespace", "confidence", "source", "context")
-    )
+    # Two values in one episode: min and max differ; the context may also be missing beside a
+    # value (the other columns are never null in 'incoming': defaults filled, outcomes checked).
+    differ = " OR ".join(f"min({c}) <> max({c})" for c in ("success", "namespace", "confidence", "source"))
+    differ += " OR coalesce(min(context) <> max(context), false) OR (count(context) > 0 AND count(context) < count(*))"
     episodes = f"""
         SELECT episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
-               any_value(namespace) AS namespace, any_value(success) AS success, any_value(confidence) AS confidence,
-               any_value(source) AS source, any_value(context) AS context, {differ} AS clash
+               min(namespace) AS namespace, min(success) AS success, min(confidence) AS confidence,
+               min(source) AS source, min(context) AS context, coalesce({differ}, false) AS clash
         FROM incoming GROUP BY episode_id
     """
     if into is not None:

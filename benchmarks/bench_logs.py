@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,7 @@ def make_logs(folder: Path, rows: int, k: int, memories: int, files: int) -> lis
     """Synthetic retrieval logs: rows/k episodes of k distinct memories, 70% success, in ``files`` Parquet files."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(0)
@@ -67,11 +69,11 @@ def make_logs(folder: Path, rows: int, k: int, memories: int, files: int) -> lis
     for f, part in enumerate(np.array_split(np.arange(episodes), files)):
         mem = (rng.integers(0, memories, size=(part.size, 1)) + np.arange(k) * (memories // k)) % memories
         ok = rng.random(part.size) < 0.7
-        table = pa.table(
+        table = pa.table(  # ids made text by Arrow (numpy's astype(str) took minutes per 10M rows)
             {
-                "episode_id": np.repeat(part, k).astype(str),
-                "memory_id": mem.ravel().astype(str),
-                "outcome": np.where(np.repeat(ok, k), "success", "failure"),
+                "episode_id": pa.array(np.repeat(part, k)).cast(pa.string()),
+                "memory_id": pa.array(mem.ravel()).cast(pa.string()),
+                "outcome": pc.if_else(pa.array(np.repeat(ok, k)), "success", "failure"),
                 "timestamp": np.repeat(part.astype(float), k),
             }
         )
@@ -81,8 +83,9 @@ def make_logs(folder: Path, rows: int, k: int, memories: int, files: int) -> lis
     return out
 
 
-def run(code: str, args: list[str]) -> tuple[float, int]:
-    got = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+def run(code: str, args: list[str], src: str | None = None) -> tuple[float, int]:
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
+    got = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
     seconds, peak = got.stdout.strip().splitlines()[-1].split()
     return float(seconds), int(peak)
 
@@ -103,10 +106,23 @@ def main() -> None:
         help="instead: add the last NEW files to a state holding the others, against scoring only those NEW files",
     )
     p.add_argument("--memory-limit", help="DuckDB memory cap for score, e.g. 2GB")
+    p.add_argument(
+        "--baseline-src",
+        help="also time score from another checkout's src/ (e.g. main's), in the same turns: a before/after ratio",
+    )
+    p.add_argument("--logs", type=Path, help="folder to keep the logs in, reused by a later run with the same sizes (default: a temporary one)")
     p.add_argument("--json", type=Path, default=Path(__file__).with_name("logs.json"))
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        files = make_logs(Path(tmp), args.rows, args.k, args.memories, args.files)
+        folder = Path(tmp) if args.logs is None else args.logs
+        folder.mkdir(parents=True, exist_ok=True)
+        wanted = {"rows": args.rows, "k": args.k, "memories": args.memories, "files": args.files}
+        made = folder / "logs.json"
+        if made.exists() and json.loads(made.read_text()) == wanted:  # kept from an earlier run with these settings
+            files = [str(f) for f in sorted(folder.glob("part-*.parquet"))]
+        else:
+            files = make_logs(folder, args.rows, args.k, args.memories, args.files)
+            made.write_text(json.dumps(wanted))
         flag = "1" if args.change_detection else "0"
         results: dict[str, list[tuple[float, int]]] = {"bare": [], "score": []}
         limit = args.memory_limit or "-"
@@ -119,10 +135,15 @@ def main() -> None:
                 "bare": (SCORE, [flag, limit, *new]),
                 "score": (INCREMENTAL, [flag, state, str(Path(tmp) / "work.duckdb"), limit, *files]),
             }
+        srcs: dict[str, str | None] = {"bare": None, "score": None}
+        if args.baseline_src:
+            results["before"] = []
+            contenders["before"] = contenders["score"]
+            srcs["before"] = str(Path(args.baseline_src).resolve())
         for r in range(args.repeats):
-            order = ["bare", "score"] if r % 2 == 0 else ["score", "bare"]
+            order = list(contenders) if r % 2 == 0 else list(reversed(contenders))
             for who in order:
-                results[who].append(run(*contenders[who]))
+                results[who].append(run(*contenders[who], src=srcs[who]))
     ratios = [s[0] / b[0] for s, b in zip(results["score"], results["bare"], strict=True)]
     report = {
         "rows": args.rows,
@@ -141,6 +162,14 @@ def main() -> None:
         "bare_peak_bytes": max(b[1] for b in results["bare"]),
         "score_peak_bytes": max(s[1] for s in results["score"]),
     }
+    if "before" in results:
+        before = [s[0] / b[0] for s, b in zip(results["before"], results["bare"], strict=True)]
+        report |= {
+            "baseline_src": args.baseline_src,
+            "before_seconds": [s[0] for s in results["before"]],
+            "before_ratio_median": statistics.median(before),
+            "before_peak_bytes": max(s[1] for s in results["before"]),
+        }
     print(f"{'rows':>10} {'detect':>6} {'bare s':>8} {'score s':>8} {'ratio (min-max)':>20} {'peak MB bare/score':>20}")
     print(
         f"{args.rows:>10} {flag:>6} {statistics.median(report['bare_seconds']):>8.2f} "
@@ -148,6 +177,11 @@ def main() -> None:
         f"{report['ratio_median']:>8.2f} ({report['ratio_min']:.2f}-{report['ratio_max']:.2f}) "
         f"{report['bare_peak_bytes'] / 2**20:>9.0f}/{report['score_peak_bytes'] / 2**20:.0f}"
     )
+    if "before" in results:
+        print(
+            f"{'before':>10} {flag:>6} {'':>8} {statistics.median(report['before_seconds']):>8.2f} "
+            f"{report['before_ratio_median']:>8.2f} {'':>15} {report['before_peak_bytes'] / 2**20:>15.0f}"
+        )
     args.json.write_text(json.dumps(report, indent=2) + "\n")
 
 

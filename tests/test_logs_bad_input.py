@@ -131,3 +131,45 @@ def test_parquet_rows_are_counted_in_the_file(tmp_path) -> None:
     with pytest.raises(LogError) as info:
         score_files([str(path)], ScoreSettings())
     assert (info.value.row, info.value.column) == (5001, "outcome") and "'perhaps'" in str(info.value)
+
+
+def _parquet(path, outcomes, start=0, **more) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(outcomes)
+    columns = {
+        "episode_id": [f"e{start + i}" for i in range(n)],
+        "memory_id": [f"m{i % 3}" for i in range(n)],
+        "outcome": outcomes,
+        "timestamp": [float(start + i) for i in range(n)],
+    }
+    pq.write_table(pa.table(columns | more), str(path), row_group_size=100)
+    return str(path)
+
+
+def test_parquet_files_read_in_one_scan_name_the_file_of_the_bad_row(tmp_path) -> None:
+    """Parquet files with the same columns are read in one scan; a bad value is still
+    refused with its own file and its row in that file, the first file's before a later one's."""
+    a = _parquet(tmp_path / "a.parquet", ["success"] * 300)
+    b = _parquet(tmp_path / "b.parquet", ["failure"] * 250 + ["perhaps"] + ["success"] * 10, start=300)
+    c = _parquet(tmp_path / "c.parquet", ["never"] + ["success"] * 5, start=600)
+    with pytest.raises(LogError) as info:
+        score_files([a, b, c], ScoreSettings())
+    assert (info.value.file, info.value.row, info.value.column) == (b, 251, "outcome")
+    assert "'perhaps'" in str(info.value)
+    with pytest.raises(LogError) as info:
+        score_files([a, c], ScoreSettings())
+    assert (info.value.file, info.value.row) == (c, 1)
+
+
+def test_parquet_files_in_one_scan_score_as_one_by_one(tmp_path) -> None:
+    """The same rows give the same table whether their files share a scan (same columns) or
+    not (a file with an extra column is read alone)."""
+    a = _parquet(tmp_path / "a.parquet", ["success", "failure"] * 150)
+    b = _parquet(tmp_path / "b.parquet", ["failure", "success", "success"] * 50, start=300)
+    c = _parquet(tmp_path / "c.parquet", ["failure", "success", "success"] * 50, start=300, note=["x"] * 150)
+    together = score_files([a, b], ScoreSettings()).table
+    alone = score_files([a, c], ScoreSettings()).table
+    assert together.to_pylist() == alone.to_pylist()
+    assert score_files([a, b], ScoreSettings()).rows_read == 450

@@ -156,6 +156,27 @@ def test_columns_come_from_the_library_rules(tmp_path) -> None:
     assert next(r for r in rows if r["memory_id"] == "m3")["action"] == "deprecate"
 
 
+def test_window_test_reads_each_memorys_last_retrievals(tmp_path) -> None:
+    """With the window test on, the proposals are propose's given each memory's last
+    ``staleness_window`` retrievals (the window counts are read only then): m3, failing
+    since halfway, is flagged for re-verification by the window."""
+    from memworth.counts import Counts
+
+    ep = episodes(seed=8, count=800)
+    write_log(tmp_path / "log.parquet", ep)
+    policy = GovernancePolicy(window_test=True, change_detection=False, deprecation="fixed")
+    rows = by_memory(score_files([str(tmp_path / "log.parquet")], ScoreSettings(policy=policy)).table)
+    k = ep["ids"].shape[1]
+    window = int(policy.staleness.window)
+    for mid, row in rows.items():
+        seen = np.flatnonzero((ep["ids"] == int(mid[1:])).any(axis=1))[-window:]  # its last retrievals
+        ok = ep["success"][seen]
+        recent = Counts(float(ok.sum()) / k, float((~ok).sum()) / k, float(seen.size))
+        want = policy.propose(mid, Counts(row["success"], row["failure"], row["n"]), "active", "normal", recent)
+        assert (row["action"], row["reason"]) == ((None, None) if want is None else (want.action, want.reason))
+    assert rows["m3"]["action"] == "re-verify" and "retrievals at worth" in rows["m3"]["reason"]
+
+
 def test_cli_writes_tables_and_figure(tmp_path, capsys) -> None:
     write_log(tmp_path / "log.parquet", episodes(seed=7))
     out = tmp_path / "out"

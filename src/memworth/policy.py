@@ -198,12 +198,32 @@ class DecisionRule:
                 "neutral", f"insufficient data: confidence {conf:.3f} < {self.insufficient_below:g}", numbers
             )
         if worth > self.promote_above and conf > self.min_confidence:
-            reason = f"worth {worth:.3f} > {self.promote_above:g} and confidence {conf:.3f} > {self.min_confidence:g}"
-            return Decision("promote", reason, numbers)
+            return Decision("promote", self.reason("promote", worth, conf), numbers)
         if worth < self.demote_below and conf > self.min_confidence:
-            reason = f"worth {worth:.3f} < {self.demote_below:g} and confidence {conf:.3f} > {self.min_confidence:g}"
-            return Decision("demote", reason, numbers)
+            return Decision("demote", self.reason("demote", worth, conf), numbers)
         return Decision("neutral", f"worth {worth:.3f} with confidence {conf:.3f}: no rule fired", numbers)
+
+    def decide_table(self, counts: CountsTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`decide` of many memories at once: each one's action (``"promote"``,
+        ``"demote"`` or ``"neutral"``, an object array), worth and confidence; the reason of
+        a promotion or demotion is :meth:`reason` of those."""
+        for name in ("promote_above", "demote_below", "min_confidence", "insufficient_below"):
+            _number(getattr(self, name), name, 0.0, 1.0)
+        check_counts(counts, CountsTable)
+        worth = np.atleast_1d(np.asarray(RawWorth().value(counts), dtype=float))
+        lo, hi = WilsonBound(z=self.z, evidence=self.evidence).interval(counts)
+        conf = np.atleast_1d(1.0 - (np.asarray(hi, dtype=float) - np.asarray(lo, dtype=float)))
+        sure = (conf >= self.insufficient_below) & (conf > self.min_confidence)
+        action = np.full(worth.shape, "neutral", dtype=object)
+        action[sure & (worth < self.demote_below)] = "demote"
+        action[sure & (worth > self.promote_above)] = "promote"
+        return action, worth, conf
+
+    def reason(self, action: str, worth: float, confidence: float) -> str:
+        """Why ``action`` (``"promote"`` or ``"demote"``) was decided at ``worth`` and ``confidence``."""
+        if action == "promote":
+            return f"worth {worth:.3f} > {self.promote_above:g} and confidence {confidence:.3f} > {self.min_confidence:g}"
+        return f"worth {worth:.3f} < {self.demote_below:g} and confidence {confidence:.3f} > {self.min_confidence:g}"
 
 
 @dataclass(frozen=True)
@@ -235,7 +255,9 @@ class DeprecationRule:
         if v < min_ev:
             return Decision("keep", f"evidence {v:g} < min_evidence {min_ev:g}: keep", numbers)
         if worth < threshold:
-            return Decision(
-                "deprecate", f"worth {worth:.3f} < {threshold:g} with evidence {v:g} >= {min_ev:g}", numbers
-            )
+            return Decision("deprecate", self.reason(worth, v), numbers)
         return Decision("keep", f"worth {worth:.3f} >= {threshold:g}: keep", numbers)
+
+    def reason(self, worth: float, evidence: float) -> str:
+        """Why a memory of ``worth`` with ``evidence`` is deprecated."""
+        return f"worth {worth:.3f} < {self.threshold:g} with evidence {evidence:g} >= {self.min_evidence:g}"

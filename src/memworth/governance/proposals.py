@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memworth.counts import Counts, check_counts
+from memworth.counts import Counts, CountsTable, check_counts
 from memworth.errors import ValidationError
 from memworth.estimators import RawWorth
 from memworth.governance.holdout_guard import HoldoutGuard
@@ -410,8 +410,6 @@ class GovernancePolicy:
         >>> [f.action for f in policy.worth_flags([Counts(1.0, 29.0, 30), Counts(15.0, 15.0, 30)])]
         ['deprecate', None]
         """
-        from memworth.counts import CountsTable
-
         if not counts:
             return []
         for c in counts:
@@ -423,35 +421,48 @@ class GovernancePolicy:
         )
         cs = self.sequential(self.classes.theta_low).sequence()
         lower, upper = (np.atleast_1d(np.asarray(x, dtype=float)) for x in cs.interval(table))  # all at once
-        s, f = cs._sf(table)
-        v = s + f
-        ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
-        evalues = []
-        for theta in (self.classes.theta_low, self.low_worth.deprecate_below):
-            theta = min(max(float(theta), 1e-9), 1 - 1e-9)
-            log_m = np.asarray(cs.log_martingale(table, theta), dtype=float)
-            with np.errstate(over="ignore"):
-                evalues.append(np.where((ratio < theta) & (v > 0), np.exp(log_m), 0.0))
-        tested = np.flatnonzero(v > 0)
-        pooled = np.concatenate([evalues[0][tested], evalues[1][tested]])
-        rejected = np.zeros((2, len(counts)), dtype=bool)
-        level = math.inf
-        if tested.size:
-            mask = ebh(pooled, self.low_worth.alpha)
-            rejected[0, tested], rejected[1, tested] = mask[: tested.size], mask[tested.size :]
-            level = ebh_level(pooled, self.low_worth.alpha)
+        actions, evalues, level, tests = self.worth_test(table)
         return [
             WorthFlag(
-                "deprecate" if rejected[1, i] else "suppress" if rejected[0, i] else None,
+                actions[i],
                 float(evalues[0][i]),
                 float(evalues[1][i]),
                 level,
-                int(pooled.size),
+                tests,
                 float(lower[i]),
                 float(upper[i]),
             )
             for i in range(len(counts))
         ]
+
+    def worth_test(self, table: CountsTable) -> tuple[np.ndarray, list[np.ndarray], float, int]:
+        """The namespace's test of low worth over ``table`` as arrays (what :meth:`worth_flags`
+        and :meth:`propose_table` read): each memory's action (``"deprecate"``, ``"suppress"``
+        or ``None``), the e-values against theta_low and deprecate_below, the e-value e-BH
+        asked of each, and how many hypotheses it weighed."""
+        cs = self.sequential(self.classes.theta_low).sequence()
+        s, f = cs._sf(table)
+        s, f = np.atleast_1d(np.asarray(s, dtype=float)), np.atleast_1d(np.asarray(f, dtype=float))
+        v = s + f
+        ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
+        evalues = []
+        for theta in (self.classes.theta_low, self.low_worth.deprecate_below):
+            theta = min(max(float(theta), 1e-9), 1 - 1e-9)
+            log_m = np.atleast_1d(np.asarray(cs.log_martingale(table, theta), dtype=float))
+            with np.errstate(over="ignore"):
+                evalues.append(np.where((ratio < theta) & (v > 0), np.exp(log_m), 0.0))
+        tested = np.flatnonzero(v > 0)
+        pooled = np.concatenate([evalues[0][tested], evalues[1][tested]])
+        rejected = np.zeros((2, v.size), dtype=bool)
+        level = math.inf
+        if tested.size:
+            mask = ebh(pooled, self.low_worth.alpha)
+            rejected[0, tested], rejected[1, tested] = mask[: tested.size], mask[tested.size :]
+            level = ebh_level(pooled, self.low_worth.alpha)
+        actions = np.full(v.size, None, dtype=object)
+        actions[rejected[0]] = "suppress"
+        actions[rejected[1]] = "deprecate"
+        return actions, evalues, level, int(pooled.size)
 
     def _context_holds(self, stream: OutcomeStream, since: int | None) -> bool:
         """Whether the memory's per-context record before ``since`` explains its excursion
@@ -538,10 +549,7 @@ class GovernancePolicy:
                 expected = (
                     "" if predicted is None else f" and from {predicted:.3f} expected from its record in their contexts"
                 )
-                stale.append(
-                    f"last {recent.n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall{expected} "
-                    f"(drop > {self.staleness.drop:g}, below {self.classes.theta_low:g})"
-                )
+                stale.append(self._window_reason(recent.n, now, worth, expected))
         if stream is not None and self.change.enabled and len(stream):
             reading = stream.reading or self.detector().scan(  # a namespace scan read it already
                 stream.success, stream.weight, stream.reference, stream.episode
@@ -589,10 +597,7 @@ class GovernancePolicy:
             if deprecation.action == "deprecate":
                 return protect("deprecate", deprecation.reason)
             if self.taxonomy().classify(counts).value_class is ValueClass.LOW:
-                return protect(
-                    "suppress",
-                    f"low value: worth {worth:.3f} < theta_low {self.classes.theta_low:g} with {counts.n:g} retrievals",
-                )
+                return protect("suppress", self._low_reason(worth, counts.n))
         return self._standing(counts, numbers, make, standing)
 
     def _sequential(
@@ -612,13 +617,8 @@ class GovernancePolicy:
         numbers["worth_level"], numbers["worth_tests"] = flag.level, flag.tests
         if flag.action is not None:
             numbers["alpha"] = self.low_worth.alpha
-            theta = self.low_worth.deprecate_below if flag.action == "deprecate" else self.classes.theta_low
             e = flag.deprecate_evalue if flag.action == "deprecate" else flag.suppress_evalue
-            reason = (
-                f"worth {numbers['worth']:.3f} over {counts.n:g} retrievals: e-value {e:.3g} against a rate "
-                f">= {theta:g} clears the e-BH bar {flag.level:.3g} (false discovery rate "
-                f"{self.low_worth.alpha:g} over {flag.tests} tests)"
-            )
+            reason = self._worth_reason(flag.action, numbers["worth"], counts.n, e, flag.level, flag.tests)
             return protect(flag.action, reason)
         return self._standing(counts, numbers, make, standing)
 
@@ -634,6 +634,88 @@ class GovernancePolicy:
         if decision.action in ("promote", "demote"):
             return make(decision.action, decision.reason)
         return None
+
+    def propose_table(
+        self, counts: CountsTable, recent: CountsTable | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`propose` for many ``active`` memories of standing ``normal`` without outcome
+        streams, at once (how ``memworth score`` proposes when change detection is off).
+
+        Memory ``i`` gets what ``propose(id, counts[i], "active", "normal", recent[i],
+        worth_flag=worth_flags(all)[i])`` gives: the namespace's test of low worth is run over
+        the whole table. ``recent``: each memory's window counts (``n`` 0: none). Returns
+        the action, the new status or standing and the reason, as object arrays with
+        ``None`` where nothing is proposed. The rules are :meth:`propose`'s, over arrays; a
+        Hypothesis test holds the two equal.
+        """
+        check_counts(counts, CountsTable)
+        success, failure, n = (np.atleast_1d(np.asarray(c, dtype=float)) for c in counts)
+        table = CountsTable(success, failure, n)
+        size = n.size
+        worth = np.atleast_1d(np.asarray(RawWorth().value(table), dtype=float))
+        action = np.full(size, None, dtype=object)
+        reason = np.full(size, None, dtype=object)
+        todo = np.ones(size, dtype=bool)  # no rule has fired yet
+        if recent is not None and self.staleness.window_test:
+            check_counts(recent, CountsTable, "recent")
+            rn = np.atleast_1d(np.asarray(recent.n, dtype=float))
+            now = np.atleast_1d(
+                np.asarray(RawWorth().value(CountsTable(recent.success, recent.failure, rn)), dtype=float)
+            )
+            fired = (rn >= self.staleness.window) & (now < worth - self.staleness.drop) & (now < self.classes.theta_low)
+            for i in np.flatnonzero(fired).tolist():
+                action[i] = "re-verify"
+                reason[i] = self._window_reason(float(rn[i]), float(now[i]), float(worth[i]), "")
+            todo &= ~fired
+        if self.low_worth.rule == "sequential":
+            flags, evalues, level, tests = self.worth_test(table)
+            for i in np.flatnonzero(todo & (flags != None)).tolist():  # noqa: E711 - elementwise
+                act = str(flags[i])
+                e = float(evalues[1][i] if act == "deprecate" else evalues[0][i])
+                action[i] = act
+                reason[i] = self._worth_reason(act, round(float(worth[i]), 6), float(n[i]), e, level, tests)
+            todo &= flags == None  # noqa: E711 - elementwise
+        else:
+            sure = todo & (n >= self.classes.min_evidence)
+            rule = self.deprecation_rule()
+            rule.check(Counts(0.0, 0.0, 0.0))  # its settings, checked as the scalar path checks them
+            deprecate = sure & (worth < rule.threshold)
+            low = sure & ~deprecate & (worth < self.classes.theta_low)
+            for i in np.flatnonzero(deprecate).tolist():
+                action[i] = "deprecate"
+                reason[i] = rule.reason(float(worth[i]), float(n[i]))
+            for i in np.flatnonzero(low).tolist():
+                action[i] = "suppress"
+                reason[i] = self._low_reason(float(worth[i]), float(n[i]))
+            todo &= ~(deprecate | low)
+        s = self.standing
+        rule2 = DecisionRule(s.promote_above, s.demote_below, s.min_confidence, evidence="retrievals")
+        decided, _, conf = rule2.decide_table(table)
+        for i in np.flatnonzero(todo & (decided != "neutral")).tolist():
+            action[i] = str(decided[i])
+            reason[i] = rule2.reason(action[i], float(worth[i]), float(conf[i]))
+        new = np.full(size, None, dtype=object)
+        for act, (_, value) in ACTIONS.items():
+            new[action == act] = value
+        return action, new, reason
+
+    def _window_reason(self, recent_n: float, now: float, worth: float, expected: str) -> str:
+        return (
+            f"last {recent_n:g} retrievals at worth {now:.3f}, down from {worth:.3f} overall{expected} "
+            f"(drop > {self.staleness.drop:g}, below {self.classes.theta_low:g})"
+        )
+
+    def _low_reason(self, worth: float, n: float) -> str:
+        return f"low value: worth {worth:.3f} < theta_low {self.classes.theta_low:g} with {n:g} retrievals"
+
+    def _worth_reason(self, action: str, worth: float, n: float, evalue: float, level: float, tests: int) -> str:
+        """``worth``: as the proposal's numbers carry it (rounded to 6 places)."""
+        theta = self.low_worth.deprecate_below if action == "deprecate" else self.classes.theta_low
+        return (
+            f"worth {worth:.3f} over {n:g} retrievals: e-value {evalue:.3g} against a rate "
+            f">= {theta:g} clears the e-BH bar {level:.3g} (false discovery rate "
+            f"{self.low_worth.alpha:g} over {tests} tests)"
+        )
 
     def hot(self, counts: Counts, status: str, standing: str = "normal") -> bool:
         """Hot-tier eligibility (note 003): active, not quarantined (standing ``re-verify``),

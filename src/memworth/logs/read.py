@@ -32,7 +32,8 @@ _SUFFIXES = {
 INCOMING = """
 CREATE OR REPLACE TEMP TABLE incoming (
     file INTEGER, row BIGINT, episode_id VARCHAR, memory_id VARCHAR, success BOOLEAN, ts DOUBLE,
-    score DOUBLE, weight DOUBLE, source VARCHAR, confidence DOUBLE, namespace VARCHAR, context VARCHAR
+    score DOUBLE, weight DOUBLE, source VARCHAR, confidence DOUBLE, namespace VARCHAR, context VARCHAR,
+    bad BOOLEAN
 )
 """
 
@@ -96,37 +97,93 @@ def read_logs(
     first_file: int = 0,
     progress: Progress = False,
 ) -> int:
-    """Read ``files`` into the temporary table ``incoming`` of ``con``, checked; return its row count.
+    """Read ``files`` into the temporary table ``incoming`` of ``con``, each value checked; return its row count.
 
     ``needs``: optional columns this run cannot do without (``score`` for score credit,
     ``weight`` for given credit). ``first_file`` numbers the files (the ``file`` column).
+    The rows of each episode are checked against each other by :func:`check_episodes`,
+    which :func:`memworth.logs.state.ingest` runs as it groups them into episodes.
     """
     con.execute(INCOMING)
     bar = progress_bar(len(files), "files", progress)
-    for offset, path in enumerate(files):
-        _read_one(con, path, format_of(path, fmt), columns, needs, first_file + offset)
-        bar.update(1)
+    at = 0
+    while at < len(files):
+        path = files[at]
+        kind = format_of(path, fmt)
+        types = _describe(con, path, kind)
+        run = [path]  # the Parquet files after it with the same columns are read in the same scan
+        while kind == "parquet" and at + len(run) < len(files) and _VIRTUAL.isdisjoint(types):
+            nxt = files[at + len(run)]
+            try:
+                if format_of(nxt, fmt) != "parquet" or list(_describe(con, nxt, "parquet").items()) != list(types.items()):
+                    break
+            except LogError:  # refused when its turn comes, after the files before it
+                break
+            run.append(nxt)
+        if len(run) == 1:
+            insert_checked(con, path, f"as {kind}", _source(path, kind), types, columns, needs, first_file + at)
+        else:
+            _insert_parquet_run(con, run, types, columns, needs, first_file + at)
+        at += len(run)
+        bar.update(len(run))
     bar.close()
-    check_episodes(con, list(files), first_file)
     return int(first_row(con, "SELECT count(*) FROM incoming")[0])
 
 
-def _read_one(con: Any, path: str, fmt: str, columns: ColumnMap, needs: Sequence[str], number: int) -> None:
+_VIRTUAL = frozenset({"file_row_number", "filename"})
+"""Columns a multi-file Parquet scan adds (a log that has one is read file by file)."""
+
+
+def _describe(con: Any, path: str, fmt: str) -> dict[str, str]:
+    """The columns of the log ``path`` and their DuckDB types."""
     import duckdb
 
     if not Path(path).is_file():
         raise LogError(path, None, "file", "no such file")
-    scan = _scan(path, fmt)
     try:
-        described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+        described = con.execute(f"DESCRIBE SELECT * FROM {_scan(path, fmt)}").fetchall()
     except duckdb.Error as exc:
         raise LogError(path, None, "file", f"cannot read it as {fmt}: {str(exc).splitlines()[0]}") from None
-    types = {row[0]: str(row[1]).upper() for row in described}
+    return {row[0]: str(row[1]).upper() for row in described}
+
+
+def _source(path: str, fmt: str) -> str:
+    """The log ``path`` as a DuckDB relation with ``__row``, each row's number in the file."""
+    scan = _scan(path, fmt)
     if fmt == "parquet":  # the row's own number in the file, whatever order the scan runs in
-        source = f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
-    else:  # text formats are read in order (DuckDB keeps insertion order)
-        source = f"(SELECT *, row_number() OVER () AS __row FROM {scan})"
-    insert_checked(con, path, f"as {fmt}", source, types, columns, needs, number)
+        return f"(SELECT * EXCLUDE (file_row_number), file_row_number + 1 AS __row FROM {scan[:-1]}, file_row_number = true))"
+    return f"(SELECT *, row_number() OVER () AS __row FROM {scan})"  # text is read in order
+
+
+def _insert_parquet_run(
+    con: Any, paths: list[str], types: dict[str, str], columns: ColumnMap, needs: Sequence[str], first: int
+) -> None:
+    """Read Parquet files with the same columns in one scan (DuckDB reads them in parallel),
+    numbered ``first``, ``first + 1``, ...; checked as :func:`insert_checked` checks one file."""
+    import duckdb
+
+    exprs, checks = _mapping(paths[0], types, columns, needs)
+    listed = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    source = (
+        f"(SELECT * EXCLUDE (file_row_number, filename), file_row_number + 1 AS __row, "
+        f"{first - 1} + list_position({listed}, filename) AS __file "
+        f"FROM read_parquet({listed}, file_row_number = true, filename = true))"
+    )
+    try:
+        con.execute(f"INSERT INTO incoming SELECT {_select('__file', exprs, checks)} FROM {source}")
+        unnamed = first_row(con, "SELECT 1 FROM incoming WHERE file IS NULL LIMIT 1") is not None
+    except duckdb.Error:
+        unnamed = True
+    if unnamed:  # a scan error, or a file DuckDB names otherwise than given: read them one by one
+        con.execute(f"DELETE FROM incoming WHERE file IS NULL OR file >= {int(first)}")
+        for offset, path in enumerate(paths):
+            insert_checked(con, path, "as parquet", _source(path, "parquet"), types, columns, needs, first + offset)
+        return
+    numbers = ", ".join(str(first + i) for i in range(len(paths)))
+    bad = first_row(con, f"SELECT min(file) FROM incoming WHERE bad AND file IN ({numbers})")[0]
+    if bad is not None:
+        path = paths[int(bad) - first]
+        _refuse(con, path, _source(path, "parquet"), checks)
 
 
 def insert_checked(
@@ -149,6 +206,22 @@ def insert_checked(
     """
     import duckdb
 
+    exprs, checks = _mapping(path, types, columns, needs)
+    # One read of the file: the rows go in with whether any check failed on them; only a
+    # refused file is read again, to find its first bad value and say which check it failed.
+    try:
+        con.execute(f"INSERT INTO incoming SELECT {_select(str(int(number)), exprs, checks)} FROM {source}")
+    except duckdb.Error as exc:
+        raise LogError(path, None, "file", f"cannot read it {what}: {str(exc).splitlines()[0]}") from None
+    if first_row(con, f"SELECT 1 FROM incoming WHERE bad AND file = {int(number)} LIMIT 1") is not None:
+        _refuse(con, path, source, checks)
+
+
+def _mapping(
+    path: str, types: dict[str, str], columns: ColumnMap, needs: Sequence[str]
+) -> tuple[dict[str, str], list[tuple[str, str, str, str]]]:
+    """Each format column's SQL over a log with columns ``types``, and the checks of its values:
+    (format column, bad-row condition, raw expression, reason). A missing column is refused."""
     exprs: dict[str, str] = {}
     checks: list[tuple[str, str, str, str]] = []  # (format column, bad-row condition, raw expression, reason)
     for col in COLUMNS:
@@ -209,41 +282,60 @@ def insert_checked(
                 )
             )
         exprs[col.name] = value
-    if checks:
-        firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
-        try:
-            found = first_row(con, f"SELECT {firsts} FROM {source}")
-        except duckdb.Error as exc:
-            raise LogError(path, None, "file", f"cannot read it {what}: {str(exc).splitlines()[0]}") from None
-        bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
-        if bad:
-            row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
-            got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
-            raise LogError(path, int(row), label, f"{reason}, got {got!r}")
-    select = ", ".join(
-        [str(number), "__row"]
+    return exprs, checks
+
+
+def _select(number: str, exprs: dict[str, str], checks: list[tuple[str, str, str, str]]) -> str:
+    """The columns of ``incoming`` over a log (``number``: SQL for the file's number), ``bad``
+    saying whether any check failed on the row."""
+    return ", ".join(
+        [number, "__row"]
         + [exprs[n] for n in ("episode_id", "memory_id", "outcome", "timestamp", "score", "weight")]
         + [f"coalesce({exprs['source']}, 'explicit')", f"coalesce({exprs['confidence']}, 1.0)"]
         + [f"coalesce({exprs['namespace']}, 'default')", exprs["context"]]
+        + [" OR ".join(f"coalesce({cond}, false)" for _, cond, _, _ in checks) if checks else "false"]
     )
-    con.execute(f"INSERT INTO incoming SELECT {select} FROM {source}")
 
 
-def check_episodes(con: Any, files: list[str], first_file: int) -> None:
+def _refuse(con: Any, path: str, source: str, checks: list[tuple[str, str, str, str]]) -> None:
+    """Raise the :class:`LogError` of the first bad value of ``source`` (the log ``path``)."""
+    firsts = ", ".join(f"min(__row) FILTER (WHERE {cond})" for _, cond, _, _ in checks)
+    found = first_row(con, f"SELECT {firsts} FROM {source}")
+    bad = [(row, check) for row, check in zip(found, checks, strict=True) if row is not None]
+    row, (label, _cond, raw, reason) = min(bad, key=lambda b: b[0])
+    got = first_row(con, f"SELECT CAST({raw} AS VARCHAR) FROM {source} WHERE __row = ?", [row])[0]
+    raise LogError(path, int(row), label, f"{reason}, got {got!r}")
+
+
+def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | None = None) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
 
-    One aggregate pass says whether anything is wrong; only then do window queries find
-    the first offending row.
+    One aggregate pass per question says whether anything is wrong; only then do window
+    queries find the first offending row. ``into``: also keep the aggregate over episodes
+    as that temporary table (one row per ``episode_id`` of ``incoming``: its ``k`` rows,
+    the first ``ts``, ``file`` and ``row``, its namespace, outcome, confidence, source and
+    context), the table :func:`memworth.logs.state.ingest` numbers the episodes from.
     """
-    differ = " OR ".join(
-        f"count(DISTINCT {c}) > 1 OR (count({c}) > 0 AND count({c}) < count(*))"
-        for c in ("success", "namespace", "confidence", "source", "context")
-    )
+    # Two values in one episode: min and max differ; the context may also be missing beside a
+    # value (the other columns are never null in 'incoming': defaults filled, outcomes checked).
+    differ = " OR ".join(f"min({c}) <> max({c})" for c in ("success", "namespace", "confidence", "source"))
+    differ += " OR coalesce(min(context) <> max(context), false) OR (count(context) > 0 AND count(context) < count(*))"
+    episodes = f"""
+        SELECT episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
+               min(namespace) AS namespace, min(success) AS success, min(confidence) AS confidence,
+               min(source) AS source, min(context) AS context, coalesce({differ}, false) AS clash
+        FROM incoming GROUP BY episode_id
+    """
+    if into is not None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {into} AS {episodes}")
+        episodes = into
+    else:
+        episodes = f"({episodes})"
     dups, clashes = first_row(
         con,
         f"""
         SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id, memory_id HAVING count(*) > 1)),
-               (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id HAVING {differ}))
+               (SELECT count(*) FROM {episodes} WHERE clash)
         """,
     )
     if dups == 0 and clashes == 0:

@@ -28,7 +28,7 @@ from memworth.governance import GovernancePolicy
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
-from memworth.logs.streams import Streams, namespace_streams
+from memworth.logs.streams import Streams, namespace_streams, reads_log
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 
@@ -117,9 +117,11 @@ def score_files(
         todo = new_files(con, files)
         needs = [settings.counting.column] if settings.counting.column else []
         rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
-        added = ingest(con, todo, settings.counting) if todo else 0
+        keep_log = state is not None or reads_log(settings.policy)
+        added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
         table = score_state(con, settings, progress=progress)
-        con.execute("CHECKPOINT")
+        if state is not None:
+            con.execute("CHECKPOINT")
         con.close()
         if state is not None and work is not None:
             os.replace(work, state)
@@ -191,16 +193,54 @@ def to_arrow(parts: Sequence[dict[str, Any]]) -> Any:
     """The scored table (pyarrow) from :func:`score_namespace`'s parts, in the order given."""
     import pyarrow as pa
 
-    kinds = {"string": pa.string(), "double": pa.float64(), "bool": pa.bool_(), "int64": pa.int64()}
     columns: dict[str, Any] = {}
     for name, kind in COLUMNS_OUT:
-        values = [v for part in parts for v in list(part[name])]
-        if name == "change_point":
-            arr = np.asarray(values, dtype=np.int64)
-            columns[name] = pa.array(arr, type=pa.int64(), mask=arr < 0)
+        values = [part[name] for part in parts]
+        if kind == "string":
+            flat = [v for chunk in values for v in (chunk.tolist() if isinstance(chunk, np.ndarray) else chunk)]
+            columns[name] = _arrow_strings(flat)
         else:
-            columns[name] = pa.array(values, type=kinds[kind])
+            arr = np.concatenate([np.asarray(v) for v in values]) if values else np.zeros(0)
+            columns[name] = _arrow_numbers(arr, kind, arr < 0 if name == "change_point" else None)
     return pa.table(columns)
+
+
+def _arrow_numbers(values: np.ndarray, kind: str, null: np.ndarray | None) -> Any:
+    """A pyarrow array of ``values`` (``kind``: double, int64 or bool; ``null``: where it is null)
+    built from its buffers: ``pa.array`` imports pandas (seconds, on every run)."""
+    import pyarrow as pa
+
+    size = int(values.size)
+    validity = None
+    nulls = 0
+    if null is not None and null.any():
+        nulls = int(null.sum())
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    if kind == "bool":
+        return pa.Array.from_buffers(
+            pa.bool_(), size, [validity, pa.py_buffer(np.packbits(values.astype(bool), bitorder="little"))], nulls
+        )
+    dtype, arrow = (np.int64, pa.int64()) if kind == "int64" else (np.float64, pa.float64())
+    return pa.Array.from_buffers(arrow, size, [validity, pa.py_buffer(np.ascontiguousarray(values, dtype=dtype))], nulls)
+
+
+def _arrow_strings(values: Sequence[Any]) -> Any:
+    """A pyarrow string array of ``values`` (``None``: null), built from its buffers (see :func:`_arrow_numbers`)."""
+    import pyarrow as pa
+
+    null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    encoded = [b"" if v is None else str(v).encode() for v in values]
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(values)), out=offsets[1:])
+    large = offsets[-1] >= 2**31
+    arrow = pa.large_string() if large else pa.string()
+    buffers = [
+        pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None,
+        pa.py_buffer(offsets if large else offsets.astype(np.int32)),
+        pa.py_buffer(b"".join(encoded)),
+    ]
+    out = pa.Array.from_buffers(arrow, len(values), buffers, int(null.sum()))
+    return out.cast(pa.string()) if large else out
 
 
 def score_namespace(
@@ -264,36 +304,44 @@ def score_namespace(
     alarm = np.zeros(size, dtype=bool)
     change_point = np.full(size, -1, dtype=np.int64)
     held_by: list[str | None] = [None] * size
-    action: list[str | None] = [None] * size
-    proposed: list[str | None] = [None] * size
-    reason: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
-    seq_dep = np.zeros(size, dtype=bool)  # the namespace's e-BH test of low worth, as the store runs it
-    where = {mid: i for i, mid in enumerate(found.ids)}
-    counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
-    worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
-    for row, counts_row in enumerate(counted):
-        mid = str(memory[row])
-        seq_dep[row] = worth_flags[row].action == "deprecate"
-        if found.state is not None and mid in where:
-            m = where[mid]
+    worth_actions = policy.worth_test(table)[0]  # the namespace's e-BH test of low worth, as the store runs it
+    seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
+    if found.state is not None:
+        where = {mid: i for i, mid in enumerate(found.ids)}
+        for row, mid in enumerate(memory.tolist()):
+            m = where.get(mid)
+            if m is None:
+                continue
             stat[row] = float(found.state.statistic[m])
             alarm[row] = mid in found.held
             change_point[row] = int(found.state.since[m])
             if found.held.get(mid):
                 held_by[row] = " ".join(found.held[mid])
-        p = policy.propose(
-            mid,
-            counts_row,
-            "active",
-            "normal",
-            found.recent.get(mid),
-            stream=found.streams.get(mid),
-            worth_flag=worth_flags[row],
+    recent = [found.recent.get(mid) for mid in memory.tolist()] if found.recent else [None] * size
+    window = None  # each memory's window counts (the window test's; none read without it)
+    if found.recent:
+        window = CountsTable(
+            *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
-        if p is not None:
-            action[row], proposed[row], reason[row] = p.action, p.new, p.reason
+    action, proposed, reason = (list(a) for a in policy.propose_table(table, window))  # memories without a stream
+    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None]
+    if streamed:  # change detection on: those with an outcome stream go one by one
+        counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
+        worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
+        for row in streamed:
+            mid = str(memory[row])
+            p = policy.propose(
+                mid,
+                counted[row],
+                "active",
+                "normal",
+                recent[row],
+                stream=found.streams.get(mid),
+                worth_flag=worth_flags[row],
+            )
+            action[row], proposed[row], reason[row] = (None, None, None) if p is None else (p.action, p.new, p.reason)
     columns |= {
         "change_statistic": stat,
         "change_alarm": alarm,

@@ -23,7 +23,7 @@ from memworth.credit import check_w_min, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
 from memworth.logs.detectors import DETECTOR_TABLES
-from memworth.logs.read import LogError, first_row
+from memworth.logs.read import LogError, check_episodes, first_row
 
 __all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new_files", "split_credit"]
 
@@ -116,8 +116,16 @@ def new_files(con: Any, files: Sequence[str]) -> list[str]:
     return out
 
 
-def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
-    """Add the checked rows of table ``incoming`` (read from ``files``) to the state; return episodes added."""
+def ingest(con: Any, files: Sequence[str], counting: Counting, *, keep_log: bool = True) -> int:
+    """Add the checked rows of table ``incoming`` (read from ``files``) to the state; return episodes added.
+
+    The episodes are checked here (:func:`memworth.logs.read.check_episodes`, in the same
+    pass that groups the rows into episodes). ``keep_log``: also append the episodes and
+    their items to the kept log (tables ``episodes`` and ``items``); a run that neither
+    keeps a state file nor reads the log afterwards (:func:`memworth.logs.streams.reads_log`)
+    has no use for it.
+    """
+    check_episodes(con, list(files), 0, into="episode_rows")
     _check_new_episodes(con, files)
     _order(con, files)
     con.execute(
@@ -125,11 +133,8 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
         CREATE OR REPLACE TEMP TABLE new_episodes AS
         SELECT e.namespace, coalesce(c.episodes, 0) + row_number() OVER (
                    PARTITION BY e.namespace ORDER BY e.ts, e.file, e.row) AS pos,
-               e.episode_id, e.ts, e.success, e.confidence, e.source, e.context
-        FROM (SELECT episode_id, min(ts) AS ts, min(file) AS file, min(row) AS row, any_value(namespace) AS namespace,
-                     any_value(success) AS success, any_value(confidence) AS confidence,
-                     any_value(source) AS source, any_value(context) AS context
-              FROM incoming GROUP BY episode_id) e
+               e.episode_id, e.ts, e.success, e.confidence, e.source, e.context, e.k
+        FROM episode_rows e
         LEFT JOIN clocks c ON c.namespace = e.namespace
         """
     )
@@ -148,14 +153,13 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
         f"""
         CREATE OR REPLACE TEMP TABLE new_counts AS
         SELECT i.namespace, i.memory_id,
-               sum(i.credit * e.confidence) FILTER (WHERE e.success) AS success,
-               sum(i.credit * e.confidence) FILTER (WHERE NOT e.success) AS failure,
+               sum(i.credit * i.confidence) FILTER (WHERE i.success) AS success,
+               sum(i.credit * i.confidence) FILTER (WHERE NOT i.success) AS failure,
                count(*) AS n,
-               sum(i.credit * e.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE e.success) AS decayed_success,
-               sum(i.credit * e.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE NOT e.success) AS decayed_failure,
+               sum(i.credit * i.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE i.success) AS decayed_success,
+               sum(i.credit * i.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE NOT i.success) AS decayed_failure,
                sum(pow(2.0, -(k.episodes - i.pos) / {hl})) AS decayed_n
         FROM new_items i
-        JOIN new_episodes e ON e.namespace = i.namespace AND e.pos = i.pos
         JOIN new_clocks k ON k.namespace = i.namespace
         GROUP BY i.namespace, i.memory_id
         """
@@ -180,17 +184,22 @@ def ingest(con: Any, files: Sequence[str], counting: Counting) -> int:
             decayed_n = counts.decayed_n + excluded.decayed_n
         """
     )
-    con.execute("INSERT INTO episodes SELECT * FROM new_episodes")
-    con.execute("INSERT INTO items SELECT namespace, pos, memory_id, credit FROM new_items")
+    if keep_log:
+        con.execute(
+            "INSERT INTO episodes SELECT namespace, pos, episode_id, ts, success, confidence, source, context "
+            "FROM new_episodes"
+        )
+        con.execute("INSERT INTO items SELECT namespace, pos, memory_id, credit FROM new_items")
     con.execute(
         """
         INSERT INTO clocks SELECT namespace, episodes, last_ts FROM new_clocks
         ON CONFLICT (namespace) DO UPDATE SET episodes = excluded.episodes, last_ts = excluded.last_ts
         """
     )
+    per_file = dict(con.execute("SELECT file, count(*) FROM incoming GROUP BY file").fetchall())
     for number, path in enumerate(files):
         st = os.stat(path)
-        rows = first_row(con, "SELECT count(*) FROM incoming WHERE file = ?", [number])[0]
+        rows = per_file.get(number, 0)
         con.execute(
             "INSERT INTO files VALUES (?, ?, ?, ?)", [str(Path(path).resolve()), st.st_size, st.st_mtime_ns, rows]
         )
@@ -232,22 +241,26 @@ def _order(con: Any, files: Sequence[str]) -> None:
 
 
 def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
-    """Table ``new_items``: each row's credit, 1/k or its score / weight split by ``normalise_rows``."""
-    import pyarrow as pa
-
-    k_max = first_row(con, "SELECT max(k) FROM (SELECT count(*) AS k FROM incoming GROUP BY episode_id)")[0]
+    """View ``new_items``: each row's credit, 1/k or its score / weight split by ``normalise_rows``,
+    beside its episode's position, outcome and confidence."""
+    k_max = first_row(con, "SELECT max(k) FROM new_episodes")[0]
     if k_max is not None:
         check_w_min(counting.w_min, int(k_max))
     base = """
         SELECT e.namespace, e.pos, i.memory_id, {credit} AS credit, i.file, i.row
         FROM incoming i JOIN new_episodes e USING (episode_id)
     """
-    if counting.column is None:
+    if counting.column is None:  # a view: its join runs where it is read, nothing is copied
         con.execute(
-            "CREATE OR REPLACE TEMP TABLE new_items AS "
-            + base.format(credit="1.0 / count(*) OVER (PARTITION BY i.episode_id)")
+            """
+            CREATE OR REPLACE TEMP VIEW new_items AS
+            SELECT e.namespace, e.pos, i.memory_id, 1.0 / e.k AS credit, e.success, e.confidence
+            FROM incoming i JOIN new_episodes e USING (episode_id)
+            """
         )
         return
+    import pyarrow as pa
+
     rows = con.sql(
         base.format(credit=f"i.{counting.column}") + " ORDER BY e.namespace, e.pos, i.file, i.row"
     ).to_arrow_table()
@@ -273,8 +286,15 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
         }
     )
     con.register("credited", table)
-    con.execute("CREATE OR REPLACE TEMP TABLE new_items AS SELECT * FROM credited")
+    con.execute("CREATE OR REPLACE TEMP TABLE credited_items AS SELECT * FROM credited")
     con.unregister("credited")
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP VIEW new_items AS
+        SELECT i.namespace, i.pos, i.memory_id, i.credit, e.success, e.confidence
+        FROM credited_items i JOIN new_episodes e ON e.namespace = i.namespace AND e.pos = i.pos
+        """
+    )
 
 
 class CreditError(ValueError):

@@ -32,6 +32,7 @@ __all__ = [
     "Streams",
     "namespace_rows",
     "namespace_streams",
+    "reads_log",
     "recent_counts",
     "streams_of",
 ]
@@ -88,6 +89,14 @@ def recent_counts(con: Any, namespace: str, window: int) -> dict[str, Counts]:
     return {str(mid): Counts(float(s), float(f), float(n)) for _, mid, s, f, n in rows}
 
 
+def reads_log(policy: GovernancePolicy) -> bool:
+    """Whether scoring under ``policy`` reads the kept episode log after the sums: the window
+    test reads each memory's last retrievals (:data:`RECENT_SQL`), change detection the
+    outcome streams. Without either, a memory's proposal depends on its counts alone (the
+    window counts feed only the window test; :meth:`GovernancePolicy.propose`)."""
+    return bool(policy.staleness.window_test or policy.change.enabled)
+
+
 def streams_of(rows: NamespaceRows | None, policy: GovernancePolicy, recent: dict[str, Counts]) -> Streams:
     """Streams and CUSUM state of every memory of one namespace's rows, with its window counts ``recent``.
 
@@ -142,7 +151,7 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
     """
     from memworth.logs.detectors import follow, keep
 
-    recent = recent_counts(con, namespace, policy.staleness.window)
+    recent = recent_counts(con, namespace, policy.staleness.window) if policy.staleness.window_test else {}
     if not policy.change.enabled:
         return streams_of(None, policy, recent)
     scan, read = follow(con, namespace, policy)

@@ -182,6 +182,16 @@ CANDIDATE_COLUMNS = ("status", "created", "success", "failure", "n", "standing",
 """The columns of the narrow read after the id; a kept row is forgotten when one of them changes."""
 CANDIDATE_READ = "id, " + ", ".join(CANDIDATE_COLUMNS)
 
+_ROW_UPDATED = (
+    "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF "
+    + ", ".join(CANDIDATE_COLUMNS)
+    + " ON main.memories BEGIN SELECT memworth_row_changed(NEW.namespace, NEW.id, "
+    + ", ".join("NEW." + c for c in CANDIDATE_COLUMNS)
+    + "); END"
+)
+"""The temporary trigger that tells the kept candidate rows about this connection's updates
+(built once from the constant :data:`CANDIDATE_COLUMNS`, no input in it)."""
+
 
 class SQLiteBackend:
     """Memories, log and counters in one SQLite file (WAL)."""
@@ -425,12 +435,7 @@ class SQLiteBackend:
         rows = self._rows  # not the backend: the connection holds no cycle back to it
         self._db.create_function("memworth_row_changed", 1 + len(CANDIDATE_COLUMNS) + 1, rows.changed)
         self._db.create_function("memworth_row_deleted", 2, rows.deleted)
-        columns = ", ".join(CANDIDATE_COLUMNS)
-        values = ", ".join(f"NEW.{c}" for c in CANDIDATE_COLUMNS)
-        self._db.execute(
-            f"CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF {columns} ON main.memories"
-            f" BEGIN SELECT memworth_row_changed(NEW.namespace, NEW.id, {values}); END"
-        )
+        self._db.execute(_ROW_UPDATED)
         self._db.execute(
             "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_deleted AFTER DELETE ON main.memories"
             " BEGIN SELECT memworth_row_deleted(OLD.namespace, OLD.id); END"

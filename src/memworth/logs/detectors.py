@@ -55,8 +55,15 @@ _CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_
 
 
 def settings_of(policy: GovernancePolicy) -> str:
-    """The detector settings a saved scan was made with (a scan under other settings is not resumed)."""
-    return f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+    """The detector settings a saved scan was made with (a scan under other settings is not resumed).
+
+    They name which items are observations (:data:`memworth.logs.streams.CREDITED`): a scan
+    saved before credit-0 items were left out read them, and is read again from the kept log.
+    """
+    return (
+        f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+        f" observations={CREDITED!r}"
+    )
 
 
 def follow(con: Any, namespace: str, policy: GovernancePolicy) -> tuple[NamespaceScan, int]:

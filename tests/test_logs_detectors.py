@@ -193,6 +193,26 @@ def test_saved_detectors_that_do_not_fit_the_kept_log_are_read_again(tmp_path, m
     assert_same(run.table, score_files(files[:3], ScoreSettings()).table)
 
 
+def test_detectors_saved_before_credit_0_items_were_left_out_are_read_again(tmp_path, monkeypatch) -> None:
+    """A scan saved by a memworth that read credit-0 items as observations (its settings do not
+    name the rule) may hold such observations: it is not resumed, the kept log is read again."""
+    from memworth.logs.detectors import settings_of
+    from memworth.logs.streams import CREDITED
+
+    files = parts(tmp_path)
+    state = tmp_path / "state.duckdb"
+    score_files(files[:2], ScoreSettings(), state=state)
+    before = settings_of(GovernancePolicy()).removesuffix(f" observations={CREDITED!r}")
+    assert before != settings_of(GovernancePolicy())
+    con = duckdb.connect(str(state))
+    con.execute("UPDATE scans SET detector = ?", [before])
+    con.close()
+    calls = advanced_episodes(monkeypatch)
+    run = score_files(files[:3], ScoreSettings(), state=state)
+    assert calls == [470]
+    assert_same(run.table, score_files(files[:3], ScoreSettings()).table)
+
+
 def test_increment_interleaving_kept_outcomes_is_refused_and_state_kept(tmp_path) -> None:
     """An earlier outcome moves the namespace's reference rate for every later episode, and so
     every memory's CUSUM there: refused (rescore from scratch), the state untouched. Another

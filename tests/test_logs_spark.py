@@ -288,6 +288,36 @@ def test_spark_on_a_store_export_equals_the_store_and_its_replay(spark, tmp_path
         drop(store)
 
 
+def test_spark_leaves_credit_0_items_out_of_streams_as_the_store_does(spark, tmp_path) -> None:
+    """A store log with credit-0 items (memories shown, not used): Spark's CUSUM statistics,
+    alarms and proposals are the store's (its window counts and streams are tested against
+    the store on DuckDB, tests/test_logs_store.py), and every column is DuckDB's."""
+    from memworth.logs.store_io import export_log
+    from memworth.spark import read_files, score
+    from tests.test_logs_store import used_store
+
+    store = used_store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        path = tmp_path / "log.parquet"
+        export_log(store.backend, path, "parquet")
+        settings = ScoreSettings(Counting("given"), store.policy)
+        df, labels = read_files(spark, [str(path)])
+        table = score(df, settings, labels=labels).toArrow()
+        assert_same(table, score_files([str(path)], settings).table)
+        got = {r["memory_id"]: r for r in table.to_pylist()}
+        streams = store.outcome_streams()
+        assert len(streams["broken-01"]) < store.get("broken-01").counts.n  # shown and not used: no observation
+        for mid, row in got.items():
+            stream = streams.get(mid)
+            reading = None if stream is None else stream.reading
+            assert row["change_statistic"] == (0.0 if reading is None else reading.statistic), mid
+        proposals = {mid: (p.action, p.reason) for mid, p in store.proposals().items() if p is not None}
+        assert {mid: (r["action"], r["reason"]) for mid, r in got.items() if r["action"]} == proposals
+        assert "broken-01" in proposals
+    finally:
+        store.close()
+
+
 @pytest.mark.slow
 def test_agreement_on_a_larger_log(spark, tmp_path) -> None:
     """Spark and DuckDB on a larger log (MEMWORTH_SPARK_EPISODES episodes, k=8; default 50,000 = 400,000 rows).

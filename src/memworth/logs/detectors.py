@@ -32,6 +32,7 @@ import numpy as np
 
 from memworth.governance import GovernancePolicy
 from memworth.logs.read import first_row
+from memworth.logs.streams import CREDITED
 from memworth.signals.change_detection import ExplainingAway
 from memworth.signals.outcome_streams import EpisodeColumns, NamespaceScan
 
@@ -54,8 +55,15 @@ _CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_
 
 
 def settings_of(policy: GovernancePolicy) -> str:
-    """The detector settings a saved scan was made with (a scan under other settings is not resumed)."""
-    return f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+    """The detector settings a saved scan was made with (a scan under other settings is not resumed).
+
+    They name which items are observations (:data:`memworth.logs.streams.CREDITED`): a scan
+    saved before credit-0 items were left out read them, and is read again from the kept log.
+    """
+    return (
+        f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+        f" observations={CREDITED!r}"
+    )
 
 
 def follow(con: Any, namespace: str, policy: GovernancePolicy) -> tuple[NamespaceScan, int]:
@@ -152,14 +160,16 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
         [namespace, read],
     ).fetchnumpy()
     items = con.execute(
-        """
+        f"""
         SELECT i.pos, m.row FROM items i JOIN scan_memories m ON m.namespace = i.namespace AND m.memory_id = i.memory_id
-        WHERE i.namespace = ? AND i.pos <= ? ORDER BY i.pos, m.row
+        WHERE i.namespace = ? AND i.pos <= ? AND i.{CREDITED} ORDER BY i.pos, m.row
         """,
         [namespace, read],
     ).fetchnumpy()
     pos = np.asarray(items["pos"], dtype=np.int64)
-    kept = first_row(con, "SELECT count(*) FROM items WHERE namespace = ? AND pos <= ?", [namespace, read])[0]
+    kept = first_row(
+        con, f"SELECT count(*) FROM items WHERE namespace = ? AND pos <= ? AND {CREDITED}", [namespace, read]
+    )[0]
     if pos.size != kept:
         raise ValueError("kept items of memories the saved scan does not know")
     snapshot = {k: np.asarray(memories[k]) for k in _CUSUM} | {
@@ -186,6 +196,7 @@ def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
     Each episode's memories are given in the order a scan of the whole log numbers them
     (:func:`memworth.logs.streams.streams_of`): by first retrieval, ties by id; those the
     scan knows keep their rows, so a resumed scan numbers its memories as a whole one does.
+    Items without credit are no observations (:data:`memworth.logs.streams.CREDITED`).
     """
     episodes = con.execute(
         "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? ORDER BY pos",
@@ -195,7 +206,7 @@ def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
     if count == 0:
         return
     items = con.execute(
-        "SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ?", [namespace, read]
+        f"SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ? AND {CREDITED}", [namespace, read]
     ).fetchnumpy()
     names = np.asarray(items["memory_id"], dtype=object).astype(str)
     pos = np.asarray(items["pos"], dtype=np.int64)

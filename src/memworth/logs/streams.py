@@ -9,6 +9,11 @@ explain an alarm: the store's own function, :func:`memworth.signals.outcome_stre
 reads the episodes. The window test's counts (each memory's last
 ``staleness_window`` retrievals) are SQL sums (:data:`RECENT_SQL`, run by both engines).
 
+An item with credit 0 (a memory the agent said it did not use, ``record(..., used=...)``)
+is no observation: it is left out of the streams, the window counts and the detectors
+(:data:`CREDITED`), as the store leaves it out of its own
+(:class:`memworth.store.followed.Followed`); its retrieval still counts in ``n``.
+
 :func:`streams_of` works on one namespace's rows as arrays, whichever engine gathered
 them (DuckDB here, Spark in :mod:`memworth.spark`); :func:`namespace_rows` fetches
 those arrays from the DuckDB state tables.
@@ -27,9 +32,11 @@ from memworth.signals.change_detection import CusumState, OutcomeStream
 from memworth.signals.outcome_streams import namespace_streams as namespace_streams_of
 
 __all__ = [
+    "CREDITED",
     "RECENT_SQL",
     "NamespaceRows",
     "Streams",
+    "credited",
     "namespace_rows",
     "namespace_streams",
     "reads_log",
@@ -66,19 +73,34 @@ class NamespaceRows:
     context: list[str | None]
 
 
-RECENT_SQL = """
+CREDITED = "credit > 0"
+"""The SQL predicate of an item that is an observation of its episode's outcome: one with
+credit. Every read of the items for streams, window counts or detectors filters on it
+(:data:`RECENT_SQL`, :mod:`memworth.logs.detectors`; :func:`credited` for arrays)."""
+
+
+def credited(credit: np.ndarray) -> np.ndarray:
+    """Which items are observations (:data:`CREDITED`, over an array of the items' credit)."""
+    return np.asarray(credit, dtype=float) > 0
+
+
+RECENT_SQL = (
+    """
 SELECT namespace, memory_id,
        coalesce(sum(mass) FILTER (WHERE success), 0) AS recent_success,
        coalesce(sum(mass) FILTER (WHERE NOT success), 0) AS recent_failure,
        count(*) AS recent_n
 FROM (SELECT namespace, memory_id, credit * confidence AS mass, success,
              row_number() OVER (PARTITION BY namespace, memory_id ORDER BY pos DESC) AS back
-      FROM {log})
+      FROM {log} WHERE """
+    + CREDITED
+    + """)
 WHERE back <= {window} GROUP BY namespace, memory_id
 """
-"""Each memory's counts over its last ``window`` retrievals (what the store's ``recent_counts``
-gives), from ``log`` (namespace, pos, memory_id, credit, confidence, success per item). The
-same SQL runs in DuckDB (:func:`recent_counts`) and in Spark (:mod:`memworth.spark`)."""
+)
+"""Each memory's counts over its last ``window`` retrievals with credit (what the store's
+``recent_counts`` gives), from ``log`` (namespace, pos, memory_id, credit, confidence, success
+per item). The same SQL runs in DuckDB (:func:`recent_counts`) and in Spark (:mod:`memworth.spark`)."""
 
 
 def recent_counts(con: Any, namespace: str, window: int) -> dict[str, Counts]:
@@ -101,22 +123,23 @@ def streams_of(rows: NamespaceRows | None, policy: GovernancePolicy, recent: dic
     """Streams and CUSUM state of every memory of one namespace's rows, with its window counts ``recent``.
 
     Without ``policy.change.enabled`` no streams are built (the store reads none then
-    either) and ``rows`` may be ``None``.
+    either) and ``rows`` may be ``None``. Items without credit are left out (:func:`credited`).
     """
     if not policy.change.enabled or rows is None:
         return Streams(sorted(recent), {}, recent, None, {})
-    names = rows.memory_id.astype(str)
+    kept = credited(rows.credit)
+    names, item_pos = rows.memory_id[kept].astype(str), rows.pos[kept].astype(np.int64)
     uniq, inv = np.unique(names, return_inverse=True)
     first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inv, rows.pos.astype(np.int64))
+    np.minimum.at(first, inv, item_pos)
     by_first = np.lexsort((uniq, first))  # memories numbered by first retrieval, ties by id
     code_of = np.empty(uniq.size, dtype=np.int64)
     code_of[by_first] = np.arange(uniq.size)
     ids = [str(m) for m in uniq[by_first]]
     code = code_of[inv]
     sets: list[list[int]] = [[] for _ in range(rows.success.size)]  # each episode's memories, by position from 1
-    for i in np.lexsort((code, rows.pos)).tolist():
-        sets[int(rows.pos[i]) - 1].append(int(code[i]))
+    for i in np.lexsort((code, item_pos)).tolist():
+        sets[int(item_pos[i]) - 1].append(int(code[i]))
     found = namespace_streams_of(
         policy, ids, sets, np.asarray(rows.success, dtype=bool), np.asarray(rows.confidence, dtype=float), rows.context
     )

@@ -288,6 +288,33 @@ def test_a_key_revoked_by_another_process_stops_working_at_once(tmp_path: Path) 
         assert store.get("boil", namespace="team").counts.success == 1.0
 
 
+def test_a_revoked_key_stops_working_at_once_on_every_sidecar_route(tmp_path: Path) -> None:
+    """The sidecar's routes come through ``include_router``, which builds each route again from
+    its endpoint: a key served from memory must be confirmed there too (it was not: a revoked
+    key kept working on every ``/v1/sidecar/*`` route until the server restarted)."""
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0) as store:
+        client = TestClient(create_app(store, workers=2, url=url))
+        h = {"X-API-Key": create_key(store, "team", "agent")}
+        assert client.post("/v1/sidecar/register", json={"ids": ["a"]}, headers=h).status_code == 200
+        assert client.post("/v1/sidecar/register", json={"ids": ["b"]}, headers=h).status_code == 200  # from memory
+        with MemoryStore.open(url) as elsewhere:
+            revoke(elsewhere, "team", name="agent")
+        candidates = [{"id": "a", "score": 0.9}, {"id": "b", "score": 0.8}]
+        calls = {
+            "/v1/sidecar/register": {"ids": ["c"]},
+            "/v1/sidecar/rerank": {"candidates": candidates},
+            "/v1/sidecar/retrieve": {"candidates": candidates, "k": 1},
+            "/v1/sidecar/retrieved": {"ids": ["a"]},
+            "/v1/sidecar/filter": {"ids": ["a", "b"]},
+            "/v1/sidecar/worth": {"ids": ["a"]},
+        }
+        for path, body in calls.items():
+            r = client.post(path, json=body, headers=h)
+            assert r.status_code == 401 and "was revoked at" in r.json()["error"]["reason"], (path, r.text)
+        assert sorted(m.id for m in store.list(namespace="team")) == ["a", "b"]  # nothing registered after
+
+
 def test_a_key_seen_before_is_still_checked_for_read_only_and_expiry_before_the_body() -> None:
     """Served from memory, a read-only key is refused a change (403) and a key past its expiry
     is refused (401) before the body is read, as on the first request."""

@@ -103,6 +103,10 @@ def confirmed(
 
         run._memworth_confirms_key = True  # type: ignore[attr-defined]
         route.dependant.call = run
+        # A router's routes are served through include_router, which builds each one again from
+        # its endpoint (FastAPI 0.165): the endpoint must be the confirming function too, or
+        # the sidecar's routes would serve a key revoked since the server last read it.
+        route.endpoint = run
 
 
 def still_valid(info: KeyInfo | None, field: str) -> KeyInfo:

@@ -228,3 +228,30 @@ def test_a_used_record_reweighs_only_its_own_namespaces_episode(schemas: list[st
         assert store.replay().consistent
     finally:
         store.close()
+
+
+def test_a_rate_limited_record_reads_only_its_own_namespaces_outcomes(schemas: list[str]) -> None:
+    """A source's limits are counted per namespace: an episode id another namespace logged too
+    (schema 7) must neither refuse nor count towards this namespace's records (it refused every
+    limited record once two namespaces shared an id: found in review)."""
+    from memworth.signals.sources import SourceLimit
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    store = MemoryStore.open(
+        with_query(POSTGRES, schema=schema, pool_size="2"),
+        encoder=HashingEncoder(),
+        exploration=0.0,
+        limits={"heuristic": SourceLimit(max_per_memory=1)},
+    )
+    try:
+        store.add("Prague is the capital of Czechia", id="p", namespace="a")
+        store.add("Prague is the capital of Czechia", id="p", namespace="b")
+        store.record(store.recall("capital", k=1, namespace="a", episode_id="task-1"), True, source="heuristic")
+        in_b = store.recall("capital", k=1, namespace="b", episode_id="task-1")
+        store.record(in_b, True, source="heuristic")  # b's memory p has no heuristic outcome yet
+        assert store.get("p", namespace="b").counts.success > 0
+        with pytest.raises(Exception, match="nothing recorded"):  # and now it has one: the quota holds in b
+            store.record(store.recall("capital", k=1, namespace="b", episode_id="task-2"), True, source="heuristic")
+    finally:
+        store.close()

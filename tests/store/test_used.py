@@ -172,3 +172,21 @@ def test_the_async_store_records_used_as_the_sync_one_does(backend_kind: str, tm
     assert weights == [0.0, 1.0, 0.0] and consistent
     if backend_kind in ("postgres", "pgvector"):
         drop(MemoryStore.open(url, encoder=HashingEncoder()))
+
+
+def test_a_source_quota_counts_only_the_memories_an_outcome_credited(make_store: Callable[..., MemoryStore]) -> None:
+    """``SourceLimit.max_per_memory`` counts outcomes crediting a memory: one a ``used`` left out
+    (weight 0) was not credited, so it does not use up that memory's quota (found in review)."""
+    from memworth.signals.sources import SourceLimit
+
+    store = make_store(exploration=0.0, limits={"heuristic": SourceLimit(max_per_memory=2)})
+    store.add("Prague is the capital of Czechia.", id="a")
+    store.add("Prague, capital city of the Czech Republic.", id="b")
+    for used in (["a"], ["b"], ["b"]):  # a is credited once, b twice: within the quota of 2
+        recall = store.recall("Prague capital", k=2)
+        assert {r.memory.id for r in recall} == {"a", "b"}
+        store.record(recall, True, source="heuristic", used=used)
+    a, b = store.get("a").counts.success, store.get("b").counts.success  # the source's confidence each
+    assert a > 0 and b == pytest.approx(2 * a)
+    with pytest.raises(Exception, match="nothing recorded"):  # a third for b is beyond it
+        store.record(store.recall("Prague capital", k=2), True, source="heuristic", used=["b"])

@@ -457,15 +457,17 @@ class RecordingMixin(StoreState):
         limit = self.limits.get(source)
         if limit is None:
             return
-        recent = yield Call("outcomes_since", (now - limit.window, source))
-        logged = yield Call("episodes", ([o.episode_id for o in recent],))
-        for ns in sorted({ep.namespace for ep in episodes}):
+        for ns in sorted({ep.namespace for ep in episodes}):  # per namespace: one shard, and an id
+            # another namespace logged too (PostgreSQL, schema 7) names a different episode
+            recent = yield Call("outcomes_since", (now - limit.window, source), {"namespace": ns})
+            logged = yield Call("episodes", ([o.episode_id for o in recent],), {"namespace": ns})
+            # a quota counts the memories an outcome credited: those a ``used`` left out (weight 0) saw none
             before = [
-                (o.recorded, [it.memory_id for it in logged[o.episode_id].items])
+                (o.recorded, [it.memory_id for it in logged[o.episode_id].items if it.weight > 0])
                 for o in recent
-                if o.episode_id in logged and logged[o.episode_id].namespace == ns
+                if o.episode_id in logged
             ]
-            new = [[it.memory_id for it in ep.items] for ep in episodes if ep.namespace == ns]
+            new = [[it.memory_id for it in ep.items if it.weight > 0] for ep in episodes if ep.namespace == ns]
             reason = limit.check(source, before, new, now)
             if reason is not None:
                 raise RateLimitError(f"source: {reason}; nothing recorded")

@@ -255,3 +255,35 @@ def test_a_rate_limited_record_reads_only_its_own_namespaces_outcomes(schemas: l
             store.record(store.recall("capital", k=1, namespace="b", episode_id="task-2"), True, source="heuristic")
     finally:
         store.close()
+
+
+def test_an_imported_log_keeps_each_outcome_in_its_episodes_namespace(schemas: list[str], tmp_path: object) -> None:
+    """``memworth import`` appended outcomes without their namespace: on schema 7 an outcome in
+    namespace '' escaped the (namespace, episode_id) key, so the episode took a second outcome and
+    replay could not find its episode (found in review). Imported outcomes now name their
+    namespace, and the backend refuses one that names none."""
+    pytest.importorskip("duckdb")
+    from memworth.logs import ScoreSettings
+    from memworth.logs.state import Counting
+    from memworth.logs.store_io import export_log, import_log
+    from memworth.store.records import OutcomeRow
+
+    src = MemoryStore.open(f"sqlite:///{tmp_path}/s.db", encoder=HashingEncoder(), exploration=0.0)
+    src.add("Prague is the capital of Czechia", id="p")
+    src.record(src.recall("capital", k=1, episode_id="t1"), True)
+    export_log(src.backend, f"{tmp_path}/log.parquet", "parquet")
+    src.close()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    pg = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    try:
+        import_log(pg.backend, [f"{tmp_path}/log.parquet"], ScoreSettings(Counting("given")))
+        assert [(o.namespace, o.episode_id) for o in pg.backend.outcome_log()] == [("default", "t1")]
+        with pytest.raises(DuplicateError, match="t1"):
+            pg.record("t1", True, namespace="default")
+        assert pg.get("p").counts.n == 1 and pg.replay().consistent
+        with pytest.raises(ValidationError, match="names no namespace") as refused:
+            pg.backend.append_outcomes([OutcomeRow("t1", True, "explicit", 1.0, 0.0)], [])
+        assert refused.value.field == "namespace"
+    finally:
+        pg.close()

@@ -142,7 +142,7 @@ def import_log(
             tuple(EpisodeItem(mid, float(credit), 1.0, i) for i, (mid, credit) in enumerate(items[(ns, pos)])),
         )
         backend.insert_episode(episode)
-        outcomes.append(OutcomeRow(eid, bool(ok), source, float(conf), float(ts)))
+        outcomes.append(OutcomeRow(eid, bool(ok), source, float(conf), float(ts), namespace=ns))
         increments += credit_increments(episode, bool(ok), float(conf))
         if len(outcomes) >= 5000:
             backend.append_outcomes(outcomes, increments)

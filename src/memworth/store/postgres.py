@@ -203,6 +203,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE episode_items ADD PRIMARY KEY (namespace, episode_id, position)",
         "ALTER TABLE episodes DROP CONSTRAINT IF EXISTS episodes_pkey",
         "ALTER TABLE episodes ADD PRIMARY KEY (namespace, id)",
+        # an outcome appended without its namespace (memworth import before schema 7 wrote '') takes
+        # its episode's, while episode ids are still unique across namespaces
+        "UPDATE outcomes o SET namespace = e.namespace FROM episodes e WHERE e.id = o.episode_id"
+        " AND o.namespace = ''",
         "ALTER TABLE outcomes ALTER COLUMN namespace DROP DEFAULT",
         "ALTER TABLE outcomes DROP CONSTRAINT IF EXISTS outcomes_pkey",
         "ALTER TABLE outcomes DROP CONSTRAINT IF EXISTS outcomes_episode_id_key",
@@ -910,6 +914,9 @@ class PostgresBackend:
     ) -> Plan:
         _no_repeats([v.episode_id for v in verifications], "is verified twice in one batch")
         _no_repeats([o.episode_id for o in outcomes], "has two outcomes in one batch")
+        unnamed = next((o.episode_id for o in outcomes if not o.namespace), None)
+        if unnamed is not None:  # the unique key is (namespace, episode_id): '' would escape it
+            raise ValidationError("namespace", f"the outcome of episode {unnamed!r} names no namespace")
         recorded = outcomes[-1].recorded if outcomes else 0.0
 
         def steps() -> Statements:

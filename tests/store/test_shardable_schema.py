@@ -287,3 +287,26 @@ def test_an_imported_log_keeps_each_outcome_in_its_episodes_namespace(schemas: l
         assert refused.value.field == "namespace"
     finally:
         pg.close()
+
+
+def test_the_sidecar_records_an_id_two_namespaces_logged_by_naming_its_namespace(schemas: list[str]) -> None:
+    """``Sidecar.record`` takes ``namespace=`` (and the adapters pass theirs): by bare id alone,
+    an episode id two namespaces logged cannot be told apart on PostgreSQL."""
+    from memworth import Sidecar
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    sidecar = Sidecar.open(
+        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
+    )
+    try:
+        for ns in ("a", "b"):  # the same database's store logs one id in two namespaces
+            sidecar.store.add("a document about water", id="doc", namespace=ns)
+            sidecar.store.recall("water", k=1, namespace=ns, episode_id="same")
+        with pytest.raises(ValidationError, match="namespace"):
+            sidecar.record("same", True)
+        sidecar.record("same", False, namespace="b")
+        assert sidecar.store.get("doc", namespace="b").counts.failure == 1.0
+        assert sidecar.store.get("doc", namespace="a").counts.n == 0
+    finally:
+        sidecar.close()

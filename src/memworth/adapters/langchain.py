@@ -235,7 +235,14 @@ class GovernedRetriever(BaseRetriever):
 
         ``used``: the returned documents (or their memworth ids) the agent used; only they are
         credited (``None``: every document the episode returned)."""
-        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence, used=_used(used))
+        self.sidecar.record(
+            self._episode(episode),
+            success,
+            source=source,
+            confidence=confidence,
+            used=_used(used),
+            namespace=self.namespace,
+        )
 
     async def areport(
         self,
@@ -250,7 +257,9 @@ class GovernedRetriever(BaseRetriever):
         the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
         its worker thread otherwise."""
         ref = self._episode(episode)
-        await self.async_sidecar.record(ref, success, source=source, confidence=confidence, used=_used(used))
+        await self.async_sidecar.record(
+            ref, success, source=source, confidence=confidence, used=_used(used), namespace=self.namespace
+        )
 
 
 def _used(used: Sequence[Document | str] | None) -> list[str] | None:

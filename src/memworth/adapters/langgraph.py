@@ -273,7 +273,14 @@ class GovernedStore(BaseStore):
 
         ``used``: the returned items (or their memworth ids) the agent used; only they are
         credited (``None``: every item the search returned)."""
-        self.sidecar.record(self._episode(episode), success, source=source, confidence=confidence, used=_used(used))
+        self.sidecar.record(
+            self._episode(episode),
+            success,
+            source=source,
+            confidence=confidence,
+            used=_used(used),
+            namespace=self.namespace,
+        )
 
     async def areport(
         self,
@@ -288,7 +295,9 @@ class GovernedStore(BaseStore):
         the sidecar is one :meth:`memworth.aio.AsyncSidecar.open` opened (its ``.sidecar``), on
         its worker thread otherwise."""
         ref = self._episode(episode)
-        await self.async_sidecar.record(ref, success, source=source, confidence=confidence, used=_used(used))
+        await self.async_sidecar.record(
+            ref, success, source=source, confidence=confidence, used=_used(used), namespace=self.namespace
+        )
 
 
 def _used(used: Sequence[GovernedItem | str] | None) -> list[str] | None:

@@ -425,18 +425,21 @@ class Sidecar:
         source: str = "explicit",
         confidence: float | None = None,
         used: Sequence[str] | None = None,
+        namespace: str | None = None,
     ) -> None:
         """Record an episode's outcome (see :meth:`MemoryStore.record`): credit its memories, log it.
 
         ``episode``: the :class:`Retrieval` :meth:`retrieve` returned, an episode, or its id.
         ``used``: the ids of the retrieved documents the agent used; only they are credited
-        (``None``: all of them)."""
+        (``None``: all of them). ``namespace``: the episode's (a :class:`Retrieval` carries it; an
+        id needs it when two namespaces logged the same id, which PostgreSQL allows)."""
         self.store.record(
             episode.episode if isinstance(episode, Retrieval) else episode,
             success,
             source=source,
             confidence=confidence,
             used=used,
+            namespace=namespace,
         )
 
     def _record_steps(
@@ -447,10 +450,13 @@ class Sidecar:
         source: str = "explicit",
         confidence: float | None = None,
         used: Sequence[str] | None = None,
+        namespace: str | None = None,
     ) -> Steps[None]:
         """:meth:`record` as steps (:mod:`memworth.store.steps`), for an async sidecar."""
         ref = episode.episode if isinstance(episode, Retrieval) else episode
-        yield from self.store._record_steps_one(ref, success, source=source, confidence=confidence, used=used)
+        yield from self.store._record_steps_one(
+            ref, success, source=source, confidence=confidence, used=used, namespace=namespace
+        )
 
     def _worth_steps(self, memory_id: str, *, namespace: str = "default") -> Steps[MemoryReport]:
         """:meth:`worth` as steps."""

@@ -165,6 +165,31 @@ def test_the_oracle_bound_sees_only_what_reached_an_outcome() -> None:
     assert upgrade.oracle_bound(world, cfg, run, attributable=False) == {"oracle_caught": 0, "oracle_false": 0, "reached": 1}
 
 
+def test_the_oracle_bound_of_a_used_store_charges_a_failure_no_recipe_ran_to_every_recipe_recalled() -> None:
+    """Under ``used`` credit the agent names the recipe it ran; when none of the task's ran it
+    names none, and the store charges the failure to every recipe recalled: the bound on what
+    a used store sees counts those failures (the recipe-run bound does not; found in review)."""
+    cfg = load_config("upgrade")
+    cfg["world"] |= {"upgrade_at": 100, "flag_window": 100, "min_retrievals": 10}
+    world = _world({"broken": (True, False), "sibling": (True, True), "hidden": (True, False), "fine": (True, True)})
+    recalled, ran, outcomes = [], [], []
+    for t in range(1, 201):
+        if t % 2:
+            recalled.append(("broken", "sibling"))
+            ran.append("broken")
+            outcomes.append(t <= 100)
+        else:  # before the upgrade "fine" ran and passed; after it no recipe of the task ran
+            recalled.append(("hidden", "fine"))
+            ran.append("fine" if t <= 100 else "")
+            outcomes.append(t <= 100)
+    after = Counter(m for t, members in enumerate(recalled, start=1) if t > 100 for m in members)
+    run = {"recalled": recalled, "ran": ran, "outcomes": outcomes, "retrieved_after": after}
+    by_ran = upgrade.oracle_bound(world, cfg, run, attributable=True)
+    assert by_ran == {"oracle_caught": 1, "oracle_false": 0, "reached": 1}
+    used = upgrade.oracle_bound(world, cfg, run, attributable=False, used_store=True)
+    assert used == {"oracle_caught": 1, "oracle_false": 1, "reached": 1}  # "fine" took the unattributed failures
+
+
 def test_quick_variant_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "upgrade" in BEYOND_EXPERIMENTS
     out = tmp_path / "upgrade"

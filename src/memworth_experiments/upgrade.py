@@ -210,12 +210,16 @@ ORACLE_ALPHA = 0.05
 """The false discovery rate of the oracle bound (the policy's default ``change.alpha``)."""
 
 
-def oracle_bound(world: World, cfg: dict[str, Any], run: dict[str, Any], *, attributable: bool) -> dict[str, int]:
+def oracle_bound(
+    world: World, cfg: dict[str, Any], run: dict[str, Any], *, attributable: bool, used_store: bool = False
+) -> dict[str, int]:
     """What any test of one memory's outcome stream could flag in time, at best, in one run.
 
     Each memory's stream is the outcomes of the episodes that retrieved it (``attributable``:
     only those whose recipe the agent ran, the credit a store would get if the agent said
-    which recipe it used). The oracle knows each stream's success rate before the upgrade
+    which recipe it used; ``used_store``: what a store recording ``used=[the recipe run]``
+    sees, which is that recipe's outcome when one ran and, when none did, the failure of
+    every recipe recalled, since the agent then names no recipe). The oracle knows each stream's success rate before the upgrade
     and after it (the run's own rates: no estimation error, a bound no real test reaches)
     and tests "it fell" against "as it was" with the likelihood ratio of the stream's
     outcomes in the ``flag_window`` episodes after the upgrade; e-BH at
@@ -232,7 +236,7 @@ def oracle_bound(world: World, cfg: dict[str, Any], run: dict[str, Any], *, attr
     upgrade_at, end = int(w["upgrade_at"]), int(w["upgrade_at"]) + int(w["flag_window"])
     streams: dict[str, list[tuple[int, bool]]] = {}
     for t, (members, pick, ok) in enumerate(zip(run["recalled"], run["ran"], run["outcomes"], strict=True), start=1):
-        for m in ((pick,) if pick else ()) if attributable else members:
+        for m in ((pick,) if pick else ()) if attributable else ((pick,) if pick and used_store else members):
             streams.setdefault(m, []).append((t, bool(ok)))
     ids, log_e = [], []
     for m, seen in streams.items():
@@ -275,9 +279,9 @@ def _successes(run: dict[str, Any], upgrade_at: int, holdout: bool | None) -> di
 
 def _twin_bounds(world: World, cfg: dict[str, Any], run: dict[str, Any], credit: str = "uniform") -> dict[str, Any]:
     """The ungoverned twin's log read by the oracle (:func:`oracle_bound`): on the streams a
-    store sees (under ``used`` credit those of the recipe that ran), and on the streams of the
-    recipe that ran."""
-    seen = oracle_bound(world, cfg, run, attributable=credit == "used")
+    store sees (under ``used`` credit the recipe that ran, or every recipe recalled when none
+    ran), and on the streams of the recipe that ran."""
+    seen = oracle_bound(world, cfg, run, attributable=False, used_store=credit == "used")
     ran = oracle_bound(world, cfg, run, attributable=True)
     eligible = sum(1 for r in world.broken() if run["retrieved_after"][r] >= int(cfg["world"]["min_retrievals"]))
     return seen | {"broken_eligible": eligible, "ran_caught": ran["oracle_caught"], "ran_false": ran["oracle_false"]}

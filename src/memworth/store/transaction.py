@@ -36,7 +36,10 @@ from the first write inside (not before: embedding and reading hold none), Postg
 locks likewise; so a block should hold a change and its answer, nothing slow. A govern with
 a verifier holds them through the verifier's calls. On PostgreSQL two blocks of several
 writes each can wait for one another; PostgreSQL ends such a deadlock by failing one, which
-is rolled back whole (:class:`memworth.errors.UnavailableError`: try again). The first
+is rolled back whole (:class:`memworth.errors.UnavailableError`: try again). Since schema 7
+each namespace's writes lock its own generation row, so two blocks that write to the same
+two namespaces in opposite orders are such a case: touch namespaces in one order (by name)
+in blocks that write to several. The first
 memory a pgvector store holds adds its vector column, which readers wait for until the block
 that added it ends.
 

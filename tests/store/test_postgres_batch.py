@@ -114,7 +114,7 @@ def test_counters_add_increments_one_by_one_in_the_order_given(open_store: Calla
     start = 0.1
     backend.write_counts("default", {"a": Counts(start, 0.0, 0.0)})
     episodes = [f"x{i}" for i in range(len(steps))]
-    rows = [OutcomeRow(e, True, "explicit", 1.0, 5.0) for e in episodes]
+    rows = [OutcomeRow(e, True, "explicit", 1.0, 5.0, namespace="default") for e in episodes]
     incs = [Increment("default", "b", 0.5, 0.0, 1.0)]
     incs += [Increment("default", "a", step, 0.0, 1.0) for step in steps]
     backend.append_outcomes(rows, incs)
@@ -149,8 +149,8 @@ def test_a_duplicate_inside_a_batch_writes_nothing(open_store: Callable[..., Mem
     before = counters(store)
     with pytest.raises(ValidationError, match="twice"):  # refused by the store before the backend
         store.record_many([(e, True) for e in eps] + [(eps[7], False)])
-    rows = [OutcomeRow(e.id, True, "explicit", 1.0, 1.0) for e in eps]
-    rows.append(OutcomeRow(eps[7].id, False, "explicit", 1.0, 1.0))
+    rows = [OutcomeRow(e.id, True, "explicit", 1.0, 1.0, namespace="default") for e in eps]
+    rows.append(OutcomeRow(eps[7].id, False, "explicit", 1.0, 1.0, namespace="default"))
     incs = [Increment("default", it.memory_id, it.weight, 0.0, 1.0) for e in eps for it in e.items]
     with pytest.raises(DuplicateError, match=eps[7].id):  # and by the backend itself
         store.backend.append_outcomes(rows, incs)
@@ -161,7 +161,10 @@ def test_an_unknown_memory_refuses_the_batch(open_store: Callable[..., MemorySto
     store = open_store()
     store.add_many([{"id": "a", "text": "known"}, {"id": "z", "text": "known too"}])
     before = counters(store)
-    rows = [OutcomeRow("u1", True, "explicit", 1.0, 1.0), OutcomeRow("u2", False, "explicit", 1.0, 1.0)]
+    rows = [
+        OutcomeRow("u1", True, "explicit", 1.0, 1.0, namespace="default"),
+        OutcomeRow("u2", False, "explicit", 1.0, 1.0, namespace="default"),
+    ]
     incs = [
         Increment("default", "a", 1.0, 0.0, 1.0),
         Increment("default", "ghost", 1.0, 0.0, 1.0),

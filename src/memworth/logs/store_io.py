@@ -19,7 +19,7 @@ import numpy as np
 
 from memworth.errors import ValidationError
 from memworth.logs.format import NAMES
-from memworth.logs.read import FORMATS, read_logs
+from memworth.logs.read import FORMATS, in_namespace, read_logs
 from memworth.logs.score import ScoreSettings, _connect
 from memworth.logs.state import create_tables, ingest
 from memworth.progress import Progress
@@ -111,12 +111,15 @@ def import_log(
             items.setdefault((ns, pos), []).append((mid, credit))
     finally:
         con.close()
-    ids = [e[2] for e in eps]
-    for start in range(0, len(ids), 5000):
-        known = backend.episodes(ids[start : start + 5000])
-        if known:
-            first = next(iter(known))
-            raise ValidationError("episode_id", f"episode {first!r} is in the store already; nothing imported")
+    for ns in sorted({e[0] for e in eps}):  # an episode is its id within its namespace
+        ids = [e[2] for e in eps if e[0] == ns]
+        for start in range(0, len(ids), 5000):
+            known = backend.episodes(ids[start : start + 5000], namespace=ns)
+            if known:
+                first = next(iter(known))
+                raise ValidationError(
+                    "episode_id", f"episode {first!r}{in_namespace(ns)} is in the store already; nothing imported"
+                )
     added = 0
     now = time.time()
     for ns in sorted({e[0] for e in eps}):

@@ -133,14 +133,16 @@ def test_a_state_file_keeps_episodes_by_namespace_and_id(tmp_path) -> None:
         score_files([again], ScoreSettings(), state=state)
 
 
-def test_a_version_2_state_file_is_rekeyed_with_its_episodes(tmp_path) -> None:
-    """A state written before version 3 keyed episodes by id alone: its kept episodes move to the
-    (namespace, episode_id) key, and a later run may add the same id in another namespace."""
+@pytest.mark.parametrize("old", ["2", None])
+def test_an_older_state_file_is_rekeyed_with_its_episodes(tmp_path, old) -> None:
+    """A state written before version 3 (version 2, or 1, which wrote no version) keyed episodes by
+    id alone: its kept episodes move to the (namespace, episode_id) key, and a later run may add
+    the same id in another namespace."""
     state = tmp_path / "state.duckdb"
     first = _write(tmp_path / "a.parquet", [("same", "water", "success", 1.0, "default")])
     score_files([first], ScoreSettings(), state=state)
     con = duckdb.connect(str(state))
-    try:  # back to the version 2 layout: the episode table keyed by id alone
+    try:  # back to the older layout: the episode table keyed by id alone
         con.execute("CREATE TABLE old AS SELECT * FROM episodes")
         con.execute("DROP TABLE episodes")
         con.execute(
@@ -149,7 +151,10 @@ def test_a_version_2_state_file_is_rekeyed_with_its_episodes(tmp_path) -> None:
         )
         con.execute("INSERT INTO episodes SELECT * FROM old")
         con.execute("DROP TABLE old")
-        con.execute("UPDATE settings SET value = '2' WHERE key = 'version'")
+        if old is None:
+            con.execute("DELETE FROM settings WHERE key = 'version'")
+        else:
+            con.execute("UPDATE settings SET value = ? WHERE key = 'version'", [old])
     finally:
         con.close()
     later = _write(tmp_path / "b.parquet", [("same", "water", "failure", 2.0, "tenant-b")])

@@ -83,7 +83,7 @@ def create_tables(con: Any, counting: Counting) -> None:
         raise ValidationError(
             "state", f"was written by a newer memworth (state version {version[0]}, this one reads up to {VERSION})"
         )
-    if version is not None and int(version[0]) < 3:
+    if found and (version is None or int(version[0]) < 3):  # version 1 wrote no version
         _key_episodes_by_namespace(con)
     con.execute(TABLES)
     con.execute(DETECTOR_TABLES)
@@ -104,6 +104,8 @@ def create_tables(con: Any, counting: Counting) -> None:
 def _key_episodes_by_namespace(con: Any) -> None:
     """Rebuild a version 1-2 state's ``episodes`` table (keyed by ``episode_id`` alone) with the
     key (namespace, episode_id); DuckDB cannot change a primary key in place."""
+    if first_row(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'episodes'") is None:
+        return
     con.execute("ALTER TABLE episodes RENAME TO episodes_by_id")
     con.execute(TABLES)
     con.execute(

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from memworth import HashingEncoder, MemoryStore
+from memworth.errors import ValidationError
 from memworth.logs import ScoreSettings, score_files
 from memworth.logs.read import LogError
 from memworth.logs.state import VERSION, Counting, create_tables
@@ -172,3 +173,22 @@ def test_an_older_state_file_is_rekeyed_with_its_episodes(tmp_path, old) -> None
         ]
     finally:
         con.close()
+
+
+def test_a_store_that_keys_episodes_by_id_alone_refuses_such_a_log_before_writing(tmp_path) -> None:
+    """SQLite keeps an episode id unique across namespaces: importing one id in two namespaces
+    is refused up front (nothing written), not half-way at the second episode."""
+    log = _write(
+        tmp_path / "log.parquet",
+        [("same", "water", "success", 1.0, "default"), ("same", "water", "failure", 2.0, "tenant-b")],
+    )
+    with MemoryStore.open(f"sqlite:///{tmp_path / 'store.db'}", encoder=HashingEncoder()) as store:
+        with pytest.raises(ValidationError, match="'same' is in namespaces 'default' and 'tenant-b' of the log"):
+            import_log(store.backend, [log], ScoreSettings())
+        assert [store.list(namespace=ns) for ns in NAMESPACES] == [[], []]
+        assert list(store.backend.outcome_log()) == [] and store.backend.episodes(["same"]) == {}
+        one = _write(tmp_path / "one.parquet", [("same", "water", "failure", 2.0, "tenant-b")])
+        assert import_log(store.backend, [one], ScoreSettings())[1] == 1
+        other = _write(tmp_path / "other.parquet", [("same", "water", "success", 3.0, "default")])
+        with pytest.raises(ValidationError, match="episode 'same' in namespace 'tenant-b' is in the store already"):
+            import_log(store.backend, [other], ScoreSettings())

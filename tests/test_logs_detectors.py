@@ -10,7 +10,7 @@ import pytest
 
 from memworth.governance import GovernancePolicy
 from memworth.logs import ScoreSettings, score_files
-from memworth.logs.state import Counting
+from memworth.logs.state import VERSION, Counting
 from memworth.signals.outcome_streams import NamespaceScan
 
 duckdb = pytest.importorskip("duckdb")
@@ -159,7 +159,7 @@ def test_state_without_kept_detectors_is_read_once_then_upgraded(tmp_path, monke
     assert_same(run.table, score_files(files[:3], ScoreSettings()).table)
     con = duckdb.connect(str(state))
     try:
-        assert con.execute("SELECT value FROM settings WHERE key = 'version'").fetchall() == [("2",)]
+        assert con.execute("SELECT value FROM settings WHERE key = 'version'").fetchall() == [(str(VERSION),)]
         assert con.execute("SELECT episodes FROM scans").fetchall() == [(470,)]
     finally:
         con.close()

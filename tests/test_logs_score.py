@@ -227,3 +227,26 @@ def test_namespaces_are_scored_apart_with_their_own_clock(tmp_path) -> None:
                 rtol=1e-9,
                 atol=1e-12,
             )
+
+
+def test_text_past_one_string_arrays_limit_becomes_a_chunked_string_column() -> None:
+    """A text column past 2 GiB (int32 offsets) was built as large_string and cast to string,
+    which pyarrow refuses; it is now split into string chunks. The limit is lowered here:
+    the rule is the same, without allocating 2 GiB."""
+    from memworth.errors import MemworthError
+    from memworth.logs.score import STRING_BYTES, _arrow_strings, string_chunks
+
+    offsets = np.array([0, 2**30, 2**31 - 1, 2**31, 3 * 2**30])  # byte offsets of four values
+    assert string_chunks(offsets) == [(0, 2), (2, 4)]
+    assert string_chunks(offsets[:3]) == [(0, 2)]  # exactly at the limit: one array
+    assert string_chunks(np.array([0, 10, 11]), limit=STRING_BYTES) == [(0, 2)]
+    with pytest.raises(MemworthError, match="text value of 2147483648 bytes"):
+        string_chunks(np.array([0, 2**31]))
+
+    values = ["ab", None, "cde", "f", None, "ghij"]
+    whole = _arrow_strings(values)
+    assert isinstance(whole, pa.Array) and whole.type == pa.string() and whole.to_pylist() == values
+    split = _arrow_strings(values, limit=4)
+    assert isinstance(split, pa.ChunkedArray) and split.type == pa.string()
+    assert [len(c) for c in split.chunks] == [2, 3, 1] and split.to_pylist() == values  # 2, 4, 4 bytes
+    assert pa.table({"text": split}).schema.field("text").type == pa.string()

@@ -40,8 +40,13 @@ def spark():
     yield s
 
 
-def namespaced_logs(tmp_path, *, count: int = 500) -> tuple[list[str], dict[str, dict[str, np.ndarray]]]:
+def namespaced_logs(
+    tmp_path, *, count: int = 500, shared_ids: bool = False
+) -> tuple[list[str], dict[str, dict[str, np.ndarray]]]:
     """Two Parquet files, two namespaces with contexts; memory 3 starts failing halfway.
+
+    ``shared_ids``: both namespaces number their episodes ``e0``, ``e1``, ... (one id in two
+    namespaces is two episodes, as PostgreSQL schema 7 keeps them); else ``alpha-0``, ...
 
     Namespace ``beta`` has outcomes of confidence 0.5 (every fifth episode); ``alpha``'s are
     all 1, so the Tracker (which has no confidence) can be fed ``alpha``'s rows.
@@ -52,7 +57,7 @@ def namespaced_logs(tmp_path, *, count: int = 500) -> tuple[list[str], dict[str,
         eps[ns] = ep
         n, k = ep["ids"].shape
         table = {
-            "episode_id": [f"{ns}-{e}" for e in range(n) for _ in range(k)],
+            "episode_id": [f"e{e}" if shared_ids else f"{ns}-{e}" for e in range(n) for _ in range(k)],
             "memory_id": [f"m{m}" for row in ep["ids"] for m in row],
             "outcome": ["success" if ok else "failure" for ok in ep["success"] for _ in range(k)],
             # three episodes share each timestamp: the tie order (file, row) matters
@@ -129,6 +134,19 @@ def test_spark_equals_duckdb_under_every_credit(spark, tmp_path, credit, w_min) 
     settings = ScoreSettings(Counting(credit, w_min, 25.0), columns=columns)
     df, labels = read_files(spark, files)
     assert_same(score(df, settings, labels=labels).toArrow(), score_files(files, settings).table)
+
+
+def test_one_episode_id_in_two_namespaces_is_two_episodes_as_in_duckdb(spark, tmp_path) -> None:
+    """Issue 15: episodes are keyed by (namespace, episode_id) in Spark's checks, credit split and
+    numbering as in DuckDB; score credit splits each namespace's episode over its own items."""
+    from memworth.spark import read_files, score
+
+    files, _ = namespaced_logs(tmp_path, count=120, shared_ids=True)
+    settings = ScoreSettings(Counting("score", 0.0, 25.0))
+    df, labels = read_files(spark, files)
+    want = score_files(files, settings).table
+    assert set(want.column("namespace").to_pylist()) == set(NAMESPACES)
+    assert_same(score(df, settings, labels=labels).toArrow(), want)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])

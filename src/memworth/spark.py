@@ -10,8 +10,9 @@ row per memory with exactly the columns of the DuckDB engine
    (:func:`memworth.logs.read.insert_checked`, run in an in-process DuckDB on the
    executor), its episodes checked (:func:`memworth.logs.read.check_episodes`: a
    duplicate (episode, memory) row, an episode whose rows disagree) and each item's
-   credit split (:func:`memworth.logs.state.split_credit`). An episode's rows are all in
-   one partition, so these checks are exact.
+   credit split (:func:`memworth.logs.state.split_credit`). An episode is its id within
+   its namespace; the rows of one id, whatever their namespaces, are all in one partition,
+   so these checks are exact.
 2. **By memory** (Spark aggregates): episodes are numbered in time order within their
    namespace (a window by namespace over one row per episode), and the per-memory sums
    (hits+, hits-, retrievals and their decayed forms) are ``groupBy(namespace,
@@ -53,7 +54,7 @@ SOURCE = "__file"
 ROW = "__row"
 """Column numbering a row within its log (1: the first data row)."""
 
-_PHASES = ("row", "duplicate", "success", "namespace", "confidence", "source", "context", "credit")
+_PHASES = ("row", "duplicate", "success", "confidence", "source", "context", "credit")
 """Order in which the DuckDB engine reports a refused log: row checks, then episode checks, then credit."""
 
 _CHECKED_SCHEMA = (
@@ -186,7 +187,7 @@ class _Checker:
         import duckdb
         import pyarrow as pa
 
-        from memworth.logs.read import INCOMING, check_episodes, insert_checked
+        from memworth.logs.read import EPISODE_KEY, INCOMING, check_episodes, insert_checked
         from memworth.logs.state import CreditError, split_credit
 
         out_schema = _arrow_checked_schema()
@@ -225,14 +226,19 @@ class _Checker:
             rows = con.sql(
                 f"""
                 SELECT episode_id, memory_id, success, ts, CAST({value} AS DOUBLE) AS value, confidence, namespace,
-                       context, count(*) OVER (PARTITION BY episode_id) AS k, file, row
-                FROM incoming ORDER BY episode_id, file, row
+                       context, count(*) OVER (PARTITION BY {EPISODE_KEY}) AS k, file, row
+                FROM incoming ORDER BY {EPISODE_KEY}, file, row
                 """
             ).to_arrow_table()
         finally:
             con.close()
         episode = rows.column("episode_id").to_numpy(zero_copy_only=False)
-        starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]]) if episode.size else np.zeros(0, int)
+        ns = rows.column("namespace").to_numpy(zero_copy_only=False)
+        starts = (
+            np.flatnonzero(np.r_[True, (episode[1:] != episode[:-1]) | (ns[1:] != ns[:-1])])
+            if episode.size
+            else np.zeros(0, int)
+        )
         values = rows.column("value").to_numpy(zero_copy_only=False).astype(float)
         k = rows.column("k").to_numpy()
         try:
@@ -460,20 +466,17 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
         raise
 
     items = checked.drop("err_phase", "err_column", "err_reason", "err_label")
-    episodes = items.groupBy("episode_id").agg(
+    episodes = items.groupBy("namespace", "episode_id").agg(  # an episode is its id within its namespace
         F.min("ts").alias("ts"),
         F.min("file").alias("file"),
         F.min("row").alias("row"),
-        F.first("namespace").alias("namespace"),
     )
     episodes = episodes.withColumn(
         "pos", F.row_number().over(Window.partitionBy("namespace").orderBy("ts", "file", "row"))
     )
     clocks = episodes.groupBy("namespace").agg(F.max("pos").alias("episodes"))
-    joined = (
-        items.drop("namespace")
-        .join(episodes.select("episode_id", "namespace", "pos"), "episode_id")
-        .join(clocks, "namespace")
+    joined = items.join(episodes.select("namespace", "episode_id", "pos"), ["namespace", "episode_id"]).join(
+        clocks, "namespace"
     )
     hl = float(settings.counting.half_life)
     mass = F.col("credit") * F.col("confidence")

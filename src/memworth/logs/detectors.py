@@ -15,7 +15,7 @@ detectors were kept (none saved) or a run with other detector settings (the save
 are dropped) catches up over the kept episodes once, and gives what a run over all the
 files at once gives.
 
-The tables (state version 2):
+The tables (since state version 2):
 
 * ``scans``: one row per namespace: the detector settings, the episodes read, the
   reference rate's state;

@@ -16,7 +16,18 @@ from memworth.logs.format import COLUMNS, OUTCOME_WORDS, ColumnMap
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 
-__all__ = ["FORMATS", "INCOMING", "LogError", "check_episodes", "first_row", "format_of", "insert_checked", "read_logs"]
+__all__ = [
+    "EPISODE_KEY",
+    "FORMATS",
+    "INCOMING",
+    "LogError",
+    "check_episodes",
+    "first_row",
+    "format_of",
+    "in_namespace",
+    "insert_checked",
+    "read_logs",
+]
 
 FORMATS = ("parquet", "jsonl", "csv")
 
@@ -307,24 +318,42 @@ def _refuse(con: Any, path: str, source: str, checks: list[tuple[str, str, str, 
     raise LogError(path, int(row), label, f"{reason}, got {got!r}")
 
 
+EPISODE_KEY = "namespace, episode_id"
+"""What names an episode in a log: its id within its namespace (PostgreSQL keeps one id in
+two namespaces apart since schema 7), so rows agree, duplicates and credit are per this key."""
+
+
+def in_namespace(namespace: str) -> str:
+    """What an error message adds after an episode's id: `` in namespace 'x'``, nothing for ``default``.
+
+    Examples
+    --------
+    >>> in_namespace("tenant-b"), in_namespace("default")
+    (" in namespace 'tenant-b'", '')
+    """
+    return "" if namespace == "default" else f" in namespace {namespace!r}"
+
+
 def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | None = None) -> None:
     """Refuse a duplicate (episode, memory) row and an episode whose rows disagree.
 
-    One aggregate pass per question says whether anything is wrong; only then do window
-    queries find the first offending row. ``into``: also keep the aggregate over episodes
-    as that temporary table (one row per ``episode_id`` of ``incoming``: its ``k`` rows,
-    the first ``ts``, ``file`` and ``row``, its namespace, outcome, confidence, source and
-    context), the table :func:`memworth.logs.state.ingest` numbers the episodes from.
+    An episode is keyed by (namespace, episode_id), as a PostgreSQL store keys it: one id
+    in two namespaces is two episodes (:data:`EPISODE_KEY`). One aggregate pass per
+    question says whether anything is wrong; only then do window queries find the first
+    offending row. ``into``: also keep the aggregate over episodes as that temporary table
+    (one row per (namespace, episode_id) of ``incoming``: its ``k`` rows, the first ``ts``,
+    ``file`` and ``row``, its outcome, confidence, source and context), the table
+    :func:`memworth.logs.state.ingest` numbers the episodes from.
     """
     # Two values in one episode: min and max differ; the context may also be missing beside a
     # value (the other columns are never null in 'incoming': defaults filled, outcomes checked).
-    differ = " OR ".join(f"min({c}) <> max({c})" for c in ("success", "namespace", "confidence", "source"))
+    differ = " OR ".join(f"min({c}) <> max({c})" for c in ("success", "confidence", "source"))
     differ += " OR coalesce(min(context) <> max(context), false) OR (count(context) > 0 AND count(context) < count(*))"
     episodes = f"""
-        SELECT episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
-               min(namespace) AS namespace, min(success) AS success, min(confidence) AS confidence,
+        SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
+               min(success) AS success, min(confidence) AS confidence,
                min(source) AS source, min(context) AS context, coalesce({differ}, false) AS clash
-        FROM incoming GROUP BY episode_id
+        FROM incoming GROUP BY {EPISODE_KEY}
     """
     if into is not None:
         con.execute(f"CREATE OR REPLACE TEMP TABLE {into} AS {episodes}")
@@ -334,7 +363,7 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
     dups, clashes = first_row(
         con,
         f"""
-        SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY episode_id, memory_id HAVING count(*) > 1)),
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM incoming GROUP BY {EPISODE_KEY}, memory_id HAVING count(*) > 1)),
                (SELECT count(*) FROM {episodes} WHERE clash)
         """,
     )
@@ -342,9 +371,9 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
         return
     dup = first_row(
         con,
-        """
-        SELECT file, row, episode_id, memory_id FROM (
-            SELECT *, row_number() OVER (PARTITION BY episode_id, memory_id ORDER BY file, row) AS k FROM incoming
+        f"""
+        SELECT file, row, episode_id, memory_id, namespace FROM (
+            SELECT *, row_number() OVER (PARTITION BY {EPISODE_KEY}, memory_id ORDER BY file, row) AS k FROM incoming
         ) WHERE k = 2 ORDER BY file, row LIMIT 1
         """,
     )
@@ -353,11 +382,10 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
             files[dup[0] - first_file],
             int(dup[1]),
             "memory_id",
-            f"memory {dup[3]!r} appears twice in episode {dup[2]!r} (duplicate (episode, memory) row)",
+            f"memory {dup[3]!r} appears twice in episode {dup[2]!r}{in_namespace(dup[4])} (duplicate (episode, memory) row)",
         )
     for column, what in (
         ("success", "outcome"),
-        ("namespace", "namespace"),
         ("confidence", "confidence"),
         ("source", "source"),
         ("context", "context"),
@@ -365,8 +393,9 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
         clash = first_row(
             con,
             f"""
-            SELECT file, row, episode_id, CAST({column} AS VARCHAR), CAST(first AS VARCHAR) FROM (
-                SELECT *, first_value({column}) OVER (PARTITION BY episode_id ORDER BY file, row) AS first FROM incoming
+            SELECT file, row, episode_id, CAST({column} AS VARCHAR), CAST(first AS VARCHAR), namespace FROM (
+                SELECT *, first_value({column}) OVER (PARTITION BY {EPISODE_KEY} ORDER BY file, row) AS first
+                FROM incoming
             ) WHERE {column} IS DISTINCT FROM first ORDER BY file, row LIMIT 1
             """,
         )
@@ -375,6 +404,6 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
                 files[clash[0] - first_file],
                 int(clash[1]),
                 what,
-                f"episode {clash[2]!r} has two different values: {clash[4]!r} earlier, {clash[3]!r} here "
+                f"episode {clash[2]!r}{in_namespace(clash[5])} has two different values: {clash[4]!r} earlier, {clash[3]!r} here "
                 "(one episode has one outcome)",
             )

@@ -35,11 +35,13 @@ from memworth.progress import bar as progress_bar
 __all__ = [
     "COLUMNS_OUT",
     "COUNT_COLUMNS",
+    "STRING_BYTES",
     "ScoreSettings",
     "Scored",
     "score_files",
     "score_namespace",
     "score_state",
+    "string_chunks",
     "to_arrow",
 ]
 
@@ -224,23 +226,60 @@ def _arrow_numbers(values: np.ndarray, kind: str, null: np.ndarray | None) -> An
     return pa.Array.from_buffers(arrow, size, [validity, pa.py_buffer(np.ascontiguousarray(values, dtype=dtype))], nulls)
 
 
-def _arrow_strings(values: Sequence[Any]) -> Any:
-    """A pyarrow string array of ``values`` (``None``: null), built from its buffers (see :func:`_arrow_numbers`)."""
+STRING_BYTES = 2**31 - 1
+"""Most bytes of text one pyarrow ``string`` array holds (its offsets are int32)."""
+
+
+def string_chunks(offsets: np.ndarray, limit: int = STRING_BYTES) -> list[tuple[int, int]]:
+    """Row ranges ``[start, end)`` that split strings with byte ``offsets`` (one more than the
+    strings, from 0) into as few pyarrow ``string`` arrays as fit: each at most ``limit`` bytes.
+
+    One range when the text fits one array (every scored table short of 2 GiB of one
+    column's text); a column past it becomes a chunked ``string`` column, its type unchanged.
+
+    Examples
+    --------
+    >>> string_chunks(np.array([0, 3, 6, 9]), limit=6)
+    [(0, 2), (2, 3)]
+    >>> string_chunks(np.array([0]))
+    [(0, 0)]
+    """
+    rows = offsets.size - 1
+    chunks: list[tuple[int, int]] = []
+    start = 0
+    while start < rows:
+        end = int(np.searchsorted(offsets, offsets[start] + limit, side="right")) - 1
+        if end <= start:
+            raise MemworthError(
+                f"a text value of {int(offsets[start + 1] - offsets[start])} bytes is more than one "
+                f"pyarrow string holds ({limit})"
+            )
+        chunks.append((start, min(end, rows)))
+        start = chunks[-1][1]
+    return chunks or [(0, 0)]
+
+
+def _arrow_strings(values: Sequence[Any], limit: int = STRING_BYTES) -> Any:
+    """A pyarrow string array of ``values`` (``None``: null), built from its buffers (see
+    :func:`_arrow_numbers`); past ``limit`` bytes of text a chunked array (:func:`string_chunks`)."""
     import pyarrow as pa
 
     null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     encoded = [b"" if v is None else str(v).encode() for v in values]
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(values)), out=offsets[1:])
-    large = offsets[-1] >= 2**31
-    arrow = pa.large_string() if large else pa.string()
-    buffers = [
-        pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None,
-        pa.py_buffer(offsets if large else offsets.astype(np.int32)),
-        pa.py_buffer(b"".join(encoded)),
-    ]
-    out = pa.Array.from_buffers(arrow, len(values), buffers, int(null.sum()))
-    return out.cast(pa.string()) if large else out
+    data = pa.py_buffer(b"".join(encoded))
+    parts = []
+    for start, end in string_chunks(offsets, limit):
+        part = null[start:end]
+        first = int(offsets[start])
+        buffers = [
+            pa.py_buffer(np.packbits(~part, bitorder="little")) if part.any() else None,
+            pa.py_buffer((offsets[start : end + 1] - first).astype(np.int32)),
+            data.slice(first, int(offsets[end]) - first),
+        ]
+        parts.append(pa.Array.from_buffers(pa.string(), end - start, buffers, int(part.sum())))
+    return parts[0] if len(parts) == 1 else pa.chunked_array(parts, type=pa.string())
 
 
 def score_namespace(

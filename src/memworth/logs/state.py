@@ -23,23 +23,25 @@ from memworth.credit import check_w_min, normalise_rows
 from memworth.decay import decay_factor
 from memworth.errors import ValidationError
 from memworth.logs.detectors import DETECTOR_TABLES
-from memworth.logs.read import LogError, check_episodes, first_row
+from memworth.logs.read import LogError, check_episodes, first_row, in_namespace
 
 __all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new_files", "split_credit"]
 
 CREDITS = ("uniform", "score", "given")
 
-VERSION = 2
+VERSION = 3
 """The state file's layout: 1 kept counts and the episode log; 2 keeps the change detectors too
-(a version 1 file is read by advancing the detectors over its kept log once, then upgraded)."""
+(a version 1 file is read by advancing the detectors over its kept log once, then upgraded);
+3 keys kept episodes by (namespace, episode_id), not by id alone (an older file's episode
+table is rebuilt with that key by :func:`create_tables`)."""
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS files (path VARCHAR PRIMARY KEY, size BIGINT, modified BIGINT, rows BIGINT);
 CREATE TABLE IF NOT EXISTS clocks (namespace VARCHAR PRIMARY KEY, episodes BIGINT, last_ts DOUBLE);
 CREATE TABLE IF NOT EXISTS episodes (
-    namespace VARCHAR, pos BIGINT, episode_id VARCHAR PRIMARY KEY, ts DOUBLE, success BOOLEAN,
-    confidence DOUBLE, source VARCHAR, context VARCHAR
+    namespace VARCHAR, pos BIGINT, episode_id VARCHAR, ts DOUBLE, success BOOLEAN,
+    confidence DOUBLE, source VARCHAR, context VARCHAR, PRIMARY KEY (namespace, episode_id)
 );
 CREATE TABLE IF NOT EXISTS items (namespace VARCHAR, pos BIGINT, memory_id VARCHAR, credit DOUBLE);
 CREATE TABLE IF NOT EXISTS counts (
@@ -81,6 +83,8 @@ def create_tables(con: Any, counting: Counting) -> None:
         raise ValidationError(
             "state", f"was written by a newer memworth (state version {version[0]}, this one reads up to {VERSION})"
         )
+    if found and (version is None or int(version[0]) < 3):  # version 1 wrote no version
+        _key_episodes_by_namespace(con)
     con.execute(TABLES)
     con.execute(DETECTOR_TABLES)
     con.execute(
@@ -95,6 +99,20 @@ def create_tables(con: Any, counting: Counting) -> None:
         raise ValidationError(
             "state", f"was made with {got[0]}, this run counts with {want}; counts under both do not add up"
         )
+
+
+def _key_episodes_by_namespace(con: Any) -> None:
+    """Rebuild a version 1-2 state's ``episodes`` table (keyed by ``episode_id`` alone) with the
+    key (namespace, episode_id); DuckDB cannot change a primary key in place."""
+    if first_row(con, "SELECT 1 FROM information_schema.tables WHERE table_name = 'episodes'") is None:
+        return
+    con.execute("ALTER TABLE episodes RENAME TO episodes_by_id")
+    con.execute(TABLES)
+    con.execute(
+        "INSERT INTO episodes SELECT namespace, pos, episode_id, ts, success, confidence, source, context "
+        "FROM episodes_by_id"
+    )
+    con.execute("DROP TABLE episodes_by_id")
 
 
 def new_files(con: Any, files: Sequence[str]) -> list[str]:
@@ -210,14 +228,16 @@ def _check_new_episodes(con: Any, files: Sequence[str]) -> None:
     """Refuse rows of an episode the state has scored already (an episode has one outcome)."""
     seen = first_row(
         con,
-        "SELECT i.file, i.row, i.episode_id FROM incoming i JOIN episodes e USING (episode_id) ORDER BY i.file, i.row LIMIT 1",
+        "SELECT i.file, i.row, i.episode_id, i.namespace FROM incoming i JOIN episodes e USING (namespace, episode_id) "
+        "ORDER BY i.file, i.row LIMIT 1",
     )
     if seen is not None:
         raise LogError(
             files[seen[0]],
             int(seen[1]),
             "episode_id",
-            f"episode {seen[2]!r} was scored in an earlier run (it is in the state); an episode has one outcome",
+            f"episode {seen[2]!r}{in_namespace(seen[3])} was scored in an earlier run (it is in the state); "
+            "an episode has one outcome",
         )
 
 
@@ -248,14 +268,14 @@ def _credit(con: Any, counting: Counting, files: Sequence[str]) -> None:
         check_w_min(counting.w_min, int(k_max))
     base = """
         SELECT e.namespace, e.pos, i.memory_id, {credit} AS credit, i.file, i.row
-        FROM incoming i JOIN new_episodes e USING (episode_id)
+        FROM incoming i JOIN new_episodes e USING (namespace, episode_id)
     """
     if counting.column is None:  # a view: its join runs where it is read, nothing is copied
         con.execute(
             """
             CREATE OR REPLACE TEMP VIEW new_items AS
             SELECT e.namespace, e.pos, i.memory_id, 1.0 / e.k AS credit, e.success, e.confidence
-            FROM incoming i JOIN new_episodes e USING (episode_id)
+            FROM incoming i JOIN new_episodes e USING (namespace, episode_id)
             """
         )
         return

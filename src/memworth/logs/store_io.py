@@ -19,7 +19,7 @@ import numpy as np
 
 from memworth.errors import ValidationError
 from memworth.logs.format import NAMES
-from memworth.logs.read import FORMATS, read_logs
+from memworth.logs.read import FORMATS, in_namespace, read_logs
 from memworth.logs.score import ScoreSettings, _connect
 from memworth.logs.state import create_tables, ingest
 from memworth.progress import Progress
@@ -84,6 +84,40 @@ def export_log(backend: Backend, path: str | Path, fmt: str, namespace: str | No
     return len(rows)
 
 
+def _keys_by_namespace(backend: Backend) -> bool:
+    """Whether ``backend`` keys an episode by (namespace, id), as PostgreSQL does since schema 7;
+    SQLite and the in-memory backend keep an episode id unique across namespaces."""
+    return backend.url.startswith(("postgresql:", "postgres:"))
+
+
+def _check_new(backend: Backend, keys: Sequence[tuple[str, str]]) -> None:
+    """Refuse, before anything is written, a log episode (namespace, id) the store cannot take:
+    one it holds already, or, in a store that keys episodes by id alone, an id it holds in
+    another namespace or that the log gives two namespaces."""
+    by_id = not _keys_by_namespace(backend)
+    if by_id:
+        first: dict[str, str] = {}
+        for ns, eid in keys:
+            other = first.setdefault(eid, ns)
+            if other != ns:
+                raise ValidationError(
+                    "episode_id",
+                    f"episode {eid!r} is in namespaces {other!r} and {ns!r} of the log, and this store "
+                    f"({backend.url.split(':', 1)[0]}) keeps an episode id unique across namespaces "
+                    "(PostgreSQL keys it by namespace); nothing imported",
+                )
+    for ns in sorted({k[0] for k in keys}):
+        ids = [eid for space, eid in keys if space == ns]
+        for start in range(0, len(ids), 5000):
+            known = backend.episodes(ids[start : start + 5000], namespace=None if by_id else ns)
+            if known:
+                eid, episode = next(iter(known.items()))
+                raise ValidationError(
+                    "episode_id",
+                    f"episode {eid!r}{in_namespace(episode.namespace)} is in the store already; nothing imported",
+                )
+
+
 def import_log(
     backend: Backend, files: Sequence[str], settings: ScoreSettings, *, progress: Progress = False
 ) -> tuple[int, int, int]:
@@ -111,12 +145,7 @@ def import_log(
             items.setdefault((ns, pos), []).append((mid, credit))
     finally:
         con.close()
-    ids = [e[2] for e in eps]
-    for start in range(0, len(ids), 5000):
-        known = backend.episodes(ids[start : start + 5000])
-        if known:
-            first = next(iter(known))
-            raise ValidationError("episode_id", f"episode {first!r} is in the store already; nothing imported")
+    _check_new(backend, [(e[0], e[2]) for e in eps])
     added = 0
     now = time.time()
     for ns in sorted({e[0] for e in eps}):

@@ -912,8 +912,8 @@ class PostgresBackend:
         increments: Sequence[Increment],
         reweighted: Sequence[Episode] = (),
     ) -> Plan:
-        _no_repeats([v.episode_id for v in verifications], "is verified twice in one batch")
-        _no_repeats([o.episode_id for o in outcomes], "has two outcomes in one batch")
+        _no_repeats([(v.namespace, v.episode_id) for v in verifications], "is verified twice in one batch")
+        _no_repeats([(o.namespace, o.episode_id) for o in outcomes], "has two outcomes in one batch")
         unnamed = next((o.episode_id for o in outcomes if not o.namespace), None)
         if unnamed is not None:  # the unique key is (namespace, episode_id): '' would escape it
             raise ValidationError("namespace", f"the outcome of episode {unnamed!r} names no namespace")
@@ -1353,13 +1353,14 @@ def _by_episode(outcomes: Sequence[OutcomeRow]) -> dict[str, OutcomeRow]:
     return found
 
 
-def _no_repeats(ids: Sequence[str], what: str) -> None:
-    """DuplicateError naming the first id that appears twice in ``ids``."""
-    seen: set[str] = set()
-    for eid in ids:
-        if eid in seen:
-            raise DuplicateError(f"episode {eid!r} {what}")
-        seen.add(eid)
+def _no_repeats(keys: Sequence[tuple[str, str]], what: str) -> None:
+    """DuplicateError naming the first (namespace, episode id) that appears twice in ``keys``: the
+    unique key since schema 7, so one id in two namespaces is two episodes."""
+    seen: set[tuple[str, str]] = set()
+    for ns, eid in keys:
+        if (ns, eid) in seen:
+            raise DuplicateError(f"episode {eid!r} of namespace {ns!r} {what}")
+        seen.add((ns, eid))
 
 
 def _column(entry: AuditEntry) -> str | None:

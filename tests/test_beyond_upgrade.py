@@ -137,11 +137,10 @@ def test_the_flag_tally_counts_broken_false_and_bugs() -> None:
     assert (row["bugs_eligible"], row["bugs_flagged"]) == (1, 1)
 
 
-def test_the_oracle_bound_sees_only_what_reached_an_outcome() -> None:
-    """A broken recipe that ran (and failed) beside a working sibling, and a broken recipe that
-    never ran beside a working one: on the streams a store sees (every recalled recipe shares
-    the outcome) the oracle flags the broken recipe and its sibling alike; crediting only the
-    recipe run, the broken one alone; the one that never ran, never."""
+def _two_tasks(*, fine_after: bool) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """200 episodes, upgrade at 100, alternating two tasks: ("broken", "sibling") where "broken"
+    runs and fails after the upgrade; ("hidden", "fine") where "fine" runs and passes before it,
+    and after it runs and passes (``fine_after``) or no recipe of the task runs and it fails."""
     cfg = load_config("upgrade")
     cfg["world"] |= {"upgrade_at": 100, "flag_window": 100, "min_retrievals": 10}
     world = _world({"broken": (True, False), "sibling": (True, True), "hidden": (True, False), "fine": (True, True)})
@@ -153,10 +152,18 @@ def test_the_oracle_bound_sees_only_what_reached_an_outcome() -> None:
             outcomes.append(t <= 100)
         else:
             recalled.append(("hidden", "fine"))
-            ran.append("fine")
-            outcomes.append(True)
+            ran.append("fine" if fine_after or t <= 100 else "")
+            outcomes.append(fine_after or t <= 100)
     after = Counter(m for t, members in enumerate(recalled, start=1) if t > 100 for m in members)
-    run = {"recalled": recalled, "ran": ran, "outcomes": outcomes, "retrieved_after": after}
+    return world, cfg, {"recalled": recalled, "ran": ran, "outcomes": outcomes, "retrieved_after": after}
+
+
+def test_the_oracle_bound_sees_only_what_reached_an_outcome() -> None:
+    """A broken recipe that ran (and failed) beside a working sibling, and a broken recipe that
+    never ran beside a working one: on the streams a store sees (every recalled recipe shares
+    the outcome) the oracle flags the broken recipe and its sibling alike; crediting only the
+    recipe run, the broken one alone; the one that never ran, never."""
+    world, cfg, run = _two_tasks(fine_after=True)
     seen = upgrade.oracle_bound(world, cfg, run, attributable=False)
     assert seen == {"oracle_caught": 1, "oracle_false": 1, "reached": 1}
     by_ran = upgrade.oracle_bound(world, cfg, run, attributable=True)
@@ -169,21 +176,7 @@ def test_the_oracle_bound_of_a_used_store_charges_a_failure_no_recipe_ran_to_eve
     """Under ``used`` credit the agent names the recipe it ran; when none of the task's ran it
     names none, and the store charges the failure to every recipe recalled: the bound on what
     a used store sees counts those failures (the recipe-run bound does not; found in review)."""
-    cfg = load_config("upgrade")
-    cfg["world"] |= {"upgrade_at": 100, "flag_window": 100, "min_retrievals": 10}
-    world = _world({"broken": (True, False), "sibling": (True, True), "hidden": (True, False), "fine": (True, True)})
-    recalled, ran, outcomes = [], [], []
-    for t in range(1, 201):
-        if t % 2:
-            recalled.append(("broken", "sibling"))
-            ran.append("broken")
-            outcomes.append(t <= 100)
-        else:  # before the upgrade "fine" ran and passed; after it no recipe of the task ran
-            recalled.append(("hidden", "fine"))
-            ran.append("fine" if t <= 100 else "")
-            outcomes.append(t <= 100)
-    after = Counter(m for t, members in enumerate(recalled, start=1) if t > 100 for m in members)
-    run = {"recalled": recalled, "ran": ran, "outcomes": outcomes, "retrieved_after": after}
+    world, cfg, run = _two_tasks(fine_after=False)
     by_ran = upgrade.oracle_bound(world, cfg, run, attributable=True)
     assert by_ran == {"oracle_caught": 1, "oracle_false": 0, "reached": 1}
     used = upgrade.oracle_bound(world, cfg, run, attributable=False, used_store=True)

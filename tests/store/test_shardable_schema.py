@@ -59,6 +59,13 @@ def schemas() -> Iterator[list[str]]:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def _fresh(schemas: list[str]) -> str:
+    """The URL of a new PostgreSQL schema (dropped after the test by the ``schemas`` fixture)."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(schema)
+    return with_query(POSTGRES, schema=schema, pool_size="2")
+
+
 def _fill(store: MemoryStore) -> None:
     """Two namespaces with memories, a derived one, recalls with and without outcomes, a
     verification, a status change and an erasure: a row in every table."""
@@ -77,11 +84,9 @@ def _fill(store: MemoryStore) -> None:
 
 
 def test_a_new_postgres_store_keeps_the_namespace_in_every_unique_key(schemas: list[str]) -> None:
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    store = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    store = MemoryStore.open(_fresh(schemas), encoder=HashingEncoder())
     try:
-        keys = _unique_keys(schema)
+        keys = _unique_keys(schemas[-1])
         for table in SHARDED:
             assert keys.get(table), f"{table} has no primary key"
             for columns in keys[table]:
@@ -93,9 +98,7 @@ def test_a_new_postgres_store_keeps_the_namespace_in_every_unique_key(schemas: l
 
 
 def test_namespaces_count_their_own_generations(schemas: list[str]) -> None:
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    store = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    store = MemoryStore.open(_fresh(schemas), encoder=HashingEncoder())
     try:
         backend = store.backend
         assert backend.generation("default") == backend.generation() == 0
@@ -114,11 +117,7 @@ def test_namespaces_count_their_own_generations(schemas: list[str]) -> None:
 
 
 def test_an_episode_id_is_unique_within_its_namespace(schemas: list[str]) -> None:
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    store = MemoryStore.open(
-        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
-    )
+    store = MemoryStore.open(_fresh(schemas), encoder=HashingEncoder(), exploration=0.0)
     try:
         for ns in ("default", "tenant-b"):
             store.add("Water boils at 100 degrees Celsius.", id="water", namespace=ns)
@@ -205,11 +204,7 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
 def test_a_used_record_reweighs_only_its_own_namespaces_episode(schemas: list[str]) -> None:
     """``record(..., used=...)`` rewrites the episode's logged weights: on schema 7 an episode id
     names one episode per namespace, so the rewrite must not touch the other namespace's."""
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    store = MemoryStore.open(
-        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
-    )
+    store = MemoryStore.open(_fresh(schemas), encoder=HashingEncoder(), exploration=0.0)
     try:
         for ns in ("default", "tenant-b"):
             store.add("Water boils at 100 degrees Celsius.", id="water", namespace=ns)
@@ -236,10 +231,8 @@ def test_a_rate_limited_record_reads_only_its_own_namespaces_outcomes(schemas: l
     limited record once two namespaces shared an id: found in review)."""
     from memworth.signals.sources import SourceLimit
 
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
     store = MemoryStore.open(
-        with_query(POSTGRES, schema=schema, pool_size="2"),
+        _fresh(schemas),
         encoder=HashingEncoder(),
         exploration=0.0,
         limits={"heuristic": SourceLimit(max_per_memory=1)},
@@ -273,9 +266,7 @@ def test_an_imported_log_keeps_each_outcome_in_its_episodes_namespace(schemas: l
     src.record(src.recall("capital", k=1, episode_id="t1"), True)
     export_log(src.backend, f"{tmp_path}/log.parquet", "parquet")
     src.close()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    pg = MemoryStore.open(with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder())
+    pg = MemoryStore.open(_fresh(schemas), encoder=HashingEncoder())
     try:
         import_log(pg.backend, [f"{tmp_path}/log.parquet"], ScoreSettings(Counting("given")))
         assert [(o.namespace, o.episode_id) for o in pg.backend.outcome_log()] == [("default", "t1")]
@@ -294,11 +285,7 @@ def test_the_sidecar_records_an_id_two_namespaces_logged_by_naming_its_namespace
     an episode id two namespaces logged cannot be told apart on PostgreSQL."""
     from memworth import Sidecar
 
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    schemas.append(schema)
-    sidecar = Sidecar.open(
-        with_query(POSTGRES, schema=schema, pool_size="2"), encoder=HashingEncoder(), exploration=0.0
-    )
+    sidecar = Sidecar.open(_fresh(schemas), encoder=HashingEncoder(), exploration=0.0)
     try:
         for ns in ("a", "b"):  # the same database's store logs one id in two namespaces
             sidecar.store.add("a document about water", id="doc", namespace=ns)

@@ -339,6 +339,23 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     store.close()
 
 
+def click_and_wait(d: Any, element: Any) -> None:
+    """Click a link or button and wait for the next page to have loaded whole.
+
+    A click returns before the navigation it starts: an element looked up right after it can
+    be the old page's or missing (a CI run failed so: "Unable to locate element"). The old
+    document detached is not enough either, since an element of the new one found while it
+    still loads can be gone by the next step ("Node ... does not belong to the document")."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = d.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(d, 20).until(expected_conditions.staleness_of(page))
+    WebDriverWait(d, 20).until(lambda drv: drv.execute_script("return document.readyState") == "complete")
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not (os.path.exists(p) and os.access(p, os.X_OK))]
@@ -380,20 +397,13 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def test_the_dashboard_in_a_real_browser(served: tuple[str, str, str], browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import Select
 
     base, key, url = served
     d = browser
 
     def submit(button: Any) -> None:
-        """Click and wait for the next page to have loaded whole: the old document detached is
-        not enough, since an element of the new one found while it still loads can be gone by
-        the next step (a run under load failed so: "Node ... does not belong to the document")."""
-        page = d.find_element(By.TAG_NAME, "html")
-        button.click()
-        WebDriverWait(d, 20).until(expected_conditions.staleness_of(page))
-        WebDriverWait(d, 20).until(lambda drv: drv.execute_script("return document.readyState") == "complete")
+        click_and_wait(d, button)
 
     def table_ids() -> list[str]:
         return [tr.get_attribute("data-id") for tr in d.find_elements(By.CSS_SELECTOR, "#memories tbody tr")]
@@ -537,7 +547,7 @@ def test_a_phone_wide_window_and_the_dot_ids_in_a_real_browser(served: tuple[str
         d.get(f"{base}/dashboard")
         assert not d.find_elements(By.ID, "problem")
         d.find_element(By.ID, "key").send_keys(key)
-        d.find_element(By.ID, "sign-in").click()
+        click_and_wait(d, d.find_element(By.ID, "sign-in"))
         assert d.find_element(By.ID, "namespace").text == "dots"
 
         def fits() -> None:
@@ -549,11 +559,11 @@ def test_a_phone_wide_window_and_the_dot_ids_in_a_real_browser(served: tuple[str
         assert d.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", table)  # scrolls inside
         for memory_id, text in ((".", "is a dot"), ("..", "two dots")):
             d.get(f"{base}/dashboard")
-            d.find_element(By.CSS_SELECTOR, f'#memories tr[data-id="{memory_id}"] td.id a').click()
+            click_and_wait(d, d.find_element(By.CSS_SELECTOR, f'#memories tr[data-id="{memory_id}"] td.id a'))
             assert text in d.find_element(By.ID, "text").text, d.current_url
             fits()
         older = d.find_element(By.CSS_SELECTOR, 'a[rel="next"]')  # the outcomes of "..", a page at a time
-        older.click()
+        click_and_wait(d, older)
         assert "two dots" in d.find_element(By.ID, "text").text
         assert d.find_element(By.ID, "outcomes").text == "Outcomes 11-12 of 12, newest first"
         for page in ("/dashboard/governance", "/dashboard/settings", "/dashboard/login"):

@@ -13,8 +13,13 @@ processes (whose writes the OS page cache keeps either way); none simulates a po
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from memworth import HashingEncoder, MemoryStore
 
 _RAM_DISK = "/dev/shm"
 if (
@@ -34,3 +39,24 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("memworth")
+
+
+@pytest.fixture
+def store() -> Iterator[MemoryStore]:
+    """An in-memory store with the hashing encoder and no exploration: recall is deterministic.
+
+    A test module that needs another store defines its own ``store`` fixture, which wins."""
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(store: MemoryStore) -> Any:
+    """A FastAPI test client of the HTTP app over ``store`` (imported here: only tests that ask
+    for it pay for the web stack)."""
+    from fastapi.testclient import TestClient
+
+    from memworth.server import create_app
+
+    return TestClient(create_app(store))

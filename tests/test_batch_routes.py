@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
 
-from memworth import HashingEncoder, MemoryStore
-from memworth.server import create_app, create_key
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: MemoryStore) -> TestClient:
-    return TestClient(create_app(store))
+from memworth import MemoryStore
+from memworth.server import create_key
 
 
 def error(r: object) -> dict:

@@ -59,18 +59,6 @@ def rows(page: str) -> list[str]:
 # -- in process -------------------------------------------------------------------------
 
 
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: MemoryStore) -> TestClient:
-    return TestClient(create_app(store))
-
-
 def sign_in(client: TestClient, key: str) -> str:
     """Sign in through the form; returns the session's CSRF token."""
     r = client.post("/dashboard/login", data={"key": key, "next": "/dashboard"}, follow_redirects=False)

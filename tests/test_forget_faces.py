@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +16,12 @@ import pytest
 from fastapi.testclient import TestClient
 from mcp.server.mcpserver.exceptions import ToolError
 
-from memworth import ErasedMemoryError, HashingEncoder, MemoryStore
+from memworth import ErasedMemoryError, MemoryStore
 from memworth.cli import main
 from memworth.mcp_server import create_server
 from memworth.server import create_app, create_key
 
 SECRET = "Alice's door code is 7781."
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: MemoryStore) -> TestClient:
-    return TestClient(create_app(store))
 
 
 # -- HTTP ---------------------------------------------------------------------------------

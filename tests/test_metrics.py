@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from memworth import HashingEncoder, MemoryStore
+from memworth import MemoryStore
 from memworth.server.app import create_app
 from memworth.server.keys import create_key
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
 
 
 def samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

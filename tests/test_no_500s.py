@@ -15,7 +15,6 @@ import http.client
 import json
 import sqlite3
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +57,6 @@ def test_tracker_refuses_overflowing_weights_and_changes_nothing() -> None:
             t.record_batch(np.array([[0, 1], [1, 0]]), np.array([True, False]), weights=np.array([[1.0, 1.0], HUGE]))
         assert err.value.field == "weights"
     assert (t.counts("a"), t.counts("b"), t.episodes) == before
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
-    s.exploration = 0.0
-    yield s
-    s.close()
 
 
 def test_sidecar_refuses_overflowing_weights_in_python_and_over_http(store: MemoryStore) -> None:

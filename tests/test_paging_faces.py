@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from memworth import HashingEncoder, MemoryStore
+from memworth import MemoryStore
 from memworth.cli import main
 from memworth.server import create_app, create_key
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
 
 
 def _pages(client: TestClient, path: str, key: str, h: dict[str, str], **params: object) -> list[list[object]]:

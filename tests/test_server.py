@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from memworth import HashingEncoder, MemoryStore
+from memworth import MemoryStore
 from memworth.server import create_app, create_key, revoke_key
 from tests.serving import free_port, memworth_serve
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
-    s.exploration = 0.0
-    yield s
-    s.close()
 
 
 @pytest.fixture

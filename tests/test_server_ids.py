@@ -48,19 +48,6 @@ ODD_IDS = [i.strip() for i in ODD_IDS]  # the store refuses ids with edge spaces
 
 
 @pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
-    s.exploration = 0.0
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: MemoryStore) -> TestClient:
-    return TestClient(create_app(store))
-
-
-@pytest.fixture
 def h(store: MemoryStore) -> dict[str, str]:
     return {"Authorization": f"Bearer {create_key(store, 'team', 'agent')}"}
 

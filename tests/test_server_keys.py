@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -17,18 +16,6 @@ from memworth import HashingEncoder, MemoryStore
 from memworth.errors import ConflictError
 from memworth.server import create_app, create_key
 from memworth.server.keys import list_keys, revoke
-
-
-@pytest.fixture
-def store() -> Iterator[MemoryStore]:
-    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: MemoryStore) -> TestClient:
-    return TestClient(create_app(store))
 
 
 def error(r: object, status: int) -> dict[str, object]:

@@ -34,6 +34,45 @@ run length of at least ``exp(threshold)`` observations between false alarms; a w
 bound is approximate: the experiment ``memworth reproduce staleness`` measures the
 false alarms.
 
+A mixture of alternatives (``odds_ratios``, with ``weights`` summing to 1; off by
+default). One alternative suits one size of fall: odds 20 times lower (0.05) catches a
+memory that stopped working within a few failures but gathers almost no evidence from a
+fall to half the odds. The mixture keeps one CUSUM ``S_k`` per alternative and alarms on
+
+    statistic = log(sum_k weight_k * exp(S_k)),
+
+the *sum* (not the max) form of the e-detector of Shin, Ramdas and Rinaldo (2023,
+"E-detectors: a nonparametric framework for sequential change detection"). Claim: under
+no change, with the pre-change rates known, the expected number of observations before
+``statistic >= threshold`` is at least ``exp(threshold)``. Proof: ``exp(S_k)`` is the
+largest over the change points ``j`` of the likelihood ratio ``L_k(j..t)`` of the
+observations since ``j``, so ``exp(statistic) <= R_t := sum_j sum_k weight_k L_k(j..t)``,
+the Shiryaev-Roberts statistic of the mixture. Each ``sum_k weight_k L_k(j..t)`` is a
+mean-1 martingale from ``j`` (a fixed-weight mixture of likelihood ratios, each of mean
+1; weighted observations keep that by Jensen as above), so ``R_t - t`` is a martingale
+with mean 0. For the alarm time ``T`` (if ``E[T] < inf``; else there is nothing to prove),
+optional stopping gives ``E[T] = E[R_T] >= E[exp(statistic_T)] >= exp(threshold)``. The
+same bound gives ``P(alarm within n observations) <= n / exp(threshold)`` and makes
+``exp(statistic) / n`` an e-value at any fixed reading (what e-BH reads,
+:meth:`memworth.governance.GovernancePolicy.change_evalues`). Against one alternative the
+mixture pays at most ``log(1 / weight_k)`` (1.1 for three equal weights) in the
+threshold: it alarms on a sharp fall a failure or two later, and on a moderate one that
+the single alternative never sees. As for one alternative, the baseline is estimated in
+use, so the guarantees are approximate there (tested in simulation,
+``tests/test_change_mixture.py``).
+
+A prior for short histories (``history_prior``, 0 by default). A memory is watched after
+``min_history`` observations of its own, because its lift over the reference is learned
+from them; one retrieved only a handful of times before it broke (a code recipe before a
+library upgrade) is then never watched in time. ``history_prior`` pseudo-observations at
+the current reference rate are added to both its successes and its expected successes:
+its lift shrinks toward 0 (its baseline toward the reference) while its history is
+short, and it is watched after ``min_history - history_prior`` observations. The cost:
+a memory better than the namespace that has had few retrievals is judged against the
+namespace's rate, which makes a fall harder to see (the baseline is lower), not a false
+alarm more likely; a memory worse than the namespace starts with a baseline above its own
+rate, which is the false-alarm risk the experiments measure.
+
 :class:`CusumState` holds the learned state of many memories as arrays (one row each);
 :meth:`BernoulliCusum.update` advances the rows one episode retrieved, vectorised.
 """
@@ -292,6 +331,17 @@ class BernoulliCusum:
     prior
         Pseudo-counts of success and of failure (and of the reference) that smooth the
         baseline (0.5: Jeffreys).
+    odds_ratios
+        A mixture of alternatives in place of ``odds_ratio`` (distinct, in (0, 1); empty:
+        the single ``odds_ratio``; one: that one alone): one CUSUM per alternative, the
+        statistic the log of their weighted sum (see the module docstring for its
+        guarantee).
+    weights
+        The alternatives' weights (positive, normalised to sum to 1; empty: equal).
+    history_prior
+        Pseudo-observations at the reference rate that stand in for the memory's own
+        history: they shrink its baseline toward the reference and count toward
+        ``min_history``.
 
     Examples
     --------
@@ -304,6 +354,14 @@ class BernoulliCusum:
     (True, 45, 40, 19.66)
     >>> BernoulliCusum().scan(np.array([True, False] * 40)).alarm
     False
+
+    A fall from about 0.7 to 0.4 (odds 3.5 times lower): the single alternative misses it,
+    a mixture that also holds odds 4 and 2 times lower catches it:
+
+    >>> rng = np.random.default_rng(2)
+    >>> y = np.r_[rng.random(300) < 0.7, rng.random(300) < 0.4]
+    >>> BernoulliCusum().scan(y).alarm, BernoulliCusum(odds_ratios=(0.05, 0.25, 0.5)).scan(y).alarm
+    (False, True)
     """
 
     odds_ratio: float = 0.05

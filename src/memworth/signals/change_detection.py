@@ -44,17 +44,21 @@ fall to half the odds. The mixture keeps one CUSUM ``S_k`` per alternative and a
 the *sum* (not the max) form of the e-detector of Shin, Ramdas and Rinaldo (2023,
 "E-detectors: a nonparametric framework for sequential change detection"). Claim: under
 no change, with the pre-change rates known, the expected number of observations before
-``statistic >= threshold`` is at least ``exp(threshold)``. Proof: ``exp(S_k)`` is the
-largest over the change points ``j`` of the likelihood ratio ``L_k(j..t)`` of the
-observations since ``j``, so ``exp(statistic) <= R_t := sum_j sum_k weight_k L_k(j..t)``,
-the Shiryaev-Roberts statistic of the mixture. Each ``sum_k weight_k L_k(j..t)`` is a
-mean-1 martingale from ``j`` (a fixed-weight mixture of likelihood ratios, each of mean
-1; weighted observations keep that by Jensen as above), so ``R_t - t`` is a martingale
-with mean 0. For the alarm time ``T`` (if ``E[T] < inf``; else there is nothing to prove),
-optional stopping gives ``E[T] = E[R_T] >= E[exp(statistic_T)] >= exp(threshold)``. The
-same bound gives ``P(alarm within n observations) <= n / exp(threshold)`` and makes
-``exp(statistic) / n`` an e-value at any fixed reading (what e-BH reads,
-:meth:`memworth.governance.GovernancePolicy.change_evalues`). Against one alternative the
+``statistic >= threshold`` is at least ``exp(threshold) - 1``. Proof: ``exp(S_k)`` is the
+largest of 1 and, over the change points ``j <= t``, the likelihood ratio ``L_k(j..t)`` of
+the observations since ``j`` (the floor at 0 is the empty product), so
+``exp(statistic) <= 1 + R_t`` with ``R_t := sum_j sum_k weight_k L_k(j..t)``, the
+Shiryaev-Roberts statistic of the mixture. Each ``sum_k weight_k L_k(j..t)`` is a mean-1
+martingale from ``j`` (a fixed-weight mixture of likelihood ratios, each of mean 1;
+weighted observations keep mean at most 1 by Jensen as above), so ``E[R_T] <= E[T]`` for
+a stopping time ``T``. For the alarm time (if ``E[T] < inf``; else there is nothing to
+prove), ``E[T] >= E[R_T] >= E[exp(statistic_T)] - 1 >= exp(threshold) - 1``. The same
+bound gives ``P(alarm within n observations) <= (n + 1) / exp(threshold)`` and makes
+``exp(statistic) / (n + 1)`` an e-value at any fixed reading after ``n`` watched
+observations. (The policy's e-value for e-BH,
+:meth:`memworth.governance.GovernancePolicy.change_evalues`, divides by ``n``, as it did
+for one alternative: at most ``(n + 1) / n`` too large, which matters only for the first
+few observations, where the threshold bars an alarm anyway.) Against one alternative the
 mixture pays at most ``log(1 / weight_k)`` (1.1 for three equal weights) in the
 threshold: it alarms on a sharp fall a failure or two later, and on a moderate one that
 the single alternative never sees. As for one alternative, the baseline is estimated in

@@ -181,3 +181,15 @@ def test_score_state_keeps_the_mixture_state(tmp_path) -> None:
     finally:
         con.close()
     assert rows is not None and rows[1] == 3 and rows[0] > 0
+
+
+def test_the_mixture_settings_round_trip_through_json_and_a_kept_store(tmp_path) -> None:
+    import json
+
+    back = GovernancePolicy.from_settings(json.loads(json.dumps(MIX_POLICY.settings())))
+    assert back == MIX_POLICY and back.change.odds_ratios == (0.05, 0.25, 0.5)
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+    with MemoryStore.open(url, encoder=HashingEncoder(), policy=MIX_POLICY):
+        pass
+    with MemoryStore.open(url, encoder=HashingEncoder()) as store:  # the kept policy, read back from JSON
+        assert store.policy == MIX_POLICY and store.policy.detector().alternatives == 3

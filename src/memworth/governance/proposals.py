@@ -286,8 +286,12 @@ class GovernancePolicy:
         def __getattr__(self, name: str) -> Any: ...
 
     def settings(self) -> dict[str, Any]:
-        """The settings as plain JSON, one object per part (for the audit log and the store)."""
-        return asdict(self)
+        """The settings as plain JSON, one object per part (for the audit log and the store);
+        a sequence (the change detector's ``odds_ratios``, ``weights``) as a list, as JSON reads it back."""
+        return {
+            part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+            for part, values in asdict(self).items()
+        }
 
     def flat_settings(self) -> dict[str, Any]:
         """The settings by their flat names (:data:`memworth.governance.parts.FLAT_NAMES`)."""

@@ -41,6 +41,7 @@ import numpy as np
 
 from memworth.counts import check_unit
 from memworth.errors import ValidationError
+from memworth.signals.change_detection import mixture_of
 
 __all__ = [
     "FLAT_NAMES",
@@ -203,6 +204,19 @@ class ChangeSettings:
         Pseudo-observations per context of :class:`memworth.signals.change_detection.ContextCheck`, > 0.
     alpha
         e-BH's false discovery rate across a namespace's alarms, in (0, 1).
+    odds_ratios
+        A mixture of alternatives in place of ``odds_ratio``: distinct odds ratios in (0, 1)
+        (empty: the single ``odds_ratio``). The detector then keeps one CUSUM per
+        alternative and alarms on their weighted mixture (the e-detector of
+        :mod:`memworth.signals.change_detection`), so a moderate fall is caught as well as
+        a sharp one, at a cost of about ``log(1 / weight)`` in the threshold.
+    weights
+        The alternatives' weights, one per odds ratio (positive, normalised to sum to 1;
+        empty: equal).
+    history_prior
+        Pseudo-observations at the reference rate that stand in for a memory's own
+        history (>= 0): a memory is watched after ``min_history - history_prior`` of its
+        own observations, its pre-change rate shrunk toward the reference meanwhile.
     """
 
     enabled: bool = True
@@ -212,10 +226,19 @@ class ChangeSettings:
     reference_half_life: float = 50.0
     context_strength: float = 0.25
     alpha: float = 0.05
+    odds_ratios: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+    history_prior: float = 0.0
 
     def __post_init__(self) -> None:
         _switch(self.enabled, "enabled")
         _number(self.odds_ratio, "odds_ratio", 0.0, 1.0, open_ends=True)
+        # Settings read back from JSON or TOML give lists: kept as tuples of floats, so two
+        # equal policies compare (and repr) equal.
+        mixture_of(self.odds_ratios, self.weights)
+        object.__setattr__(self, "odds_ratios", tuple(float(v) for v in self.odds_ratios))
+        object.__setattr__(self, "weights", tuple(float(v) for v in self.weights))
+        _number(self.history_prior, "history_prior", 0.0)
         _number(self.threshold, "threshold", 0.0, open_ends=True)
         _number(self.min_history, "min_history", 0.0)
         _number(self.reference_half_life, "reference_half_life", 0.0, open_ends=True)
@@ -306,6 +329,9 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "change_reference_half_life": ("change", "reference_half_life"),
     "change_context_strength": ("change", "context_strength"),
     "change_alpha": ("change", "alpha"),
+    "change_odds_ratios": ("change", "odds_ratios"),
+    "change_weights": ("change", "weights"),
+    "change_history_prior": ("change", "history_prior"),
     "probe_alpha": ("probes", "alpha"),
     "probe_beta": ("probes", "beta"),
     "max_changes_per_day": ("limits", "max_changes_per_day"),

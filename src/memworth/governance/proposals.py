@@ -286,8 +286,12 @@ class GovernancePolicy:
         def __getattr__(self, name: str) -> Any: ...
 
     def settings(self) -> dict[str, Any]:
-        """The settings as plain JSON, one object per part (for the audit log and the store)."""
-        return asdict(self)
+        """The settings as plain JSON, one object per part (for the audit log and the store);
+        a sequence (the change detector's ``odds_ratios``, ``weights``) as a list, as JSON reads it back."""
+        return {
+            part: {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+            for part, values in asdict(self).items()
+        }
 
     def flat_settings(self) -> dict[str, Any]:
         """The settings by their flat names (:data:`memworth.governance.parts.FLAT_NAMES`)."""
@@ -346,21 +350,32 @@ class GovernancePolicy:
 
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
-        return BernoulliCusum(self.change.odds_ratio, self.change.threshold, self.change.min_history)
+        c = self.change
+        return BernoulliCusum(
+            c.odds_ratio,
+            c.threshold,
+            c.min_history,
+            odds_ratios=c.odds_ratios,
+            weights=c.weights,
+            history_prior=c.history_prior,
+        )
 
     def change_evalues(self, statistic: object, observations: object) -> np.ndarray:
         """Each memory's e-value against "its success rate has not broken", from its CUSUM.
 
         ``exp(statistic) / watched``, ``watched`` being its observations since it was first
-        watched (``observations - change_min_history``, at least 1; 0 for a memory not yet
-        watched). Why it is an e-value: the CUSUM is the largest, over the possible change
-        points, of the likelihood ratio of the observations since then, so ``exp(CUSUM)``
-        is at most their sum (the Shiryaev-Roberts statistic), whose expectation without a
-        change is the number of change points summed over. Exact with the pre-change rate
-        known; with the rate estimated from the memory's own history (as here) approximate.
+        watched (:meth:`BernoulliCusum.watched`: ``observations - change_min_history``, plus
+        ``change_history_prior``; at least 1; 0 for a memory not yet watched). Why it is an
+        e-value: the CUSUM is the largest, over the possible change points, of the likelihood
+        ratio of the observations since then, so ``exp(CUSUM)`` is at most their sum (the
+        Shiryaev-Roberts statistic), whose expectation without a change is the number of
+        change points summed over; a mixture detector's ``exp(statistic)`` is the weighted
+        sum of its alternatives' ``exp(CUSUM)``, at most the weighted sum of their
+        Shiryaev-Roberts statistics, whose expectation is the same. Exact with the pre-change
+        rate known; with the rate estimated from the memory's own history (as here) approximate.
         """
         stat = np.asarray(statistic, dtype=float)
-        watched = np.asarray(observations, dtype=float) - float(self.change.min_history)
+        watched = self.detector().watched(observations)
         with np.errstate(over="ignore"):
             e = np.exp(stat) / np.maximum(watched, 1.0)
         return np.asarray(np.where(watched > 0, e, 0.0))
@@ -379,7 +394,7 @@ class GovernancePolicy:
         # with an e-value of 0: lowering an e-value keeps it one, so the FDR guarantee holds for
         # the alarms that clear both bars.
         e = np.where(stat >= float(self.change.threshold), self.change_evalues(stat, observations), 0.0)
-        watched = np.asarray(observations, dtype=float) > float(self.change.min_history)
+        watched = self.detector().watched(observations) > 0
         out = np.zeros(e.size, dtype=bool)
         if not watched.any():
             return out, math.inf
@@ -389,7 +404,7 @@ class GovernancePolicy:
     def change_bar(self, level: float, observations: float) -> float:
         """The CUSUM statistic a memory with ``observations`` needs to alarm when e-BH asks an
         e-value of ``level``: that e-value's statistic, and at least ``change_threshold``."""
-        needed = math.log(level) + math.log(max(float(observations) - float(self.change.min_history), 1.0))
+        needed = math.log(level) + math.log(max(float(self.detector().watched(observations)), 1.0))
         return max(float(self.change.threshold), needed)
 
     def worth_flags(self, counts: list[Counts]) -> list[WorthFlag]:

@@ -21,7 +21,10 @@ The tables (since state version 2):
   reference rate's state;
 * ``scan_memories``: one row per memory, by its row in the scan: its CUSUM state;
 * ``scan_shared``: the explaining-away evidence, each memory's entries in order;
-* ``scan_references``: the reference rate before each episode (the streams carry it).
+* ``scan_references``: the reference rate before each episode (the streams carry it);
+* ``scan_components`` (added in memworth's mixture detector; created in older files when
+  they are opened): a mixture detector's CUSUM per memory and alternative. A scan saved
+  without it has one alternative; one saved under other detector settings is not resumed.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ CREATE TABLE IF NOT EXISTS scan_memories (
 );
 CREATE TABLE IF NOT EXISTS scan_shared (namespace VARCHAR, row INTEGER, seq BIGINT, other INTEGER, value DOUBLE);
 CREATE TABLE IF NOT EXISTS scan_references (namespace VARCHAR, pos BIGINT, reference DOUBLE);
+CREATE TABLE IF NOT EXISTS scan_components (namespace VARCHAR, row INTEGER, alternative INTEGER, value DOUBLE);
 """
 
 _CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
@@ -121,10 +125,21 @@ def keep(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
             "reference": pa.array(fresh),
         }
     )
-    for table in ("scan_memories", "scan_shared"):
+    parts = snap.get("components")
+    alternatives = 0 if parts is None else parts.shape[1]
+    components = pa.table(
+        {
+            "namespace": pa.array([namespace] * (size * alternatives), pa.string()),
+            "row": pa.array(np.repeat(np.arange(size, dtype=np.int32), alternatives)),
+            "alternative": pa.array(np.tile(np.arange(alternatives, dtype=np.int32), size)),
+            "value": pa.array(np.zeros(0) if parts is None else parts.ravel()),
+        }
+    )
+    for table in ("scan_memories", "scan_shared", "scan_components"):
         con.execute(f"DELETE FROM {table} WHERE namespace = ?", [namespace])
     con.execute("DELETE FROM scan_references WHERE namespace = ? AND pos > ?", [namespace, read])
-    for name, arrow in (("scan_memories", memories), ("scan_shared", shared), ("scan_references", references)):
+    tables = (("scan_memories", memories), ("scan_shared", shared), ("scan_references", references))
+    for name, arrow in (*tables, ("scan_components", components)):
         con.register("kept_rows", arrow)
         con.execute(f"INSERT INTO {name} SELECT * FROM kept_rows")
         con.unregister("kept_rows")
@@ -172,7 +187,22 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
     )[0]
     if pos.size != kept:
         raise ValueError("kept items of memories the saved scan does not know")
-    snapshot = {k: np.asarray(memories[k]) for k in _CUSUM} | {
+    alternatives = policy.detector().alternatives
+    if alternatives > 1:
+        found = con.execute(
+            "SELECT row, alternative, value FROM scan_components WHERE namespace = ? ORDER BY row, alternative",
+            [namespace],
+        ).fetchnumpy()
+        values = np.asarray(found["value"], dtype=np.float64)
+        if values.size != len(ids) * alternatives:
+            raise ValueError("the saved scan keeps no CUSUM per alternative")
+        cells = np.asarray(found["row"], dtype=np.int64) * alternatives + np.asarray(found["alternative"], dtype=np.int64)
+        if not np.array_equal(cells, np.arange(values.size)):
+            raise ValueError("the saved CUSUMs per alternative do not fit the memories")
+        extra = {"components": values.reshape(len(ids), alternatives)}
+    else:
+        extra = {}
+    snapshot = extra | {k: np.asarray(memories[k]) for k in _CUSUM} | {
         "shared_starts": np.r_[0, np.cumsum(np.bincount(owner, minlength=len(ids)))].astype(np.int64),
         "shared_keys": np.asarray(shared["other"], dtype=np.int64),
         "shared_values": np.asarray(shared["value"], dtype=np.float64),

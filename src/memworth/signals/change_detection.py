@@ -34,6 +34,49 @@ run length of at least ``exp(threshold)`` observations between false alarms; a w
 bound is approximate: the experiment ``memworth reproduce staleness`` measures the
 false alarms.
 
+A mixture of alternatives (``odds_ratios``, with ``weights`` summing to 1; off by
+default). One alternative suits one size of fall: odds 20 times lower (0.05) catches a
+memory that stopped working within a few failures but gathers almost no evidence from a
+fall to half the odds. The mixture keeps one CUSUM ``S_k`` per alternative and alarms on
+
+    statistic = log(sum_k weight_k * exp(S_k)),
+
+the *sum* (not the max) form of the e-detector of Shin, Ramdas and Rinaldo (2023,
+"E-detectors: a nonparametric framework for sequential change detection"). Claim: under
+no change, with the pre-change rates known, the expected number of observations before
+``statistic >= threshold`` is at least ``exp(threshold) - 1``. Proof: ``exp(S_k)`` is the
+largest of 1 and, over the change points ``j <= t``, the likelihood ratio ``L_k(j..t)`` of
+the observations since ``j`` (the floor at 0 is the empty product), so
+``exp(statistic) <= 1 + R_t`` with ``R_t := sum_j sum_k weight_k L_k(j..t)``, the
+Shiryaev-Roberts statistic of the mixture. Each ``sum_k weight_k L_k(j..t)`` is a mean-1
+martingale from ``j`` (a fixed-weight mixture of likelihood ratios, each of mean 1;
+weighted observations keep mean at most 1 by Jensen as above), so ``E[R_T] <= E[T]`` for
+a stopping time ``T``. For the alarm time (if ``E[T] < inf``; else there is nothing to
+prove), ``E[T] >= E[R_T] >= E[exp(statistic_T)] - 1 >= exp(threshold) - 1``. The same
+bound gives ``P(alarm within n observations) <= (n + 1) / exp(threshold)`` and makes
+``exp(statistic) / (n + 1)`` an e-value at any fixed reading after ``n`` watched
+observations. (The policy's e-value for e-BH,
+:meth:`memworth.governance.GovernancePolicy.change_evalues`, divides by ``n``, as it did
+for one alternative: at most ``(n + 1) / n`` too large, which matters only for the first
+few observations, where the threshold bars an alarm anyway.) Against one alternative the
+mixture pays at most ``log(1 / weight_k)`` (1.1 for three equal weights) in the
+threshold: it alarms on a sharp fall a failure or two later, and on a moderate one that
+the single alternative never sees. As for one alternative, the baseline is estimated in
+use, so the guarantees are approximate there (tested in simulation,
+``tests/test_change_mixture.py``).
+
+A prior for short histories (``history_prior``, 0 by default). A memory is watched after
+``min_history`` observations of its own, because its lift over the reference is learned
+from them; one retrieved only a handful of times before it broke (a code recipe before a
+library upgrade) is then never watched in time. ``history_prior`` pseudo-observations at
+the current reference rate are added to both its successes and its expected successes:
+its lift shrinks toward 0 (its baseline toward the reference) while its history is
+short, and it is watched after ``min_history - history_prior`` observations. The cost:
+a memory better than the namespace that has had few retrievals is judged against the
+namespace's rate, which makes a fall harder to see (the baseline is lower), not a false
+alarm more likely; a memory worse than the namespace starts with a baseline above its own
+rate, which is the false-alarm risk the experiments measure.
+
 :class:`CusumState` holds the learned state of many memories as arrays (one row each);
 :meth:`BernoulliCusum.update` advances the rows one episode retrieved, vectorised.
 """
@@ -81,13 +124,53 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p) - np.log1p(-p)
 
 
-def _log_likelihood_ratio(success: np.ndarray, p0: np.ndarray, ratio: float) -> np.ndarray:
-    """log Pr[y | odds x ratio] - log Pr[y | p0] for each observation (the CUSUM step)."""
+def _log_likelihood_ratio(success: np.ndarray, p0: np.ndarray, shift: float | np.ndarray) -> np.ndarray:
+    """log Pr[y | odds x exp(shift)] - log Pr[y | p0] for each observation (the CUSUM step);
+    ``shift`` is the alternative's log odds ratio (an array broadcasts: one per alternative)."""
     z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
-    shift = math.log(ratio)
     return np.asarray(
         np.where(success, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
     )
+
+
+def _mixed(parts: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
+    """The mixture statistic ``log sum_k weight_k exp(parts_k)`` of each row of CUSUMs, 0
+    exactly when every one is 0 (so an excursion ends where all of its alternatives' do)."""
+    top = parts.max(axis=1)
+    total = top + np.log(np.exp(parts - top[:, None] + log_weights[None, :]).sum(axis=1))
+    return np.asarray(np.where(top > 0, np.maximum(total, 0.0), 0.0))
+
+
+def mixture_of(odds_ratios: object, weights: object) -> tuple[np.ndarray, np.ndarray]:
+    """The alternatives of a mixture detector, checked: their log odds ratios and log weights
+    (normalised to sum to 1; equal weights when ``weights`` is empty).
+
+    ``odds_ratios``: a sequence of distinct numbers in (0, 1) (empty: no mixture);
+    ``weights``: as many positive numbers, or none. ValidationError naming the field.
+
+    Examples
+    --------
+    >>> shifts, log_w = mixture_of((0.05, 0.5), (3, 1))
+    >>> np.exp(log_w).round(2).tolist()
+    [0.75, 0.25]
+    """
+    ratios = [_number(v, "odds_ratios", low=0.0, high=1.0, open_low=True) for v in _sequence(odds_ratios, "odds_ratios")]
+    if any(v >= 1.0 for v in ratios):
+        raise ValidationError("odds_ratios", f"each must be below 1 (a fall), got {ratios!r}")
+    if len(set(ratios)) != len(ratios):
+        raise ValidationError("odds_ratios", f"must be distinct, got {ratios!r}")
+    given = [_number(v, "weights", low=0.0, open_low=True) for v in _sequence(weights, "weights")]
+    if given and len(given) != len(ratios):
+        raise ValidationError("weights", f"must be one per odds ratio ({len(ratios)}), got {len(given)}")
+    w = np.array(given, dtype=float) if given else np.ones(len(ratios))
+    shifts = np.log(np.array(ratios, dtype=float))
+    return shifts, (np.log(w / w.sum()) if w.size else w)
+
+
+def _sequence(value: object, name: str) -> tuple[object, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise ValidationError(name, f"must be a sequence of numbers, got {type(value).__name__}")
+    return tuple(value)
 
 
 @dataclass
@@ -97,7 +180,10 @@ class CusumState:
     ``statistic`` is the CUSUM now; ``observations`` and ``successes`` the memory's
     weighted history; ``expected`` the reference rate summed over it; ``since`` the index
     (``time``) of the first observation of the current excursion (-1 when the statistic
-    is 0); ``first_alarm`` the time of the first alarm (-1: none yet).
+    is 0); ``first_alarm`` the time of the first alarm (-1: none yet). ``components``: for
+    a mixture detector (several ``odds_ratios``), one CUSUM per alternative (a row per
+    memory, a column per alternative), of which ``statistic`` is the mixture; ``None`` for
+    a detector with one alternative (its ``statistic`` is its only CUSUM).
     """
 
     statistic: np.ndarray
@@ -106,15 +192,25 @@ class CusumState:
     expected: np.ndarray
     since: np.ndarray
     first_alarm: np.ndarray
+    components: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, size: int) -> CusumState:
-        """State for ``size`` memories with no history."""
+    def empty(cls, size: int, alternatives: int = 1) -> CusumState:
+        """State for ``size`` memories with no history (``alternatives``: the detector's
+        number of alternatives; more than one keeps a CUSUM per alternative)."""
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
             raise ValidationError("size", f"must be an integer >= 0, got {size!r}")
+        if isinstance(alternatives, bool) or not isinstance(alternatives, (int, np.integer)) or alternatives < 1:
+            raise ValidationError("alternatives", f"must be an integer >= 1, got {alternatives!r}")
         z = np.zeros(int(size))
         minus = np.full(int(size), -1, dtype=np.int64)
-        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy())
+        parts = np.zeros((int(size), int(alternatives))) if alternatives > 1 else None
+        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy(), parts)
+
+    @property
+    def alternatives(self) -> int:
+        """How many alternatives the state keeps a CUSUM for (1 without ``components``)."""
+        return 1 if self.components is None else int(self.components.shape[1])
 
     def __len__(self) -> int:
         return int(self.statistic.size)
@@ -128,6 +224,7 @@ class CusumState:
             self.expected.copy(),
             self.since.copy(),
             self.first_alarm.copy(),
+            None if self.components is None else self.components.copy(),
         )
 
     def grow(self, size: int) -> None:
@@ -142,6 +239,8 @@ class CusumState:
             setattr(self, name, np.concatenate([getattr(self, name), zeros]))
         self.since = np.concatenate([self.since, minus])
         self.first_alarm = np.concatenate([self.first_alarm, minus])
+        if self.components is not None:
+            self.components = np.concatenate([self.components, np.zeros((more, self.components.shape[1]))])
 
     def reset(self, rows: np.ndarray | list[int], *, forget_history: bool = False) -> None:
         """Restart the statistic of ``rows`` (after a person re-verified them).
@@ -150,6 +249,8 @@ class CusumState:
         """
         r = np.asarray(rows, dtype=np.int64)
         self.statistic[r] = 0.0
+        if self.components is not None:
+            self.components[r] = 0.0
         self.since[r] = -1
         self.first_alarm[r] = -1
         if forget_history:
@@ -234,6 +335,17 @@ class BernoulliCusum:
     prior
         Pseudo-counts of success and of failure (and of the reference) that smooth the
         baseline (0.5: Jeffreys).
+    odds_ratios
+        A mixture of alternatives in place of ``odds_ratio`` (distinct, in (0, 1); empty:
+        the single ``odds_ratio``; one: that one alone): one CUSUM per alternative, the
+        statistic the log of their weighted sum (see the module docstring for its
+        guarantee).
+    weights
+        The alternatives' weights (positive, normalised to sum to 1; empty: equal).
+    history_prior
+        Pseudo-observations at the reference rate that stand in for the memory's own
+        history: they shrink its baseline toward the reference and count toward
+        ``min_history``.
 
     Examples
     --------
@@ -246,12 +358,23 @@ class BernoulliCusum:
     (True, 45, 40, 19.66)
     >>> BernoulliCusum().scan(np.array([True, False] * 40)).alarm
     False
+
+    A fall from about 0.7 to 0.4 (odds 3.5 times lower): the single alternative misses it,
+    a mixture that also holds odds 4 and 2 times lower catches it:
+
+    >>> rng = np.random.default_rng(2)
+    >>> y = np.r_[rng.random(300) < 0.7, rng.random(300) < 0.4]
+    >>> BernoulliCusum().scan(y).alarm, BernoulliCusum(odds_ratios=(0.05, 0.25, 0.5)).scan(y).alarm
+    (False, True)
     """
 
     odds_ratio: float = 0.05
     threshold: float = 12.0
     min_history: float = 10.0
     prior: float = 0.5
+    odds_ratios: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+    history_prior: float = 0.0
 
     def _check(self) -> tuple[float, float, float, float]:
         checked: tuple[float, float, float, float] | None = self.__dict__.get("_checked")
@@ -263,13 +386,38 @@ class BernoulliCusum:
         h = _number(self.threshold, "threshold", low=0.0, open_low=True)
         n0 = _number(self.min_history, "min_history", low=0.0)
         a = _number(self.prior, "prior", low=0.0, open_low=True)
+        shifts, log_weights = mixture_of(self.odds_ratios, self.weights)
+        k = _number(self.history_prior, "history_prior", low=0.0)
+        object.__setattr__(self, "_mixture", None if shifts.size < 2 else (shifts, log_weights))
+        object.__setattr__(self, "_shift", math.log(ratio) if shifts.size == 0 else float(shifts[0]))
+        object.__setattr__(self, "_history", (k, max(n0 - k, 0.0)))
         object.__setattr__(self, "_checked", (ratio, h, n0, a))
         return ratio, h, n0, a
+
+    @property
+    def alternatives(self) -> int:
+        """How many alternatives the detector mixes (1: a plain CUSUM)."""
+        self._check()
+        mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
+        return 1 if mix is None else int(mix[0].size)
+
+    def watched(self, observations: object) -> np.ndarray:
+        """How many (weighted) observations of each memory its statistic has read: its
+        ``observations`` past the point it was first watched (``min_history`` less
+        ``history_prior``, at least 0); 0 or less for a memory not yet watched. The e-value
+        of a reading divides by it (:meth:`memworth.governance.GovernancePolicy.change_evalues`)."""
+        self._check()
+        _k, start = self.__dict__["_history"]
+        return np.asarray(np.asarray(observations, dtype=float) - start)
 
     def start(self, size: int) -> CusumState:
         """A fresh state for ``size`` memories."""
         self._check()
-        return CusumState.empty(size)
+        return CusumState.empty(size, self.alternatives)
+
+    def fits(self, state: CusumState) -> bool:
+        """Whether ``state`` keeps the CUSUMs this detector advances (one per alternative)."""
+        return state.alternatives == self.alternatives
 
     def baseline(self, state: CusumState, rows: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
         """The pre-change success probability of ``rows`` now (given the reference rate)."""
@@ -279,7 +427,17 @@ class BernoulliCusum:
     def _baseline(self, state: CusumState, r: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
         """:meth:`baseline` of int64 rows ``r`` and checked reference rates ``ref``."""
         _ratio, _h, _n0, a = self._check()
+        k, _start = self.__dict__["_history"]
         n = state.observations[r]
+        if k > 0:
+            # history_prior pseudo-observations at the reference rate (0.5 without one) stand in
+            # for a short history: they pull the memory's lift over the reference toward 0.
+            q = 0.5 if ref is None else ref
+            own = _logit((state.successes[r] + a + k * q) / (n + 2 * a + k))
+            if ref is None:
+                return np.asarray(1.0 / (1.0 + np.exp(-own)))
+            lift = own - _logit((state.expected[r] + a + k * q) / (n + 2 * a + k))
+            return np.asarray(1.0 / (1.0 + np.exp(-(_logit(ref) + lift))))
         own = _logit((state.successes[r] + a) / (n + 2 * a))
         if ref is None:
             return np.asarray(1.0 / (1.0 + np.exp(-own)))
@@ -305,7 +463,7 @@ class BernoulliCusum:
         if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
             raise ValidationError("time", f"must be an integer, got {time!r}")
         r, y, w, ref = self._observations(state, rows, success, weight, reference)
-        return self._apply(state, r, y, w, ref, int(time), self._steps(state, r, y, w, ref))
+        return self._apply(state, r, y, w, ref, int(time), self._move(state, r, y, w, ref))
 
     def advance(
         self, state: CusumState, rows: np.ndarray, success: bool, weight: float, reference: float | None, time: int
@@ -316,9 +474,9 @@ class BernoulliCusum:
         y = np.full(rows.shape, bool(success))
         w = np.full(rows.shape, float(weight))
         ref = None if reference is None else np.full(rows.shape, float(reference))
-        step = self._steps(state, rows, y, w, ref)
-        self._apply(state, rows, y, w, ref, time, step)
-        return step
+        move = self._move(state, rows, y, w, ref)
+        self._apply(state, rows, y, w, ref, time, move)
+        return move[0]
 
     def advance_many(
         self, state: CusumState, rows: np.ndarray, success: np.ndarray, weight: np.ndarray, reference: np.ndarray, time: np.ndarray
@@ -346,9 +504,9 @@ class BernoulliCusum:
         for j in range(bounds.size - 1):
             at = by_repeat[bounds[j] : bounds[j + 1]]  # the j-th observation of each memory: distinct rows
             rj, yj, wj, refj = r[at], success[at], weight[at], reference[at]
-            step = self._steps(state, rj, yj, wj, refj)
-            self._apply(state, rj, yj, wj, refj, time[at], step)
-            steps[at], after[at] = step, state.statistic[rj]
+            move = self._move(state, rj, yj, wj, refj)
+            self._apply(state, rj, yj, wj, refj, time[at], move)
+            steps[at], after[at] = move[0], state.statistic[rj]
         return steps, after
 
     def _apply(
@@ -359,13 +517,19 @@ class BernoulliCusum:
         w: np.ndarray,
         ref: np.ndarray | None,
         time: int | np.ndarray,
-        step: np.ndarray,
+        move: tuple[np.ndarray, np.ndarray | None, np.ndarray | None],
     ) -> np.ndarray:
-        """Add the ``step`` of each of rows ``r`` and count its observation; which are in alarm.
-        ``time``: the episode number, one for all rows or one per row."""
+        """Take the ``move`` of each of rows ``r`` (:meth:`_move`) and count its observation;
+        which are in alarm. ``time``: the episode number, one for all rows or one per row."""
         _ratio, h, _n0, _a = self._check()
+        step, parts, mixed = move
         before = state.statistic[r]
-        after = np.maximum(0.0, before + step)
+        if parts is None or mixed is None:
+            after = np.maximum(0.0, before + step)
+        else:
+            assert state.components is not None  # _move checked it
+            state.components[r] = parts
+            after = mixed
         state.statistic[r] = after
         started = (before <= 0) & (after > 0)
         state.since[r[started]] = time[started] if isinstance(time, np.ndarray) else time
@@ -393,7 +557,7 @@ class BernoulliCusum:
         watched); :meth:`update` adds it. Changes nothing.
         """
         r, y, w, ref = self._observations(state, rows, success, weight, reference)
-        return self._steps(state, r, y, w, ref)
+        return self._move(state, r, y, w, ref)[0]
 
     def _observations(
         self,
@@ -418,13 +582,47 @@ class BernoulliCusum:
         ref = None if reference is None else np.broadcast_to(_check_rates(reference, None, "reference"), r.shape)
         return r, y, w, ref
 
-    def _steps(
+    def _move(
         self, state: CusumState, r: np.ndarray, y: np.ndarray, w: np.ndarray, ref: np.ndarray | None
-    ) -> np.ndarray:
-        ratio, _h, n0, _a = self._check()
-        llr = _log_likelihood_ratio(y, self._baseline(state, r, ref), ratio)
-        watched = state.observations[r] >= n0
-        return np.asarray(np.where(watched, w * llr, 0.0))
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """One observation of each of rows ``r``: the step of its statistic (before the floor
+        at 0) and, for a mixture, each alternative's CUSUM after it and their mixture."""
+        self._check()
+        _k, start = self.__dict__["_history"]
+        mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
+        watched = state.observations[r] >= start
+        p0 = self._baseline(state, r, ref)
+        if mix is None:
+            llr = _log_likelihood_ratio(y, p0, self.__dict__["_shift"])
+            return np.asarray(np.where(watched, w * llr, 0.0)), None, None
+        if state.components is None or state.components.shape[1] != mix[0].size:
+            raise ValidationError(
+                "state", f"keeps {state.alternatives} alternative(s), the detector mixes {mix[0].size}: start it afresh"
+            )
+        shifts, log_weights = mix
+        llr = _log_likelihood_ratio(y[:, None], p0[:, None], shifts[None, :])
+        parts = np.maximum(0.0, state.components[r] + np.where(watched, w, 0.0)[:, None] * llr)
+        mixed = _mixed(parts, log_weights)
+        return np.asarray(mixed - state.statistic[r]), parts, mixed
+
+    def run(self, success: np.ndarray, weight: np.ndarray, baseline: np.ndarray) -> float:
+        """The statistic after a run of observations from 0 against given pre-change rates
+        ``baseline`` (one per observation; every one watched), as :meth:`update` moves it:
+        what :class:`ContextCheck` reads over an excursion."""
+        self._check()
+        mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
+        y, w, p0 = np.asarray(success), np.asarray(weight, dtype=float), np.asarray(baseline, dtype=float)
+        if mix is None:
+            stat = 0.0
+            for step in (w * _log_likelihood_ratio(y, p0, self.__dict__["_shift"])).tolist():
+                stat = max(0.0, stat + step)
+            return stat
+        shifts, log_weights = mix
+        llr = w[:, None] * _log_likelihood_ratio(y[:, None], p0[:, None], shifts[None, :])
+        parts = np.zeros(shifts.size)
+        for row in llr:
+            parts = np.maximum(0.0, parts + row)
+        return float(_mixed(parts[None, :], log_weights)[0])
 
     def scan(
         self,
@@ -745,13 +943,8 @@ class ContextCheck:
     ) -> float:
         """The excursion's CUSUM (observations with ``times >= since``) against the
         memory's per-context record before ``since``."""
-        ratio, _h, _n0, _a = detector._check()
         y, w, p0 = self._baselines(times, contexts, success, weight, since)
-        llr = _log_likelihood_ratio(y, p0, ratio)
-        stat = 0.0
-        for step in (w * llr).tolist():
-            stat = max(0.0, stat + step)
-        return stat
+        return detector.run(y, w, p0)
 
     def holds(
         self,

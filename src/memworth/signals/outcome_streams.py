@@ -360,7 +360,7 @@ class NamespaceScan:
             "shared_keys": np.array([j for d in shared for j in d], dtype=np.int64),
             "shared_values": np.array([v for d in shared for v in d.values()], dtype=np.float64),
             "reference_state": np.array(self.reference.state(), dtype=np.float64),
-        }
+        } | ({} if state.components is None else {"components": state.components.copy()})
 
     def reference_column(self) -> np.ndarray:
         """The reference rate before each kept episode, by row (a view: copy before advancing)."""
@@ -387,9 +387,14 @@ class NamespaceScan:
         the parts do not fit together (then scan the episodes again instead)."""
         scan = cls(policy, columns=columns, lock=lock)
         size, kept = len(columns.ids), len(columns.starts) - 1
+        parts = snapshot.get("components")
         state = CusumState(*(np.array(snapshot[k]) for k in _STATE))
+        state.components = None if parts is None else np.array(parts, dtype=np.float64)
         if any(getattr(state, k).shape != (size,) for k in _STATE):
             raise ValueError("the CUSUM state does not have one row per memory")
+        if not scan.detector.fits(state) or (state.components is not None and state.components.shape[0] != size):
+            # a state saved by a detector with other alternatives (or before mixtures were kept)
+            raise ValueError(f"the CUSUM state keeps {state.alternatives} alternative(s), the detector mixes {scan.detector.alternatives}")
         state.since, state.first_alarm = state.since.astype(np.int64), state.first_alarm.astype(np.int64)
         keys, values = np.asarray(snapshot["shared_keys"]), np.asarray(snapshot["shared_values"])
         bounds = np.asarray(snapshot["shared_starts"])

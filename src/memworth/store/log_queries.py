@@ -19,7 +19,7 @@ from memworth.errors import StoreError, ValidationError
 from memworth.governance.replay import ReplaySettings
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
-from memworth.signals.change_detection import CusumState, OutcomeStream
+from memworth.signals.change_detection import OutcomeStream
 from memworth.signals.context_adjusted import EpisodeStats
 from memworth.signals.coretrieval import AlarmSplitter
 from memworth.signals.holdout import Lift
@@ -226,10 +226,10 @@ class LogMixin(StoreState):
         given the statistics found here (it splits suspects until the next scan)."""
         found = self._namespace_scan(namespace)
         if isinstance(self.ablation, AlarmSplitter):
-            state = found.state if found.state is not None else CusumState.empty(0)
             with self._follow_lock:
                 scan = self._followed[namespace].scan
                 assert scan is not None
+                state = found.state if found.state is not None else scan.detector.start(0)
                 live = LiveAlarms(scan.detector, found.ids, state.copy(), scan.reference.copy(), scan.episodes)
             with self._live_lock:
                 self._live[namespace] = live

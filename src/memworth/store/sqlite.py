@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -685,7 +686,7 @@ class SQLiteBackend:
             raise DuplicateError(f"episode {dup!r} already has an outcome") from None
         # Ordered by memory (stable: per memory the increments keep outcome order, which
         # replay reproduces exactly); one statement, executed per row.
-        ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
+        ordered = sorted(increments, key=attrgetter("namespace", "memory_id"))
         recorded = outcomes[-1].recorded if outcomes else 0.0
         before = db.total_changes
         db.executemany(

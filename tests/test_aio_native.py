@@ -196,7 +196,7 @@ def test_a_cancelled_native_write_is_whole_or_absent(opened: list[MemoryStore]) 
         queued.cancel()
         after = asyncio.create_task(asynced.get("b"))  # its turn comes once the cancelled write has ended
         # The counters' row lock, now: the record's transaction waits after it began.
-        counters = await asyncio.to_thread(_lock_row, schema, "SELECT 1 FROM memories WHERE id = %s FOR UPDATE", ("a",))
+        counters = await asyncio.to_thread(_lock_row, schema, "SELECT 1 FROM counters WHERE id = %s FOR UPDATE", ("a",))
         recording = asyncio.create_task(asynced.record(recall.episode, True))
         await asyncio.to_thread(blocker.rollback)
         await _until_waiting(counters, "%WITH inc AS%")

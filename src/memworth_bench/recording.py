@@ -355,15 +355,15 @@ def measure(kind: str, settings: Settings) -> Section:
                 [
                     "per transaction the store sets every counter of the batch in one statement (rows locked in "
                     "memory-id order, each memory's increments added in order) and COPYs the outcome rows; the bare "
-                    "loop sends one upsert per retrieved memory and one insert per outcome (pipelined); the store's "
-                    "counters share the memories row with its text and embedding, so each update writes the whole "
-                    "row to the WAL"
+                    "loop sends one upsert per retrieved memory and one insert per outcome (pipelined); since schema "
+                    "8 the store's counters have a narrow table of their own, as the bare loop's do"
                 ]
                 if kind == "postgres"
                 else [
-                    "the store's counters share the memories row with its text and embedding (about 2 rows per 4 KB "
-                    "page with 384-d vectors), so a batch's counter updates write far more WAL pages than the bare "
-                    "loop's narrow counter table; its outcome rows carry four indexes to the bare loop's one"
+                    "since schema 8 the store's counters have a narrow table of their own (before, they shared the "
+                    "memories row with its text and embedding, about 2 rows per 4 KB page, so each credited memory "
+                    "rewrote a page into the WAL); its outcome rows carry three secondary indexes (episode id, "
+                    "source and time, namespace and seq) to the bare loop's one"
                 ]
             ),
         ],

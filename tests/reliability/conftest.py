@@ -452,6 +452,14 @@ CONSISTENCY: dict[str, str] = {
         " WHERE m.id IS NULL"
     ),
     "memory insertion number used twice": "SELECT seq FROM memories GROUP BY seq HAVING COUNT(*) > 1",
+    "memory without its counters (schema 8)": (
+        "SELECT m.id FROM memories m LEFT JOIN counters c ON c.namespace = m.namespace AND c.id = m.id"
+        " WHERE c.id IS NULL"
+    ),
+    "counters of no memory": (
+        "SELECT c.id FROM counters c LEFT JOIN memories m ON m.namespace = c.namespace AND m.id = c.id"
+        " WHERE m.id IS NULL"
+    ),
     "unknown status or standing": (
         f"SELECT id FROM memories WHERE status NOT IN ({_QUOTED}) OR standing NOT IN ({_STANDING})"
     ),
@@ -504,7 +512,7 @@ def integrity_problems(url: str, *, require_amcheck: bool = False) -> list[str]:
             rows = sql(query)
             if rows:
                 problems.append(f"{name}: {rows[:5]}")
-        for mid, *counters in sql("SELECT id, success, failure, n FROM memories"):
+        for mid, *counters in sql("SELECT id, success, failure, n FROM counters"):
             if not all(isinstance(c, float | int) and math.isfinite(c) and c >= 0 for c in counters):
                 problems.append(f"counters of {mid}: {counters}")
     return problems

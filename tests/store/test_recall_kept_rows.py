@@ -130,7 +130,7 @@ def test_sqlite_recall_reads_a_candidates_row_again_only_after_a_change(tmp_path
     reads: list[set[str]] = []  # the ids each narrow read asked for
 
     def traced(sql: str) -> None:
-        if sql.startswith("SELECT id, status"):
+        if sql.startswith("SELECT m.id, m.status"):  # the narrow read (schema 8: memories joined with counters)
             reads.append(set(re.findall(r"'([^']*)'", sql.partition(" IN ")[2])))
 
     store.backend._db.set_trace_callback(traced)  # type: ignore[attr-defined]

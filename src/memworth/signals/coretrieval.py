@@ -16,6 +16,7 @@ Experiment 4). Three pieces address that:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -561,7 +562,7 @@ class AlarmSplitter(RecallPlanner):
         for key, value in statistics.items():
             ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
             number = float(value) if ok and abs(value) < 1e308 else float("nan")
-            if not np.isfinite(number):
+            if not math.isfinite(number):  # a Python float: math's test, not a NumPy call per key
                 raise ValidationError("statistics", f"the statistic of {key!r} must be a finite number, got {value!r}")
             fresh[check_key(key, "statistics")] = number
         self._statistics.update(fresh)

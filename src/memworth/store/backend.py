@@ -39,7 +39,7 @@ __all__ = [
     "shareable",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 NOTE_FIELDS = ("pin", "verification")
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
@@ -343,7 +343,16 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-MEMORY_COLUMNS = "id, text, metadata, contexts, status, standing, created, updated, success, failure, n, expires"
+MEMORY_COLUMNS = (
+    "m.id, m.text, m.metadata, m.contexts, m.status, m.standing, m.created, c.updated, c.success, c.failure, c.n,"
+    " m.expires"
+)
+"""A memory's columns as both SQL backends read them (from :data:`MEMORY_FROM`)."""
+MEMORY_FROM = "memories m JOIN counters c ON c.namespace = m.namespace AND c.id = m.id"
+"""Where a whole memory is read from (schema 8): its row (``m``) beside its worth counters
+(``c``: success, failure, n and the last update), which live in a narrow table of their own
+so that recording an outcome rewrites a few dozen bytes per memory, not the row that holds
+its text and embedding."""
 OUTCOME_COLUMNS = (
     "seq, episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version"
 )

@@ -114,14 +114,15 @@ def credit_increments(
     >>> [(i.memory_id, round(i.success, 2), i.n) for i in credit_increments(ep, True, 1.0, parents, 0.7, 3)]
     [('strategy', 1.0, 1.0), ('decision', 0.7, 0.0), ('fact', 0.49, 0.0)]
     """
+    ns = episode.namespace
+    if not parents or propagation <= 0:  # the common case, on every outcome: one increment per item
+        if success:
+            return [Increment(ns, it.memory_id, it.weight * confidence, 0.0, 1.0) for it in episode.items]
+        return [Increment(ns, it.memory_id, 0.0, it.weight * confidence, 1.0) for it in episode.items]
     out = []
     for item in episode.items:
         mass = item.weight * confidence
-        out.append(
-            Increment(episode.namespace, item.memory_id, mass if success else 0.0, 0.0 if success else mass, 1.0)
-        )
-        if not parents or propagation <= 0:
-            continue
+        out.append(Increment(ns, item.memory_id, mass if success else 0.0, 0.0 if success else mass, 1.0))
         seen = {item.memory_id}
         frontier = [item.memory_id]
         share = mass
@@ -134,7 +135,7 @@ def credit_increments(
                         seen.add(parent)
                         nxt.append(parent)
                         credit = (share, 0.0) if success else (0.0, share)
-                        out.append(Increment(episode.namespace, parent, credit[0], credit[1], 0.0))
+                        out.append(Increment(ns, parent, credit[0], credit[1], 0.0))
             frontier = nxt
             if not frontier:
                 break

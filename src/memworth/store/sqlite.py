@@ -25,6 +25,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -36,6 +38,7 @@ from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMem
 from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
+    MEMORY_FROM,
     NOTE_FIELDS,
     OUTCOME_COLUMNS,
     SCHEMA_VERSION,
@@ -156,6 +159,29 @@ MIGRATIONS: dict[int, str] = {
     # stricter rule than PostgreSQL's per namespace) and one generation counter serves every
     # namespace (one writer at a time: there is no row to stop serialising on).
     7: "",
+    # 8: a memory's worth counters (success, failure, n) and its last update move to a narrow
+    # table of their own, values copied as they are. Beside the text and a 1.5 KB embedding
+    # about two memories fit a 4 KB page, so an outcome crediting k memories rewrote about k
+    # pages into the WAL; a counters row is a few dozen bytes. The recorded-time index goes:
+    # every recent-outcome read (quotas) names its source, which outcomes_by_source serves.
+    8: """
+    CREATE TABLE IF NOT EXISTS counters (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        success REAL NOT NULL DEFAULT 0,
+        failure REAL NOT NULL DEFAULT 0,
+        n REAL NOT NULL DEFAULT 0,
+        updated REAL NOT NULL,
+        PRIMARY KEY (namespace, id)
+    ) WITHOUT ROWID;
+    INSERT INTO counters (namespace, id, success, failure, n, updated)
+        SELECT namespace, id, success, failure, n, updated FROM memories;
+    ALTER TABLE memories DROP COLUMN success;
+    ALTER TABLE memories DROP COLUMN failure;
+    ALTER TABLE memories DROP COLUMN n;
+    ALTER TABLE memories DROP COLUMN updated;
+    DROP INDEX IF EXISTS outcomes_by_time;
+    """,
 }
 
 
@@ -179,18 +205,31 @@ ROWS_KEPT = 200_000
 namespace (the first kept leave first): about 0.3 KB each."""
 
 CANDIDATE_COLUMNS = ("status", "created", "success", "failure", "n", "standing", "updated")
-"""The columns of the narrow read after the id; a kept row is forgotten when one of them changes."""
-CANDIDATE_READ = "id, " + ", ".join(CANDIDATE_COLUMNS)
-
-_ROW_UPDATED = (
-    "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_updated AFTER UPDATE OF "
-    + ", ".join(CANDIDATE_COLUMNS)
-    + " ON main.memories BEGIN SELECT memworth_row_changed(NEW.namespace, NEW.id, "
-    + ", ".join("NEW." + c for c in CANDIDATE_COLUMNS)
-    + "); END"
+"""The columns of the narrow read after the id; a kept row follows this connection's changes to them."""
+CANDIDATE_TABLES = {"memories": ("status", "created", "standing"), "counters": ("success", "failure", "n", "updated")}
+"""Which table holds each candidate column (schema 8: the counters have a table of their own)."""
+CANDIDATE_READ = "m.id, " + ", ".join(
+    ("c." if c in CANDIDATE_TABLES["counters"] else "m.") + c for c in CANDIDATE_COLUMNS
 )
-"""The temporary trigger that tells the kept candidate rows about this connection's updates
-(built once from the constant :data:`CANDIDATE_COLUMNS`, no input in it)."""
+
+
+def _row_updated(table: str) -> str:
+    """The temporary trigger that tells the kept candidate rows about this connection's updates of
+    ``table``'s candidate columns (built from the constants above, no input in it)."""
+    columns = CANDIDATE_TABLES[table]
+    return (
+        "CREATE TEMP TRIGGER IF NOT EXISTS memworth_"
+        + table
+        + "_updated AFTER UPDATE OF "
+        + ", ".join(columns)
+        + " ON main."
+        + table
+        + " BEGIN SELECT memworth_"
+        + table
+        + "_changed(NEW.namespace, NEW.id, "
+        + ", ".join("NEW." + c for c in columns)
+        + "); END"
+    )
 
 
 class SQLiteBackend:
@@ -334,14 +373,14 @@ class SQLiteBackend:
                 json.dumps(list(r.memory.contexts)) if r.memory.contexts else "[]",
                 r.memory.status,
                 r.memory.created,
-                r.memory.updated,
-                r.memory.counts.success,
-                r.memory.counts.failure,
-                r.memory.counts.n,
                 np.ascontiguousarray(r.embedding, dtype=np.float32).tobytes(),
                 r.memory.expires,
             )
             for i, r in enumerate(rows)
+        ]
+        counters = [
+            (m.namespace, m.id, m.counts.success, m.counts.failure, m.counts.n, m.updated)
+            for m in (r.memory for r in rows)
         ]
         edges = [(r.memory.namespace, r.memory.id, d, "derived_from") for r in rows for d in r.memory.derived_from]
         edges += [(r.memory.namespace, r.memory.id, d, "part_of") for r in rows for d in r.memory.part_of]
@@ -358,24 +397,29 @@ class SQLiteBackend:
             start = db.total_changes
             try:
                 db.executemany(
-                    "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created, updated,"
-                    " success, failure, n, embedding, expires) VALUES (?,?,? + ?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO memories (namespace, id, seq, text, metadata, contexts, status, created,"
+                    " embedding, expires) VALUES (?,?,? + ?,?,?,?,?,?,?,?)",
                     ((rec[0], rec[1], top, *rec[2:]) for rec in records),
                 )
             except sqlite3.IntegrityError:
                 # executemany stops at the offending row; the rows before it went in (and roll back).
                 m = rows[db.total_changes - start].memory
                 raise DuplicateError(f"memory {m.id!r} already exists in namespace {m.namespace!r}") from None
+            db.executemany(
+                "INSERT INTO counters (namespace, id, success, failure, n, updated) VALUES (?,?,?,?,?,?)", counters
+            )
             db.executemany("INSERT OR IGNORE INTO edges VALUES (?,?,?,?)", edges)
             _bump(db)
             return None if then is None else self._change_in(db, then, column)
 
     def memories(self, namespace: str, ids: Sequence[str] | None = None) -> list[Memory]:
-        cols = MEMORY_COLUMNS
         if ids is None:
-            rows = self._read(f"SELECT {cols} FROM memories WHERE namespace = ? ORDER BY seq", (namespace,))
+            rows = self._read(
+                "SELECT " + MEMORY_COLUMNS + " FROM " + MEMORY_FROM + " WHERE m.namespace = ? ORDER BY m.seq",
+                (namespace,),
+            )
         else:
-            found = self._rows_of(f"{cols}, seq", namespace, ids)
+            found = self._rows_of(MEMORY_COLUMNS + ", m.seq", namespace, ids)
             rows = [r[:-1] for r in sorted(found, key=lambda r: r[-1])]
         edges = self._edges_of(namespace, None if ids is None else [r[0] for r in rows]) if rows else []
         return memories_from_rows(namespace, rows, edges, json_text=True)
@@ -383,16 +427,15 @@ class SQLiteBackend:
     def memory_page(
         self, namespace: str, *, after: int, limit: int, status: str | None = None, context: str | None = None
     ) -> list[tuple[int, Memory]]:
-        cols = MEMORY_COLUMNS
-        sql = f"SELECT {cols}, seq FROM memories WHERE namespace = ? AND seq > ?"
+        sql = "SELECT " + MEMORY_COLUMNS + ", m.seq FROM " + MEMORY_FROM + " WHERE m.namespace = ? AND m.seq > ?"
         args: list[Any] = [namespace, after]
         if status is not None:
-            sql += " AND status = ?"
+            sql += " AND m.status = ?"
             args.append(status)
         if context is not None:
-            sql += " AND EXISTS (SELECT 1 FROM json_each(memories.contexts) WHERE json_each.value = ?)"
+            sql += " AND EXISTS (SELECT 1 FROM json_each(m.contexts) WHERE json_each.value = ?)"
             args.append(context)
-        rows = self._read(sql + " ORDER BY seq LIMIT ?", (*args, limit))
+        rows = self._read(sql + " ORDER BY m.seq LIMIT ?", (*args, limit))
         edges = self._edges_of(namespace, [r[0] for r in rows]) if rows else []
         found = memories_from_rows(namespace, [r[:-1] for r in rows], edges, json_text=True)
         return [(int(r[-1]), m) for r, m in zip(rows, found, strict=True)]
@@ -433,9 +476,11 @@ class SQLiteBackend:
         """Temporary triggers (this connection's only, never stored in the file) that tell the kept
         rows when this connection changes one of their columns or deletes a memory."""
         rows = self._rows  # not the backend: the connection holds no cycle back to it
-        self._db.create_function("memworth_row_changed", 1 + len(CANDIDATE_COLUMNS) + 1, rows.changed)
+        for table, columns in CANDIDATE_TABLES.items():
+            positions = tuple(1 + CANDIDATE_COLUMNS.index(c) for c in columns)  # in a kept row, after the id
+            self._db.create_function("memworth_" + table + "_changed", 2 + len(columns), partial(rows.changed, positions))
+            self._db.execute(_row_updated(table))
         self._db.create_function("memworth_row_deleted", 2, rows.deleted)
-        self._db.execute(_ROW_UPDATED)
         self._db.execute(
             "CREATE TEMP TRIGGER IF NOT EXISTS memworth_row_deleted AFTER DELETE ON main.memories"
             " BEGIN SELECT memworth_row_deleted(OLD.namespace, OLD.id); END"
@@ -449,7 +494,8 @@ class SQLiteBackend:
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
             found += self._read(
-                f"SELECT {cols} FROM memories WHERE namespace = ? AND id IN ({marks})", (namespace, *chunk)
+                "SELECT " + cols + " FROM " + MEMORY_FROM + f" WHERE m.namespace = ? AND m.id IN ({marks})",
+                (namespace, *chunk),
             )
         return found
 
@@ -640,11 +686,11 @@ class SQLiteBackend:
             raise DuplicateError(f"episode {dup!r} already has an outcome") from None
         # Ordered by memory (stable: per memory the increments keep outcome order, which
         # replay reproduces exactly); one statement, executed per row.
-        ordered = sorted(increments, key=lambda i: (i.namespace, i.memory_id))
+        ordered = sorted(increments, key=attrgetter("namespace", "memory_id"))
         recorded = outcomes[-1].recorded if outcomes else 0.0
         before = db.total_changes
         db.executemany(
-            "UPDATE memories SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
+            "UPDATE counters SET success = success + ?, failure = failure + ?, n = n + ?, updated = ?"
             " WHERE namespace = ? AND id = ?",
             [(i.success, i.failure, i.n, recorded, i.namespace, i.memory_id) for i in ordered],
         )
@@ -653,7 +699,7 @@ class SQLiteBackend:
                 i.memory_id
                 for i in ordered
                 if db.execute(
-                    "SELECT 1 FROM memories WHERE namespace = ? AND id = ?", (i.namespace, i.memory_id)
+                    "SELECT 1 FROM counters WHERE namespace = ? AND id = ?", (i.namespace, i.memory_id)
                 ).fetchone()
                 is None
             )
@@ -747,7 +793,7 @@ class SQLiteBackend:
     def write_counts(self, namespace: str, counts: dict[str, Counts]) -> None:
         with self._write() as db:
             db.executemany(
-                "UPDATE memories SET success = ?, failure = ?, n = ? WHERE namespace = ? AND id = ?",
+                "UPDATE counters SET success = ?, failure = ?, n = ? WHERE namespace = ? AND id = ?",
                 [(c.success, c.failure, c.n, namespace, mid) for mid, c in sorted(counts.items())],
             )
 
@@ -768,13 +814,17 @@ class SQLiteBackend:
                 raise UnknownMemoryError(entry.memory_id)
         else:
             cur = db.execute(
-                f"UPDATE memories SET {column} = ?, updated = ? WHERE namespace = ? AND id = ? AND {column} = ?",
-                (entry.new, entry.at, entry.namespace, entry.memory_id, entry.old),
+                f"UPDATE memories SET {column} = ? WHERE namespace = ? AND id = ? AND {column} = ?",
+                (entry.new, entry.namespace, entry.memory_id, entry.old),
             )
             if cur.rowcount != 1:
                 raise ChangedError(
                     f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
                 )
+            db.execute(
+                "UPDATE counters SET updated = ? WHERE namespace = ? AND id = ?",
+                (entry.at, entry.namespace, entry.memory_id),
+            )
         saved = self._audit(db, entry)
         _bump(db)
         return saved
@@ -792,6 +842,7 @@ class SQLiteBackend:
                 )
                 if cur.rowcount != 1:
                     raise UnknownMemoryError(entry.memory_id)
+                db.execute("DELETE FROM counters WHERE namespace = ? AND id = ?", (entry.namespace, entry.memory_id))
                 saved.append(self._audit(db, entry))
             db.executemany(
                 "INSERT INTO meta VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
@@ -1002,11 +1053,23 @@ class _KeptRows:
             self.kept[(namespace, row[0])] = row
         self._trim()
 
-    def changed(self, namespace: str, memory_id: str, *values: Any) -> None:
+    def changed(self, positions: tuple[int, ...], namespace: str, memory_id: str, *values: Any) -> None:
+        """The columns at ``positions`` of a kept row were written with ``values`` (a trigger on
+        one of the two tables, schema 8): the rest of the row is the pending or kept one; with
+        neither, the row is forgotten."""
         key = (namespace, memory_id)
-        self.kept.pop(key, None)
-        if self.writing:
-            self.pending[key] = (memory_id, *values)
+        base = self.kept.pop(key, None)
+        if not self.writing:
+            return
+        if key in self.pending:
+            base = self.pending[key]
+        if base is None:
+            self.pending[key] = None
+            return
+        row = list(base)
+        for at, value in zip(positions, values, strict=True):
+            row[at] = value
+        self.pending[key] = tuple(row)
 
     def deleted(self, namespace: str, memory_id: str) -> None:
         key = (namespace, memory_id)

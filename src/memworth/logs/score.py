@@ -25,6 +25,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
+from memworth.logs.fast import fast_counts
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
@@ -118,9 +119,19 @@ def score_files(
         create_tables(con, settings.counting)
         todo = new_files(con, files)
         needs = [settings.counting.column] if settings.counting.column else []
-        rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
         keep_log = state is not None or reads_log(settings.policy)
-        added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
+        summed = None
+        if todo and not keep_log and settings.counting.column is None:  # only the sums are wanted: one pass
+            c = settings.counting
+            summed = fast_counts(con, todo, settings.columns, settings.fmt, c.half_life, c.w_min)
+        if summed is not None:
+            rows, added = summed
+            done = progress_bar(len(todo), "files", progress)
+            done.update(len(todo))
+            done.close()
+        else:  # a state to keep, a log to read later, credit to split, or a log to refuse: the checked path
+            rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
+            added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
         table = score_state(con, settings, progress=progress)
         if state is not None:
             con.execute("CHECKPOINT")

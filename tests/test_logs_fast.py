@@ -183,3 +183,25 @@ def test_w_min_too_large_for_an_episode_is_refused(tmp_path) -> None:
     log = write(tmp_path / "a.parquet", base() | {"episode_id": ["e0"] * 2 + ["e1"] * 4, "memory_id": list("abcdef")})
     with pytest.raises(ValueError, match="w_min"):
         score_files([log], ScoreSettings(policy=QUIET, counting=Counting(w_min=0.3)))
+
+
+@pytest.mark.parametrize("key_limit", [2**63, 10])
+def test_intervals_per_distinct_counts_are_each_rows_own(monkeypatch, key_limit) -> None:
+    """Computed once per distinct (success, failure, n), bit for bit what each row gives alone
+    (one int64 key per row, or rows of floats when the distinct values overflow it)."""
+    from memworth.counts import CountsTable
+    from memworth.estimators import BetaBound
+    from memworth.logs.score import per_distinct_counts
+    from memworth.signals.confidence_sequences import BetaBinomialCS
+
+    monkeypatch.setattr(score_module, "_KEY_LIMIT", key_limit)
+    rng = np.random.default_rng(3)
+    n = rng.poisson(20, 5000).astype(float)
+    s = rng.binomial(n.astype(int), 0.6) / 4.0
+    table = CountsTable(s, n / 4 - s, n)
+    for interval in (BetaBound().interval, BetaBinomialCS(evidence="retrievals").interval):
+        got, alone = per_distinct_counts(table, interval), interval(table)
+        for a, b in zip(got, alone, strict=True):
+            assert np.array_equal(a, np.asarray(b))
+    empty = CountsTable(np.zeros(0), np.zeros(0), np.zeros(0))
+    assert [x.size for x in per_distinct_counts(empty, BetaBound().interval)] == [0, 0]

@@ -11,10 +11,11 @@ with its reason (``policy.propose``).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
+from memworth.logs.fast import fast_counts
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
@@ -38,6 +40,7 @@ __all__ = [
     "STRING_BYTES",
     "ScoreSettings",
     "Scored",
+    "per_distinct_counts",
     "score_files",
     "score_namespace",
     "score_state",
@@ -118,9 +121,19 @@ def score_files(
         create_tables(con, settings.counting)
         todo = new_files(con, files)
         needs = [settings.counting.column] if settings.counting.column else []
-        rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
         keep_log = state is not None or reads_log(settings.policy)
-        added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
+        summed = None
+        if todo and not keep_log and settings.counting.column is None:  # only the sums are wanted: one pass
+            c = settings.counting
+            summed = fast_counts(con, todo, settings.columns, settings.fmt, c.half_life, c.w_min)
+        if summed is not None:
+            rows, added = summed
+            done = progress_bar(len(todo), "files", progress)
+            done.update(len(todo))
+            done.close()
+        else:  # a state to keep, a log to read later, credit to split, or a log to refuse: the checked path
+            rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
+            added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
         table = score_state(con, settings, progress=progress)
         if state is not None:
             con.execute("CHECKPOINT")
@@ -315,7 +328,7 @@ def score_namespace(
     decayed = CountsTable(
         *(np.asarray(counts[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n"))
     )
-    beta_lo, beta_hi = BetaBound(level=settings.level).interval(table)
+    beta_lo, beta_hi = per_distinct_counts(table, BetaBound(level=settings.level).interval)
     z = float(_normal_quantile(settings.level))
     wilson_lo, wilson_hi = WilsonBound(z=z).interval(table)
     size = memory.size
@@ -344,7 +357,7 @@ def score_namespace(
     change_point = np.full(size, -1, dtype=np.int64)
     held_by: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
-    seq_lo, seq_hi = (np.asarray(x, dtype=float).reshape(size) for x in rule.sequence().interval(table))
+    seq_lo, seq_hi = per_distinct_counts(table, rule.sequence().interval)
     worth_actions = policy.worth_test(table)[0]  # the namespace's e-BH test of low worth, as the store runs it
     seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
     if found.state is not None:
@@ -394,6 +407,49 @@ def score_namespace(
         "reason": reason,
     }
     return columns
+
+
+_KEY_LIMIT = 2**63
+"""Distinct keys one int64 holds: :func:`per_distinct_counts` numbers rows by one past it."""
+
+
+def per_distinct_counts(
+    table: CountsTable, interval: Callable[[CountsTable], tuple[Any, Any]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``interval`` (lower and upper end, one per memory) of every row of ``table``, computed
+    once per distinct (success, failure, n).
+
+    An interval is a function of a memory's counts alone, and a large log repeats them
+    (under uniform credit with one k, every count is a multiple of 1/k), so the inverse
+    Beta functions and the confidence sequence's bisection run on the distinct rows only;
+    each memory gets exactly the numbers its own row would give.
+
+    Examples
+    --------
+    >>> from memworth.estimators import WilsonBound
+    >>> t = CountsTable(np.array([3.0, 1.0, 3.0]), np.array([1.0, 0.0, 1.0]), np.array([4.0, 1.0, 4.0]))
+    >>> lo, hi = per_distinct_counts(t, WilsonBound().interval)
+    >>> bool(lo[0] == lo[2]) and [float(x) for x in lo] == [float(x) for x in WilsonBound().interval(t)[0]]
+    True
+    """
+    columns = [np.asarray(c, dtype=float).reshape(-1) for c in (table.success, table.failure, table.n)]
+    size = columns[0].size
+    if size == 0:
+        lo, hi = interval(table)
+        return np.asarray(lo, dtype=float).reshape(0), np.asarray(hi, dtype=float).reshape(0)
+    # Each column's values numbered and the three numbers made one integer key: sorting one
+    # integer column is far faster than np.unique(axis=0) on rows of floats.
+    codes = [np.unique(column, return_inverse=True) for column in columns]
+    if math.prod(distinct.size for distinct, _ in codes) < _KEY_LIMIT:
+        key = np.zeros(size, dtype=np.int64)
+        for distinct, code in codes:
+            key = key * distinct.size + code.reshape(size)
+        first, back = np.unique(key, return_index=True, return_inverse=True)[1:]
+    else:  # too many distinct values for one int64 key: rows of floats
+        first, back = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)[1:]
+    back = back.reshape(size)
+    lo, hi = interval(CountsTable(*(c[first] for c in columns)))
+    return np.asarray(lo, dtype=float).reshape(first.size)[back], np.asarray(hi, dtype=float).reshape(first.size)[back]
 
 
 def _normal_quantile(level: float) -> float:

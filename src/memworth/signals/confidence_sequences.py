@@ -38,7 +38,9 @@ weights that reconstruction is only approximate, so ``"weighted"`` is the defaul
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -126,25 +128,23 @@ class BetaBinomialCS:
         """log M_t(p): the evidence against rate ``p`` (the sequence excludes p at log(1 / alpha))."""
         _alpha, a, b = self._settings()
         s, f = self._sf(counts)
-        q = np.asarray(p, dtype=float)
-        if not np.all((q > 0) & (q < 1)):
-            raise ValidationError("p", "must be strictly between 0 and 1")
-        from scipy.special import betaln  # imported here: keeps `import memworth` fast
-
-        return _unbox(betaln(a + s, b + f) - betaln(a, b) - s * np.log(q) - f * np.log1p(-q))
+        return _unbox(_log_martingale_at(s, f, a, b)(p))
 
     def interval(self, counts: CountsLike) -> tuple[float | np.ndarray, float | np.ndarray]:
         """``(lower, upper)``: every rate the sequence has not excluded (floats, or arrays)."""
-        alpha, _a, _b = self._settings()
+        alpha, a, b = self._settings()
         s, f = self._sf(counts)
         s, f = np.broadcast_arrays(s, f)
         v = s + f
         centre = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
         level = math.log(1.0 / alpha)
         tiny = 1e-12
+        # log M_t of these counts as log_martingale(CountsTable(s, f, v), p) reads them, its
+        # Beta-function term (most of the cost, the same at every p) computed once, not per step.
+        log_m = _log_martingale_at(*self._sf(CountsTable(s, f, v)), a, b)
 
         def excluded(p: np.ndarray) -> np.ndarray:
-            return np.asarray(self.log_martingale(CountsTable(s, f, v), p)) >= level
+            return np.asarray(log_m(p)) >= level
 
         # Lower end: log M is decreasing on (0, centre]; bisect for where it crosses the level.
         lo, hi = np.full(s.shape, tiny), np.clip(centre, tiny, 1 - tiny)
@@ -175,6 +175,25 @@ class BetaBinomialCS:
         centre = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
         out = (centre < theta) & (np.asarray(self.log_martingale(counts, theta)) >= math.log(1.0 / alpha))
         return bool(out) if np.ndim(out) == 0 else out
+
+
+def _log_martingale_at(s: np.ndarray, f: np.ndarray, a: float, b: float) -> Callable[[Any], np.ndarray]:
+    """log M_t(p) of the Beta(a, b) mixture after ``s`` successes and ``f`` failures, as a function of p.
+
+    The Beta-function term does not depend on p and is computed here once; the bisection
+    of :meth:`BetaBinomialCS.interval` calls the function at 120 points.
+    """
+    from scipy.special import betaln  # imported here: keeps `import memworth` fast
+
+    mixture = betaln(a + s, b + f) - betaln(a, b)
+
+    def at(p: Any) -> np.ndarray:
+        q = np.asarray(p, dtype=float)
+        if not np.all((q > 0) & (q < 1)):
+            raise ValidationError("p", "must be strictly between 0 and 1")
+        return mixture - s * np.log(q) - f * np.log1p(-q)
+
+    return at
 
 
 @dataclass(frozen=True)

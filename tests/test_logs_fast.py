@@ -1,0 +1,207 @@
+"""The one-statement path of a run that keeps nothing (:mod:`memworth.logs.fast`) counts what
+the checked path counts, and a bad log it meets is refused with the checked path's own error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import memworth.logs.score as score_module
+from memworth.governance import GovernancePolicy
+from memworth.logs import ScoreSettings, score_files
+from memworth.logs.fast import _same_parquet, fast_counts
+from memworth.logs.read import LogError
+from memworth.logs.score import _connect
+from memworth.logs.state import Counting
+
+pytest.importorskip("duckdb")
+
+QUIET = GovernancePolicy(change_detection=False)
+"""Nothing read from the episode log after the sums: the run can take the one-statement path."""
+
+
+def write(path, columns: dict[str, list]) -> str:
+    pq.write_table(pa.table(columns), str(path), row_group_size=50)
+    return str(path)
+
+
+def rich_logs(tmp_path, files: int = 3, per_file: int = 120) -> list[str]:
+    """Episodes of 1-5 memories in two namespaces, with confidence, source and context; one
+    episode is split across two files and timestamps repeat, so the order (ts, file, row) decides."""
+    rng = np.random.default_rng(7)
+    out = []
+    carry: dict[str, list] | None = None
+    for f in range(files):
+        cols: dict[str, list] = {
+            k: []
+            for k in ("episode_id", "memory_id", "outcome", "timestamp", "confidence", "source", "namespace", "context")
+        }
+        for e in range(per_file):
+            k = int(rng.integers(1, 6))
+            ns = "default" if e % 3 else "tenant-b"
+            ok = bool(rng.random() < 0.6)
+            conf, src, ctx = (
+                float(rng.choice([0.5, 1.0])),
+                str(rng.choice(["user", "judge"])),
+                (None if e % 4 else "qa"),
+            )
+            for m in rng.choice(30, size=k, replace=False):
+                for name, value in zip(
+                    cols,
+                    (f"f{f}e{e}", f"m{m}", "success" if ok else "failure", float(e // 2), conf, src, ns, ctx),
+                    strict=True,
+                ):
+                    cols[name].append(value)
+        if carry is not None:  # the last episode of the file before goes on here
+            for name in cols:
+                cols[name] = carry[name] + cols[name]
+        last = cols["episode_id"][-1]
+        cut = cols["episode_id"].index(last)
+        if f < files - 1 and len(cols["episode_id"]) - cut > 1:
+            half = cut + 1
+            carry = {name: values[half:] for name, values in cols.items()}
+            cols = {name: values[:half] for name, values in cols.items()}
+        else:
+            carry = None
+        out.append(write(tmp_path / f"part-{f}.parquet", cols))
+    return out
+
+
+def checked(monkeypatch, files, settings):
+    """The checked path's table (the one-statement path switched off)."""
+    with monkeypatch.context() as m:
+        m.setattr(score_module, "fast_counts", lambda *a, **k: None)
+        return score_files(files, settings)
+
+
+@pytest.mark.parametrize("half_life", [100.0, 0.05])
+def test_fast_path_counts_what_the_checked_path_counts(tmp_path, monkeypatch, half_life) -> None:
+    """Every column equal (the float sums to 1e-12 relative: their order is DuckDB's); a half-life
+    of 0.05 episodes makes most decayed terms underflow to 0 and the rest depend on each position."""
+    files = rich_logs(tmp_path)
+    settings = ScoreSettings(counting=Counting(half_life=half_life), policy=QUIET)
+    called = []
+    real = score_module.fast_counts
+
+    def spy(*args, **kwargs):
+        called.append(got := real(*args, **kwargs))
+        return got
+
+    monkeypatch.setattr(score_module, "fast_counts", spy)
+    fast = score_files(files, settings)
+    assert called and called[0] is not None  # the one-statement path counted this run
+    slow = checked(monkeypatch, files, settings)
+    assert (fast.rows_read, fast.episodes_added) == (slow.rows_read, slow.episodes_added)
+    a, b = fast.table.to_pydict(), slow.table.to_pydict()
+    assert a.keys() == b.keys() and len(a["memory_id"]) == len(b["memory_id"]) > 30
+    for name in a:
+        if isinstance(a[name][0], float):
+            np.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=0, err_msg=name)
+        else:
+            assert a[name] == b[name], name
+    assert sum(a["decayed_n"]) > 0
+
+
+def base(n: int = 6) -> dict[str, list]:
+    return {
+        "episode_id": [f"e{i // 2}" for i in range(n)],
+        "memory_id": [f"m{i % 2}" for i in range(n)],
+        "outcome": ["success"] * n,
+        "timestamp": [float(i // 2) for i in range(n)],
+    }
+
+
+def spoiled(field: str, row: int, value) -> dict[str, list]:
+    cols = base()
+    cols[field][row - 1] = value
+    return cols
+
+
+BAD = {
+    "outcome": lambda: spoiled("outcome", 4, "maybe"),
+    "two outcomes": lambda: spoiled("outcome", 4, "failure"),
+    "duplicate row": lambda: spoiled("memory_id", 4, "m0"),
+    "empty id": lambda: spoiled("episode_id", 5, " "),
+    "no timestamp": lambda: spoiled("timestamp", 3, None),
+    "two sources": lambda: base() | {"source": ["a", "a", "a", "b", "a", "a"]},
+    "context beside none": lambda: base() | {"context": ["x", "x", "y", None, None, None]},
+    "confidence": lambda: base() | {"confidence": [1.0, 1.0, 1.0, 1.0, 1.5, 1.5]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_log_is_refused_as_the_checked_path_refuses_it(tmp_path, monkeypatch, case) -> None:
+    """The same file, row, column and words, and the refusal comes from the second file of the scan."""
+    good = write(tmp_path / "a.parquet", base() | {"episode_id": [f"g{i // 2}" for i in range(6)]})
+    cols = BAD[case]()
+    bad = write(tmp_path / "b.parquet", cols)
+    extra = {k: v for k, v in cols.items() if k not in base()}
+    if extra:  # both files need the same columns to share a scan
+        good = write(
+            tmp_path / "a.parquet",
+            base() | {"episode_id": [f"g{i // 2}" for i in range(6)]} | {k: [v[0]] * 6 for k, v in extra.items()},
+        )
+    con = _connect(None)
+    try:  # the two files share one scan: the one-statement path reads them and finds the problem
+        assert _same_parquet([good, bad], None, con) is not None
+    finally:
+        con.close()
+    with pytest.raises(LogError) as fast:
+        score_files([good, bad], ScoreSettings(policy=QUIET))
+    with pytest.raises(LogError) as slow:
+        checked(monkeypatch, [good, bad], ScoreSettings(policy=QUIET))
+    assert fast.value.file == bad
+    assert str(fast.value) == str(slow.value)
+    assert (fast.value.file, fast.value.row, fast.value.column) == (slow.value.file, slow.value.row, slow.value.column)
+
+
+def test_paths_it_does_not_take(tmp_path, monkeypatch) -> None:
+    """A state file, a log read afterwards, credit to split, other formats or columns: the checked path."""
+    calls = []
+    monkeypatch.setattr(score_module, "fast_counts", lambda *a, **k: calls.append(1))
+    log = write(tmp_path / "a.parquet", base() | {"score": [1.0] * 6})
+    score_files([log], ScoreSettings(policy=QUIET), state=tmp_path / "s.duckdb")
+    score_files([log], ScoreSettings())
+    score_files([log], ScoreSettings(policy=QUIET, counting=Counting(credit="score")))
+    assert calls == []
+    monkeypatch.undo()
+
+    csv = tmp_path / "a.csv"
+    csv.write_text("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\n")
+    other = write(tmp_path / "b.parquet", base() | {"note": ["x"] * 6})
+    con = _connect(None)
+    try:
+        for files in ([str(csv)], [log, other]):
+            assert fast_counts(con, files, ScoreSettings().columns, None, 100.0, 0.0) is None
+    finally:
+        con.close()
+
+
+def test_w_min_too_large_for_an_episode_is_refused(tmp_path) -> None:
+    log = write(tmp_path / "a.parquet", base() | {"episode_id": ["e0"] * 2 + ["e1"] * 4, "memory_id": list("abcdef")})
+    with pytest.raises(ValueError, match="w_min"):
+        score_files([log], ScoreSettings(policy=QUIET, counting=Counting(w_min=0.3)))
+
+
+@pytest.mark.parametrize("key_limit", [2**63, 10])
+def test_intervals_per_distinct_counts_are_each_rows_own(monkeypatch, key_limit) -> None:
+    """Computed once per distinct (success, failure, n), bit for bit what each row gives alone
+    (one int64 key per row, or rows of floats when the distinct values overflow it)."""
+    from memworth.counts import CountsTable
+    from memworth.estimators import BetaBound
+    from memworth.logs.score import per_distinct_counts
+    from memworth.signals.confidence_sequences import BetaBinomialCS
+
+    monkeypatch.setattr(score_module, "_KEY_LIMIT", key_limit)
+    rng = np.random.default_rng(3)
+    n = rng.poisson(20, 5000).astype(float)
+    s = rng.binomial(n.astype(int), 0.6) / 4.0
+    table = CountsTable(s, n / 4 - s, n)
+    for interval in (BetaBound().interval, BetaBinomialCS(evidence="retrievals").interval):
+        got, alone = per_distinct_counts(table, interval), interval(table)
+        for a, b in zip(got, alone, strict=True):
+            assert np.array_equal(a, np.asarray(b))
+    empty = CountsTable(np.zeros(0), np.zeros(0), np.zeros(0))
+    assert [x.size for x in per_distinct_counts(empty, BetaBound().interval)] == [0, 0]

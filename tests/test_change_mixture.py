@@ -69,6 +69,27 @@ def test_a_moderate_fall_is_caught_by_the_mixture_and_missed_by_the_single_alter
     assert a.first_alarm is not None and b.first_alarm is not None and 0 <= b.first_alarm - a.first_alarm <= 2
 
 
+def test_a_reading_names_the_size_of_fall_its_evidence_points_to() -> None:
+    # The probe test of a quarantined memory takes its fallen rate from the alarm
+    # (store.decisions.flag_rates): a mixture's must be the alternative carrying the evidence,
+    # not the detector's single odds_ratio.
+    rng = np.random.default_rng(5)
+    before = rng.random(200) < 0.8
+    sharp = MIX.scan(np.concatenate([before, np.zeros(15, dtype=bool)]), reference=np.full(215, 0.5))
+    moderate = MIX.scan(np.concatenate([before, rng.random(400) < 0.45]), reference=np.full(600, 0.5))
+    assert sharp.alarm and sharp.odds_ratio == pytest.approx(0.05)
+    assert moderate.odds_ratio is not None and moderate.odds_ratio > 0.05
+    assert BernoulliCusum().scan(np.zeros(30, dtype=bool)).odds_ratio is None  # one alternative: the detector's own
+    assert MIX.scan(np.ones(30, dtype=bool)).odds_ratio is None  # no evidence of a fall
+
+    from memworth.store.decisions import flag_rates
+
+    numbers = {"change_statistic": 13.0, "change_threshold": 12.0, "change_baseline": 0.8}
+    assert flag_rates({**numbers, "change_odds_ratio": moderate.odds_ratio}, 0.6, 0.05)[1] > flag_rates(
+        numbers, 0.6, 0.05
+    )[1]
+
+
 def test_one_alternative_given_as_a_mixture_is_the_plain_cusum_bit_for_bit() -> None:
     rng = np.random.default_rng(3)
     sets = [rng.choice(12, size=3, replace=False) for _ in range(400)]

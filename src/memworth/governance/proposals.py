@@ -582,6 +582,8 @@ class GovernancePolicy:
             numbers["change_level"] = level
             numbers["change_point"] = reading.change_point
             numbers["change_baseline"] = round(reading.baseline, 6)
+            if reading.odds_ratio is not None:  # a mixture: the fall its evidence points to
+                numbers["change_odds_ratio"] = reading.odds_ratio
             if alarm and stream.explained_by:  # a co-retrieved memory explains its failures better
                 numbers["change_explained_by"] = list(stream.explained_by)
             elif alarm and self._context_holds(stream, reading.change_point):

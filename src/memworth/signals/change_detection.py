@@ -317,6 +317,10 @@ class CusumReading:
     change_point: int | None
     baseline: float
     observations: float
+    odds_ratio: float | None = None
+    """For a mixture detector, the alternative that carries most of the statistic (the
+    largest ``weight_k exp(S_k)``): the fall the evidence points to. ``None`` with one
+    alternative (the detector's own ``odds_ratio``)."""
 
 
 @dataclass(frozen=True)
@@ -400,6 +404,20 @@ class BernoulliCusum:
         self._check()
         mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
         return 1 if mix is None else int(mix[0].size)
+
+    def leading_odds_ratio(self, state: CusumState, row: int) -> float | None:
+        """The odds ratio of the alternative carrying most of row ``row``'s mixture statistic
+        (``None`` for a one-alternative detector, or before any evidence).
+
+        What a quarantined memory's probe test should take as its fallen rate: the mixture
+        alarms on the sum, but the evidence points at one size of fall.
+        """
+        self._check()
+        mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
+        if mix is None or state.components is None or not np.any(state.components[row] > 0.0):
+            return None
+        shifts, log_weights = mix
+        return float(np.exp(shifts[int(np.argmax(log_weights + state.components[row]))]))
 
     def watched(self, observations: object) -> np.ndarray:
         """How many (weighted) observations of each memory its statistic has read: its
@@ -663,6 +681,7 @@ class BernoulliCusum:
             change_point=int(state.since[0]) if state.since[0] >= 0 else None,
             baseline=float(self.baseline(state, row, last_ref)[0]),
             observations=float(state.observations[0]),
+            odds_ratio=self.leading_odds_ratio(state, 0),
         )
 
 

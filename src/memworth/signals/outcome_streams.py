@@ -605,4 +605,5 @@ def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_referen
         change_point=int(state.since[row]) if state.since[row] >= 0 else None,
         baseline=float(detector.baseline(state, rows, np.array([last_reference]))[0]),
         observations=float(state.observations[row]),
+        odds_ratio=detector.leading_odds_ratio(state, row),
     )

@@ -120,7 +120,8 @@ def flag_rates(numbers: dict[str, Any], worth_now: float, odds_ratio: float) -> 
     """The success rate before the flag and the lower rate that raised it, from the flag's numbers.
 
     A change alarm states its baseline and its alternative (the baseline's odds times
-    ``odds_ratio``); the window test states the lifetime worth and the window's worth; a
+    ``odds_ratio``, or times the ``change_odds_ratio`` the alarm states: a mixture detector's
+    leading alternative); the window test states the lifetime worth and the window's worth; a
     flag set by hand states neither, so the memory's worth now and the change detector's
     alternative to it are used.
 
@@ -131,11 +132,16 @@ def flag_rates(numbers: dict[str, Any], worth_now: float, odds_ratio: float) -> 
     >>> [round(x, 3) for x in flag_rates({"change_statistic": 13.0, "change_threshold": 12.0,
     ...                                   "change_baseline": 0.8}, 0.6, 0.05)]
     [0.8, 0.167]
+    >>> [round(x, 3) for x in flag_rates({"change_statistic": 13.0, "change_threshold": 12.0,
+    ...                                   "change_baseline": 0.8, "change_odds_ratio": 0.5}, 0.6, 0.05)]
+    [0.8, 0.667]
     """
+
+    ratio = float(numbers.get("change_odds_ratio", odds_ratio))
 
     def alternative(p: float) -> float:
         p = min(max(p, 1e-6), 1 - 1e-6)
-        odds = p / (1 - p) * odds_ratio
+        odds = p / (1 - p) * ratio
         return odds / (1 + odds)
 
     statistic = numbers.get("change_statistic")

@@ -10,6 +10,8 @@ gone, and it goes on recording.
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,3 +161,64 @@ def test_a_version_7_postgres_store_moves_its_counters_to_their_own_table(schema
     finally:
         migrated.close()
         original.close()
+
+
+def test_a_memory_a_version_7_writer_commits_during_the_postgres_migration_keeps_its_counters(
+    schemas: list[str],
+) -> None:
+    """A process still running schema-7 code (a rolling upgrade) may commit a memory while
+    another opens the store and migrates it. The migration must copy that memory's counters
+    too: a memory with no counters row is missing from every read (they join the two)."""
+    old = f"t_{uuid.uuid4().hex[:16]}"
+    schemas.append(old)
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{old}"')
+        conn.execute(f'SET search_path TO "{old}"')
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for version in range(1, 8):
+            for statement in PG_MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '7')")
+    writer = psycopg.connect(POSTGRES)  # the schema-7 process: its insert waits to commit
+    writer.execute(f'SET search_path TO "{old}"')
+    writer.execute(
+        "INSERT INTO memories (namespace, id, text, metadata, contexts, status, created, updated, success, failure, n,"
+        " embedding) VALUES ('default', 'late', 'added by the old code', '{}', '[]', 'active', 1.0, 2.0, 3.0, 1.0,"
+        " 4.0, '')"
+    )
+    opened: list[MemoryStore] = []
+    failed: list[BaseException] = []
+
+    def migrate() -> None:
+        try:
+            opened.append(MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder()))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    thread = threading.Thread(target=migrate)
+    thread.start()
+    try:
+        with psycopg.connect(POSTGRES, autocommit=True) as watch:  # the migration waits for the writer's lock
+            for _ in range(300):
+                waiting = watch.execute(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                    " JOIN pg_namespace s ON s.oid = c.relnamespace"
+                    " WHERE NOT l.granted AND c.relname = 'memories' AND s.nspname = %s",
+                    (old,),
+                ).fetchone()[0]
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting, "the migration never waited for the schema-7 writer"
+        writer.commit()
+    finally:
+        writer.close()
+        thread.join(60)
+    assert not failed, failed
+    (store,) = opened
+    try:
+        late = store.get("late")
+        assert (late.counts.success, late.counts.failure, late.counts.n, late.updated) == (3.0, 1.0, 4.0, 2.0)
+        assert [m.id for m in store.list()] == ["late"]
+    finally:
+        store.close()

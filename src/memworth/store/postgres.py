@@ -235,8 +235,12 @@ MIGRATIONS: dict[int, list[str]] = {
     # they are. Beside the text and a 1.5 KB embedding, every outcome wrote each credited
     # memory's whole row to the WAL (about 5.5 KB per 4-memory outcome against 1.4 KB for a
     # narrow table). The recorded-time index goes: every recent-outcome read (quotas) names
-    # its source, which outcomes_by_source serves.
+    # its source, which outcomes_by_source serves. The lock comes first: under READ COMMITTED
+    # the copy reads one snapshot, and a memory or increment a writer still running schema 7
+    # (a rolling upgrade) commits after it would be left out (a memory without counters, which
+    # every read's join drops); held to the commit, it makes such writers wait and then fail.
     8: [
+        "LOCK TABLE memories IN ACCESS EXCLUSIVE MODE",
         """CREATE TABLE IF NOT EXISTS counters (
             namespace TEXT NOT NULL,
             id TEXT NOT NULL,

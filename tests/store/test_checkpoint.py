@@ -219,6 +219,32 @@ def test_govern_writes_a_checkpoint_once_enough_is_new(
     assert store._followed["default"].saved == 120 and store.backend.load_checkpoint("default") is not None
 
 
+def test_the_first_record_of_a_store_object_leaves_a_checkpoint_for_the_next(
+    make_store: Callable[..., MemoryStore], backend_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that records and never governs (each `memworth record`, an ingest worker)
+    # scans the namespace's log at its first record to start the live change statistics;
+    # without a checkpoint the next such process scans the whole log again.
+    if backend_kind == "memory":
+        pytest.skip("an in-memory store is one store object: nothing to resume")
+    monkeypatch.setattr(checkpoint, "CHECKPOINT_EVERY", 100)
+    first = make_store(seed=0, exploration=0.0)
+    first.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    rng = np.random.default_rng(21)
+    _feed(first, "default", 150, rng, broken=False)
+    assert first.backend.load_checkpoint("default") is None  # its first record scanned an empty log
+    with _opened(first.backend.url) as second:
+        assert isinstance(second.ablation, AlarmSplitter)
+        _feed(second, "default", 10, rng, broken=True)  # its first record scans 150 outcomes
+        assert second.backend.load_checkpoint("default") is not None
+        assert second._followed["default"].saved == 150  # what it read before its own outcomes
+    with _opened(first.backend.url) as third:
+        reads = _reads(third)
+        _feed(third, "default", 5, rng, broken=True)
+        assert reads and reads[0] > 0  # it resumed from the checkpoint: no read from the start
+        _same(_answers(third), _scratch(first.backend.url))
+
+
 @pytest.mark.usefixtures("every_govern")
 def test_a_checkpoint_the_backend_cannot_save_does_not_fail_govern(
     store: MemoryStore, backend_kind: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

@@ -411,12 +411,19 @@ class RecordingMixin(StoreState):
         return any(ns not in self._live for ns in namespaces)
 
     def _start_live(self, namespaces: set[str]) -> None:
-        """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land)."""
+        """Scan the namespaces an AlarmSplitter has no live statistics for yet (before new outcomes land).
+
+        The scan reads the namespace's log from its checkpoint on (the whole log without one)
+        and then saves a checkpoint when enough was new (:func:`checkpoint.due`, as govern
+        does): a process that only records, such as each ``memworth record`` or a restarted
+        server that never governs, would otherwise read the whole log at its first record,
+        every time."""
         if not isinstance(self.ablation, AlarmSplitter) or not self.policy.change.enabled:
             return
         for ns in sorted(namespaces):
             if ns not in self._live:
                 self.outcome_streams(ns)
+                self._checkpoint(ns)
 
     def _advance_live(self, credited: builtins.list[tuple[Episode, bool, float]]) -> None:
         """Advance the live change statistics with outcomes just logged; tell the splitter."""

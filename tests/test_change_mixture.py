@@ -214,3 +214,13 @@ def test_the_mixture_settings_round_trip_through_json_and_a_kept_store(tmp_path)
         pass
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:  # the kept policy, read back from JSON
         assert store.policy == MIX_POLICY and store.policy.detector().alternatives == 3
+
+
+def test_weights_near_the_float_limit_weigh_as_their_ratio() -> None:
+    """Each weight is finite, so the settings accept them; their sum overflowed to inf, every
+    log weight became -inf and the mixture read 0 forever (a detector that never alarms)."""
+    big = BernoulliCusum(odds_ratios=(0.05, 0.25, 0.5), weights=(1e308, 1e308, 1e308))
+    y = np.r_[np.ones(60, dtype=bool), np.zeros(30, dtype=bool)]
+    assert big.scan(y) == MIX.scan(y) and MIX.scan(y).alarm
+    _shifts, log_w = mixture_of((0.05, 0.5), (1e308, 3e307))
+    np.testing.assert_allclose(np.exp(log_w), [10 / 13, 3 / 13])

@@ -205,3 +205,38 @@ def test_intervals_per_distinct_counts_are_each_rows_own(monkeypatch, key_limit)
             assert np.array_equal(a, np.asarray(b))
     empty = CountsTable(np.zeros(0), np.zeros(0), np.zeros(0))
     assert [x.size for x in per_distinct_counts(empty, BetaBound().interval)] == [0, 0]
+
+
+def test_an_episode_split_across_files_is_placed_by_its_first_row(tmp_path, monkeypatch) -> None:
+    """Episodes tied on time are ordered by their first row, (file, row) taken together. Episode A
+    starts at file 0 row 4 and goes on at file 1 row 1; B is file 0 rows 1-2. Taking the least file
+    and the least row apart gave A (0, 1), B's own first row, so the two tied and DuckDB chose the
+    order (and with it the decayed counts) from run to run. B comes first: A's decay is one step less."""
+    from memworth.logs.read import check_episodes, read_logs
+
+    f0 = write(
+        tmp_path / "f0.parquet",
+        {
+            "episode_id": ["B", "B", "C", "A"],
+            "memory_id": ["x", "y", "z", "a"],
+            "outcome": ["success", "success", "failure", "failure"],
+            "timestamp": [0.0, 0.0, 1.0, 0.0],
+        },
+    )
+    f1 = write(
+        tmp_path / "f1.parquet", {"episode_id": ["A"], "memory_id": ["b"], "outcome": ["failure"], "timestamp": [0.0]}
+    )
+    con = _connect(None)
+    try:
+        read_logs(con, [f0, f1], ScoreSettings().columns)
+        check_episodes(con, [f0, f1], 0, into="episode_rows")
+        firsts = dict(con.execute("SELECT episode_id, [file, row] FROM episode_rows").fetchall())
+    finally:
+        con.close()
+    assert firsts == {"A": [0, 4], "B": [0, 1], "C": [0, 3]}
+    settings = ScoreSettings(counting=Counting(half_life=1.0), policy=QUIET)
+    want = {"a": 0.5, "b": 0.5, "x": 0.25, "y": 0.25, "z": 1.0}
+    for _ in range(5):  # the order was DuckDB's choice: a few runs of each path
+        for scored in (score_files([f0, f1], settings), checked(monkeypatch, [f0, f1], settings)):
+            got = scored.table.to_pydict()
+            assert dict(zip(got["memory_id"], got["decayed_n"], strict=True)) == want

@@ -383,3 +383,30 @@ def test_agreement_on_a_larger_log(spark, tmp_path) -> None:
     )
     print(json.dumps(gaps, indent=1))
     assert worst <= 1e-9
+
+
+def test_an_episode_split_across_files_is_placed_by_its_first_row_as_in_duckdb(spark, tmp_path) -> None:
+    """Episodes tied on time are ordered by their first row, (file, row) together: A starts at
+    file 0 row 4 and goes on in file 1, B is file 0 rows 1-2, so B is placed first (the least file
+    and the least row taken apart tied A with B, and the engines could order them differently)."""
+    from memworth.spark import read_files, score
+
+    f0, f1 = str(tmp_path / "f0.parquet"), str(tmp_path / "f1.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "episode_id": ["B", "B", "C", "A"],
+                "memory_id": ["x", "y", "z", "a"],
+                "outcome": ["success", "success", "failure", "failure"],
+                "timestamp": [0.0, 0.0, 1.0, 0.0],
+            }
+        ),
+        f0,
+    )
+    pq.write_table(pa.table({"episode_id": ["A"], "memory_id": ["b"], "outcome": ["failure"], "timestamp": [0.0]}), f1)
+    settings = ScoreSettings(Counting(half_life=1.0))
+    df, labels = read_files(spark, [f0, f1])
+    got = score(df, settings, labels=labels).toArrow()
+    decayed = dict(zip(got.column("memory_id").to_pylist(), got.column("decayed_n").to_pylist(), strict=True))
+    assert decayed == {"a": 0.5, "b": 0.5, "x": 0.25, "y": 0.25, "z": 1.0}
+    assert_same(got, score_files([f0, f1], settings).table)

@@ -468,9 +468,8 @@ def _score(df: Any, settings: ScoreSettings | None = None, labels: Sequence[str]
     items = checked.drop("err_phase", "err_column", "err_reason", "err_label")
     episodes = items.groupBy("namespace", "episode_id").agg(  # an episode is its id within its namespace
         F.min("ts").alias("ts"),
-        F.min("file").alias("file"),
-        F.min("row").alias("row"),
-    )
+        F.min(F.struct("file", "row")).alias("first"),  # the first row: (file, row) together, not each apart
+    ).select("namespace", "episode_id", "ts", "first.file", "first.row")
     episodes = episodes.withColumn(
         "pos", F.row_number().over(Window.partitionBy("namespace").orderBy("ts", "file", "row"))
     )

@@ -100,7 +100,7 @@ def fast_counts(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
             WITH episode AS (
-                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
+                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, arg_min(row, [file, row]) AS row,
                        min(success) AS success, min(confidence) AS confidence, list(memory_id) AS memories,
                        bool_or(bad) OR bool_or(file IS NULL) OR {_clash(present)} AS wrong
                 FROM {rows} GROUP BY {EPISODE_KEY}

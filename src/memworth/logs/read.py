@@ -350,7 +350,7 @@ def check_episodes(con: Any, files: list[str], first_file: int, *, into: str | N
     differ = " OR ".join(f"min({c}) <> max({c})" for c in ("success", "confidence", "source"))
     differ += " OR coalesce(min(context) <> max(context), false) OR (count(context) > 0 AND count(context) < count(*))"
     episodes = f"""
-        SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, min(row) AS row,
+        SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, arg_min(row, [file, row]) AS row,
                min(success) AS success, min(confidence) AS confidence,
                min(source) AS source, min(context) AS context, coalesce({differ}, false) AS clash
         FROM incoming GROUP BY {EPISODE_KEY}

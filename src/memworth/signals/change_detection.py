@@ -163,6 +163,8 @@ def mixture_of(odds_ratios: object, weights: object) -> tuple[np.ndarray, np.nda
     if given and len(given) != len(ratios):
         raise ValidationError("weights", f"must be one per odds ratio ({len(ratios)}), got {len(given)}")
     w = np.array(given, dtype=float) if given else np.ones(len(ratios))
+    if w.size:  # scaled by the largest first: finite weights near the float limit would sum to inf
+        w = w / w.max()
     shifts = np.log(np.array(ratios, dtype=float))
     return shifts, (np.log(w / w.sum()) if w.size else w)
 

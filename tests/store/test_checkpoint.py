@@ -167,9 +167,9 @@ def test_a_checkpoint_the_log_disagrees_with_is_not_used(
     rows = first.backend.history("default")
     followed = Followed()
     followed.extend(rows[:100] + rows[101:])  # outcome 101 committed after its successors were read
-    first.backend.save_checkpoint("default", checkpoint.encode("default", followed))
-    with _opened(url) as other:
+    with _opened(url) as other:  # before the bad checkpoint: a store object's first record saves a good one
         _feed(other, "default", 30, np.random.default_rng(13), broken=True)
+    first.backend.save_checkpoint("default", checkpoint.encode("default", followed))
     with _opened(url) as second:
         reads = _reads(second)
         got = _answers(second)

@@ -332,16 +332,22 @@ def click_and_wait(d: Any, element: Any) -> None:
 
     A click returns before the navigation it starts: an element looked up right after it can
     be the old page's or missing (a CI run failed so: "Unable to locate element"). The old
-    document detached is not enough either, since an element of the new one found while it
-    still loads can be gone by the next step ("Node ... does not belong to the document")."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
+    page is marked in its window object, which a navigation replaces; the wait is for a
+    window without the mark whose document is complete. Element references are not used to
+    tell the pages apart: asked about an element of a page going away, Chromium can answer
+    with a generic error ("Node with given id does not belong to the document", another CI
+    run) that a staleness check does not expect; every such error while the page changes
+    means only "not yet"."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = d.find_element(By.TAG_NAME, "html")
+    d.execute_script("window.__memworthOldPage = true")
     element.click()
-    WebDriverWait(d, 20).until(expected_conditions.staleness_of(page))
-    WebDriverWait(d, 20).until(lambda drv: drv.execute_script("return document.readyState") == "complete")
+    WebDriverWait(d, 20, ignored_exceptions=(WebDriverException,)).until(
+        lambda drv: drv.execute_script(
+            "return window.__memworthOldPage === undefined && document.readyState === 'complete'"
+        )
+    )
 
 
 @pytest.fixture(scope="module")

@@ -116,3 +116,15 @@ FACTS = {
 def filled(store: MemoryStore) -> MemoryStore:
     store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
     return store
+
+
+@pytest.fixture
+def schemas() -> Iterator[list[str]]:
+    """PostgreSQL schemas a test makes by hand (it appends their names): dropped afterwards."""
+    import psycopg
+
+    made: list[str] = []
+    yield made
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        for schema in made:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -13,14 +13,12 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memworth import HashingEncoder, MemoryStore
 from memworth.store.backend import SCHEMA_VERSION
-from memworth.store.postgres import MIGRATIONS as PG_MIGRATIONS
 from memworth.store.sqlite import MIGRATIONS as SQLITE_MIGRATIONS
 from tests.store.conftest import POSTGRES, with_query
 
@@ -103,23 +101,7 @@ def test_a_version_7_sqlite_store_moves_its_counters_to_their_own_table(tmp_path
 
 psycopg = pytest.importorskip("psycopg")
 
-
-@pytest.fixture
-def schemas() -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        for schema in made:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def _columns(conn: psycopg.Connection, schema: str, table: str) -> list[str]:
-    rows = conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s"
-        " ORDER BY ordinal_position",
-        (schema, table),
-    ).fetchall()
-    return [r[0] for r in rows]
+from tests.store.test_shardable_schema import _columns, _old_schema  # noqa: E402
 
 
 def test_a_version_7_postgres_store_moves_its_counters_to_their_own_table(schemas: list[str]) -> None:
@@ -130,12 +112,7 @@ def test_a_version_7_postgres_store_moves_its_counters_to_their_own_table(schema
     )
     _fill(original)
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{old}"')
-        conn.execute(f'SET search_path TO "{old}"')
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for version in range(1, 8):
-            for statement in PG_MIGRATIONS[version]:
-                conn.execute(statement)
+        _old_schema(conn, old, 7)
         assert set(COUNTERS) <= set(_columns(conn, old, "memories"))
         for table in (*TABLES, "generations"):
             columns = ", ".join(c for c in _columns(conn, old, table) if c != "vec")
@@ -172,12 +149,7 @@ def test_a_memory_a_version_7_writer_commits_during_the_postgres_migration_keeps
     old = f"t_{uuid.uuid4().hex[:16]}"
     schemas.append(old)
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{old}"')
-        conn.execute(f'SET search_path TO "{old}"')
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for version in range(1, 8):
-            for statement in PG_MIGRATIONS[version]:
-                conn.execute(statement)
+        _old_schema(conn, old, 7)
         conn.execute("INSERT INTO meta VALUES ('schema_version', '7')")
     writer = psycopg.connect(POSTGRES)  # the schema-7 process: its insert waits to commit
     writer.execute(f'SET search_path TO "{old}"')

@@ -9,7 +9,6 @@ generation counter is a row per namespace, and a store made under schema 6 (the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -50,13 +49,15 @@ def _columns(conn: psycopg.Connection, schema: str, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-@pytest.fixture
-def schemas() -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        for schema in made:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+def _old_schema(conn: psycopg.Connection, schema: str, version: int) -> None:
+    """Make ``schema`` with the DDL of schema ``version`` (its migrations 1 to ``version``),
+    as an older memworth made it, and leave ``conn`` working in it."""
+    conn.execute(f'CREATE SCHEMA "{schema}"')
+    conn.execute(f'SET search_path TO "{schema}"')
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for v in range(1, version + 1):
+        for statement in MIGRATIONS[v]:
+            conn.execute(statement)
 
 
 def _fresh(schemas: list[str]) -> str:
@@ -150,12 +151,7 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
     )
     _fill(original)
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{old}"')
-        conn.execute(f'SET search_path TO "{old}"')
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for version in range(1, 7):
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement)
+        _old_schema(conn, old, 6)
         assert "namespace" not in _columns(conn, old, "episode_items")
         for table in SHARDED:
             if table == "counters":  # schema 8's table: in version 6 they are columns of memories

@@ -101,7 +101,7 @@ def test_a_version_7_sqlite_store_moves_its_counters_to_their_own_table(tmp_path
 
 psycopg = pytest.importorskip("psycopg")
 
-from tests.store.test_shardable_schema import _columns, _old_schema  # noqa: E402
+from tests.store.test_shardable_schema import _columns, _copy_as_old, _old_schema  # noqa: E402
 
 
 def test_a_version_7_postgres_store_moves_its_counters_to_their_own_table(schemas: list[str]) -> None:
@@ -114,17 +114,8 @@ def test_a_version_7_postgres_store_moves_its_counters_to_their_own_table(schema
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         _old_schema(conn, old, 7)
         assert set(COUNTERS) <= set(_columns(conn, old, "memories"))
-        for table in (*TABLES, "generations"):
-            columns = ", ".join(c for c in _columns(conn, old, table) if c != "vec")
-            rows = f'"{source}".{table}'
-            if table == "memories":  # version 7 keeps the counters in the memory's row
-                rows = f'(SELECT m.*, c.success, c.failure, c.n, c.updated FROM {rows} m JOIN "{source}".counters c'
-                rows += " ON c.namespace = m.namespace AND c.id = m.id) AS m"
-            conn.execute(f'INSERT INTO "{old}".{table} ({columns}) SELECT {columns} FROM {rows}')
-        conn.execute(f'INSERT INTO "{old}".meta SELECT * FROM "{source}".meta WHERE key != %s', ("schema_version",))
+        _copy_as_old(conn, source, old, [*TABLES, "generations"])
         conn.execute("INSERT INTO meta VALUES ('schema_version', '7')")
-        for table in ("memories", "outcomes", "audit", "verifications"):  # the sequences go on where they were
-            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))")
     migrated = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder(), seed=3)
     try:
         _same_answers(original, migrated)

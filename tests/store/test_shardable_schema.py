@@ -60,6 +60,23 @@ def _old_schema(conn: psycopg.Connection, schema: str, version: int) -> None:
             conn.execute(statement)
 
 
+def _copy_as_old(conn: psycopg.Connection, source: str, old: str, tables: list[str]) -> None:
+    """Copy a current store's rows (schema ``source``) into the older tables of schema ``old``
+    (made by :func:`_old_schema`): the counters back into the memory's row, as versions
+    before 8 kept them; the meta rows but the version (the caller writes it); the sequences
+    go on where they were."""
+    for table in tables:
+        columns = ", ".join(c for c in _columns(conn, old, table) if c != "vec")
+        rows = f'"{source}".{table}'
+        if table == "memories":
+            rows = f'(SELECT m.*, c.success, c.failure, c.n, c.updated FROM {rows} m JOIN "{source}".counters c'
+            rows += " ON c.namespace = m.namespace AND c.id = m.id) AS m"
+        conn.execute(f'INSERT INTO "{old}".{table} ({columns}) SELECT {columns} FROM {rows}')
+    conn.execute(f'INSERT INTO "{old}".meta SELECT * FROM "{source}".meta WHERE key != %s', ("schema_version",))
+    for table in ("memories", "outcomes", "audit", "verifications"):
+        conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))")
+
+
 def _fresh(schemas: list[str]) -> str:
     """The URL of a new PostgreSQL schema (dropped after the test by the ``schemas`` fixture)."""
     schema = f"t_{uuid.uuid4().hex[:16]}"
@@ -153,19 +170,8 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
     with psycopg.connect(POSTGRES, autocommit=True) as conn:
         _old_schema(conn, old, 6)
         assert "namespace" not in _columns(conn, old, "episode_items")
-        for table in SHARDED:
-            if table == "counters":  # schema 8's table: in version 6 they are columns of memories
-                continue
-            columns = ", ".join(c for c in _columns(conn, old, table) if c != "vec")
-            rows = f'"{source}".{table}'
-            if table == "memories":
-                rows = f'(SELECT m.*, c.success, c.failure, c.n, c.updated FROM {rows} m JOIN "{source}".counters c'
-                rows += " ON c.namespace = m.namespace AND c.id = m.id) AS m"
-            conn.execute(f'INSERT INTO "{old}".{table} ({columns}) SELECT {columns} FROM {rows}')
-        conn.execute(f'INSERT INTO "{old}".meta SELECT * FROM "{source}".meta WHERE key != %s', ("schema_version",))
+        _copy_as_old(conn, source, old, [t for t in SHARDED if t != "counters"])  # 6 keeps counters in memories
         conn.execute("INSERT INTO meta VALUES ('schema_version', '6'), ('generation', '41')")
-        for table in ("memories", "outcomes", "audit", "verifications"):  # the sequences go on where they were
-            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'seq'), (SELECT max(seq) FROM {table}))")
     migrated = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder(), seed=3)
     try:
         a, b = original.backend, migrated.backend

@@ -164,6 +164,9 @@ MIGRATIONS: dict[int, str] = {
     # about two memories fit a 4 KB page, so an outcome crediting k memories rewrote about k
     # pages into the WAL; a counters row is a few dozen bytes. The recorded-time index goes:
     # every recent-outcome read (quotas) names its source, which outcomes_by_source serves.
+    # The memories table is rebuilt without the four columns (and its indexes made again)
+    # rather than altered with DROP COLUMN, which needs SQLite 3.35: every new store runs this
+    # migration too, so an older SQLite (RHEL 8 ships 3.26) could not open any store.
     8: """
     CREATE TABLE IF NOT EXISTS counters (
         namespace TEXT NOT NULL,
@@ -176,10 +179,27 @@ MIGRATIONS: dict[int, str] = {
     ) WITHOUT ROWID;
     INSERT INTO counters (namespace, id, success, failure, n, updated)
         SELECT namespace, id, success, failure, n, updated FROM memories;
-    ALTER TABLE memories DROP COLUMN success;
-    ALTER TABLE memories DROP COLUMN failure;
-    ALTER TABLE memories DROP COLUMN n;
-    ALTER TABLE memories DROP COLUMN updated;
+    CREATE TABLE memories_8 (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        contexts TEXT NOT NULL,
+        status TEXT NOT NULL,
+        standing TEXT NOT NULL DEFAULT 'normal',
+        created REAL NOT NULL,
+        embedding BLOB NOT NULL,
+        expires REAL,
+        PRIMARY KEY (namespace, id)
+    );
+    INSERT INTO memories_8 (namespace, id, seq, text, metadata, contexts, status, standing, created, embedding, expires)
+        SELECT namespace, id, seq, text, metadata, contexts, status, standing, created, embedding, expires FROM memories;
+    DROP TABLE memories;
+    ALTER TABLE memories_8 RENAME TO memories;
+    CREATE INDEX memories_by_status ON memories (namespace, status, seq);
+    CREATE INDEX memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL;
+    CREATE INDEX memories_by_seq ON memories (namespace, seq);
     DROP INDEX IF EXISTS outcomes_by_time;
     """,
 }

@@ -121,8 +121,8 @@ def test_the_history_prior_watches_a_memory_with_a_short_history() -> None:
     late = BernoulliCusum(min_history=10).scan(y, reference=ref)
     early = BernoulliCusum(min_history=10, history_prior=5).scan(y, reference=ref)
     assert early.first_alarm is not None and (late.first_alarm is None or early.first_alarm < late.first_alarm)
-    assert BernoulliCusum(min_history=10, history_prior=5).watched(5.0) == 0.0
-    assert BernoulliCusum(min_history=10, history_prior=20).watched(0.0) == 0.0  # watched from the first
+    assert early.watched == y.size - 5 and late.watched == y.size - 10
+    assert BernoulliCusum(min_history=10, history_prior=20).scan(y).watched == y.size  # watched from the first
     # with no history the baseline is the reference itself
     det = BernoulliCusum(history_prior=5)
     assert det.baseline(det.start(1), np.array([0]), np.array([0.3]))[0] == pytest.approx(0.3)

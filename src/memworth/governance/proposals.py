@@ -360,12 +360,12 @@ class GovernancePolicy:
             history_prior=c.history_prior,
         )
 
-    def change_evalues(self, statistic: object, observations: object) -> np.ndarray:
+    def change_evalues(self, statistic: object, watched: object) -> np.ndarray:
         """Each memory's e-value against "its success rate has not broken", from its CUSUM.
 
-        ``exp(statistic) / watched``, ``watched`` being its observations since it was first
-        watched (:meth:`BernoulliCusum.watched`: ``observations - change_min_history``, plus
-        ``change_history_prior``; at least 1; 0 for a memory not yet watched). Why it is an
+        ``exp(statistic) / watched``, ``watched`` being the observations its statistic has
+        read since it was first watched (``CusumState.watched``: each counted once, whatever
+        its confidence; at least 1; 0 for a memory not yet watched). Why it is an
         e-value: the CUSUM is the largest, over the possible change points, of the likelihood
         ratio of the observations since then, so ``exp(CUSUM)`` is at most their sum (the
         Shiryaev-Roberts statistic), whose expectation without a change is the number of
@@ -375,12 +375,12 @@ class GovernancePolicy:
         rate known; with the rate estimated from the memory's own history (as here) approximate.
         """
         stat = np.asarray(statistic, dtype=float)
-        watched = self.detector().watched(observations)
+        seen = np.asarray(watched, dtype=float)
         with np.errstate(over="ignore"):
-            e = np.exp(stat) / np.maximum(watched, 1.0)
-        return np.asarray(np.where(watched > 0, e, 0.0))
+            e = np.exp(stat) / np.maximum(seen, 1.0)
+        return np.asarray(np.where(seen > 0, e, 0.0))
 
-    def change_flags(self, statistic: object, observations: object) -> tuple[np.ndarray, float]:
+    def change_flags(self, statistic: object, watched: object) -> tuple[np.ndarray, float]:
         """Which memories' change alarms stand when they are tested together, and the e-value
         that asked of each: a memory alarms when its CUSUM is at ``change_threshold`` (the
         detector's own bar, about ``exp(threshold)`` observations between false alarms) *and*
@@ -393,18 +393,19 @@ class GovernancePolicy:
         # A memory below the detector's own threshold (its per-memory false-alarm rate) takes part
         # with an e-value of 0: lowering an e-value keeps it one, so the FDR guarantee holds for
         # the alarms that clear both bars.
-        e = np.where(stat >= float(self.change.threshold), self.change_evalues(stat, observations), 0.0)
-        watched = self.detector().watched(observations) > 0
+        e = np.where(stat >= float(self.change.threshold), self.change_evalues(stat, watched), 0.0)
+        seen = np.asarray(watched, dtype=float) > 0
         out = np.zeros(e.size, dtype=bool)
-        if not watched.any():
+        if not seen.any():
             return out, math.inf
-        out[watched] = ebh(e[watched], self.change.alpha)
-        return out, ebh_level(e[watched], self.change.alpha)
+        out[seen] = ebh(e[seen], self.change.alpha)
+        return out, ebh_level(e[seen], self.change.alpha)
 
-    def change_bar(self, level: float, observations: float) -> float:
-        """The CUSUM statistic a memory with ``observations`` needs to alarm when e-BH asks an
-        e-value of ``level``: that e-value's statistic, and at least ``change_threshold``."""
-        needed = math.log(level) + math.log(max(float(self.detector().watched(observations)), 1.0))
+    def change_bar(self, level: float, watched: float) -> float:
+        """The CUSUM statistic a memory whose statistic has read ``watched`` observations
+        needs to alarm when e-BH asks an e-value of ``level``: that e-value's statistic, and
+        at least ``change_threshold``."""
+        needed = math.log(level) + math.log(max(float(watched), 1.0))
         return max(float(self.change.threshold), needed)
 
     def worth_flags(self, counts: list[Counts]) -> list[WorthFlag]:
@@ -569,13 +570,13 @@ class GovernancePolicy:
             reading = stream.reading or self.detector().scan(  # a namespace scan read it already
                 stream.success, stream.weight, stream.reference, stream.episode
             )
-            evalue = float(self.change_evalues([reading.statistic], [reading.observations])[0])
+            evalue = float(self.change_evalues([reading.statistic], [reading.watched])[0])
             if stream.change_alarm is None or stream.change_level is None:  # tested alone
-                flags, level = self.change_flags([reading.statistic], [reading.observations])
+                flags, level = self.change_flags([reading.statistic], [reading.watched])
                 alarm = bool(flags[0])
             else:
                 level, alarm = stream.change_level, stream.change_alarm
-            bar = self.change_bar(level, reading.observations) if math.isfinite(level) else math.inf
+            bar = self.change_bar(level, reading.watched) if math.isfinite(level) else math.inf
             numbers["change_statistic"] = round(reading.statistic, 6)
             numbers["change_threshold"] = round(bar, 6)
             numbers["change_evalue"] = evalue

@@ -19,7 +19,9 @@ The tables (since state version 2):
 
 * ``scans``: one row per namespace: the detector settings, the episodes read, the
   reference rate's state;
-* ``scan_memories``: one row per memory, by its row in the scan: its CUSUM state;
+* ``scan_memories``: one row per memory, by its row in the scan: its CUSUM state (its
+  ``watched`` column added later; created in older files when they are opened, whose
+  saved scans are then read again);
 * ``scan_shared``: the explaining-away evidence, each memory's entries in order;
 * ``scan_references``: the reference rate before each episode (the streams carry it);
 * ``scan_components`` (added in memworth's mixture detector; created in older files when
@@ -48,14 +50,15 @@ CREATE TABLE IF NOT EXISTS scans (
 );
 CREATE TABLE IF NOT EXISTS scan_memories (
     namespace VARCHAR, row INTEGER, memory_id VARCHAR, statistic DOUBLE, observations DOUBLE,
-    successes DOUBLE, expected DOUBLE, since BIGINT, first_alarm BIGINT
+    successes DOUBLE, expected DOUBLE, since BIGINT, first_alarm BIGINT, watched DOUBLE
 );
+ALTER TABLE scan_memories ADD COLUMN IF NOT EXISTS watched DOUBLE;
 CREATE TABLE IF NOT EXISTS scan_shared (namespace VARCHAR, row INTEGER, seq BIGINT, other INTEGER, value DOUBLE);
 CREATE TABLE IF NOT EXISTS scan_references (namespace VARCHAR, pos BIGINT, reference DOUBLE);
 CREATE TABLE IF NOT EXISTS scan_components (namespace VARCHAR, row INTEGER, alternative INTEGER, value DOUBLE);
 """
 
-_CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
+_CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_alarm", "watched")
 
 
 def settings_of(policy: GovernancePolicy) -> str:
@@ -63,10 +66,12 @@ def settings_of(policy: GovernancePolicy) -> str:
 
     They name which items are observations (:data:`memworth.logs.streams.CREDITED`): a scan
     saved before credit-0 items were left out read them, and is read again from the kept log.
+    They also say that the scan counts its watched observations (``watched``): one saved
+    before it did (its ``watched`` column empty) is read again too.
     """
     return (
         f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
-        f" observations={CREDITED!r}"
+        f" counts=watched observations={CREDITED!r}"
     )
 
 

@@ -55,7 +55,9 @@ a stopping time ``T``. For the alarm time (if ``E[T] < inf``; else there is noth
 prove), ``E[T] >= E[R_T] >= E[exp(statistic_T)] - 1 >= exp(threshold) - 1``. The same
 bound gives ``P(alarm within n observations) <= (n + 1) / exp(threshold)`` and makes
 ``exp(statistic) / (n + 1)`` an e-value at any fixed reading after ``n`` watched
-observations. (The policy's e-value for e-BH,
+observations, ``n`` counting each observation once whatever its weight (the sum ``R_t``
+has one term per change point; a weight below 1 shrinks a term's mean, not their number:
+``CusumState.watched``, not the weighted ``observations``). (The policy's e-value for e-BH,
 :meth:`memworth.governance.GovernancePolicy.change_evalues`, divides by ``n``, as it did
 for one alternative: at most ``(n + 1) / n`` too large, which matters only for the first
 few observations, where the threshold bars an alarm anyway.) Against one alternative the
@@ -182,7 +184,10 @@ class CusumState:
     ``statistic`` is the CUSUM now; ``observations`` and ``successes`` the memory's
     weighted history; ``expected`` the reference rate summed over it; ``since`` the index
     (``time``) of the first observation of the current excursion (-1 when the statistic
-    is 0); ``first_alarm`` the time of the first alarm (-1: none yet). ``components``: for
+    is 0); ``first_alarm`` the time of the first alarm (-1: none yet); ``watched`` how
+    many observations the statistic has read since the memory was first watched (or since
+    its last reset), each counted once whatever its weight: the number of change points
+    the statistic maximises over, which its e-value divides by. ``components``: for
     a mixture detector (several ``odds_ratios``), one CUSUM per alternative (a row per
     memory, a column per alternative), of which ``statistic`` is the mixture; ``None`` for
     a detector with one alternative (its ``statistic`` is its only CUSUM).
@@ -194,6 +199,7 @@ class CusumState:
     expected: np.ndarray
     since: np.ndarray
     first_alarm: np.ndarray
+    watched: np.ndarray
     components: np.ndarray | None = None
 
     @classmethod
@@ -207,7 +213,7 @@ class CusumState:
         z = np.zeros(int(size))
         minus = np.full(int(size), -1, dtype=np.int64)
         parts = np.zeros((int(size), int(alternatives))) if alternatives > 1 else None
-        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy(), parts)
+        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy(), z.copy(), parts)
 
     @property
     def alternatives(self) -> int:
@@ -226,6 +232,7 @@ class CusumState:
             self.expected.copy(),
             self.since.copy(),
             self.first_alarm.copy(),
+            self.watched.copy(),
             None if self.components is None else self.components.copy(),
         )
 
@@ -237,7 +244,7 @@ class CusumState:
         if more == 0:
             return
         zeros, minus = np.zeros(more), np.full(more, -1, dtype=np.int64)
-        for name in ("statistic", "observations", "successes", "expected"):
+        for name in ("statistic", "observations", "successes", "expected", "watched"):
             setattr(self, name, np.concatenate([getattr(self, name), zeros]))
         self.since = np.concatenate([self.since, minus])
         self.first_alarm = np.concatenate([self.first_alarm, minus])
@@ -245,12 +252,14 @@ class CusumState:
             self.components = np.concatenate([self.components, np.zeros((more, self.components.shape[1]))])
 
     def reset(self, rows: np.ndarray | list[int], *, forget_history: bool = False) -> None:
-        """Restart the statistic of ``rows`` (after a person re-verified them).
+        """Restart the statistic of ``rows`` (after a person re-verified them): its change
+        points start again, so its count of ``watched`` observations does too.
 
         With ``forget_history`` the baseline is learned afresh too (the memory was edited).
         """
         r = np.asarray(rows, dtype=np.int64)
         self.statistic[r] = 0.0
+        self.watched[r] = 0.0
         if self.components is not None:
             self.components[r] = 0.0
         self.since[r] = -1
@@ -319,6 +328,9 @@ class CusumReading:
     change_point: int | None
     baseline: float
     observations: float
+    watched: float
+    """Observations the statistic has read since the memory was first watched (or last
+    reset), each counted once: what its e-value divides by."""
     odds_ratio: float | None = None
     """For a mixture detector, the alternative that carries most of the statistic (the
     largest ``weight_k exp(S_k)``): the fall the evidence points to. ``None`` with one
@@ -337,7 +349,8 @@ class BernoulliCusum:
         The alarm level ``h`` of the statistic (about ``exp(h)`` observations between
         false alarms with a known baseline).
     min_history
-        Weighted observations of the memory's own history before it is watched.
+        Weighted observations of the memory's own history (what its baseline is learned
+        from) before it is watched.
     prior
         Pseudo-counts of success and of failure (and of the reference) that smooth the
         baseline (0.5: Jeffreys).
@@ -420,15 +433,6 @@ class BernoulliCusum:
             return None
         shifts, log_weights = mix
         return float(np.exp(shifts[int(np.argmax(log_weights + state.components[row]))]))
-
-    def watched(self, observations: object) -> np.ndarray:
-        """How many (weighted) observations of each memory its statistic has read: its
-        ``observations`` past the point it was first watched (``min_history`` less
-        ``history_prior``, at least 0); 0 or less for a memory not yet watched. The e-value
-        of a reading divides by it (:meth:`memworth.governance.GovernancePolicy.change_evalues`)."""
-        self._check()
-        _k, start = self.__dict__["_history"]
-        return np.asarray(np.asarray(observations, dtype=float) - start)
 
     def start(self, size: int) -> CusumState:
         """A fresh state for ``size`` memories."""
@@ -557,6 +561,8 @@ class BernoulliCusum:
         alarm = after >= h
         fresh = alarm & (state.first_alarm[r] < 0)
         state.first_alarm[r[fresh]] = time[fresh] if isinstance(time, np.ndarray) else time
+        _k, start = self.__dict__["_history"]
+        state.watched[r] += state.observations[r] >= start  # as _move read it: this observation took a step
         state.observations[r] += w
         state.successes[r] += w * y
         state.expected[r] += w * (0.5 if ref is None else ref)
@@ -683,6 +689,7 @@ class BernoulliCusum:
             change_point=int(state.since[0]) if state.since[0] >= 0 else None,
             baseline=float(self.baseline(state, row, last_ref)[0]),
             observations=float(state.observations[0]),
+            watched=float(state.watched[0]),
             odds_ratio=self.leading_odds_ratio(state, 0),
         )
 

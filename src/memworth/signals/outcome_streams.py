@@ -356,6 +356,7 @@ class NamespaceScan:
             "expected": state.expected.copy(),
             "since": state.since.copy(),
             "first_alarm": state.first_alarm.copy(),
+            "watched": state.watched.copy(),
             "shared_starts": np.cumsum([0] + [len(d) for d in shared], dtype=np.int64),
             "shared_keys": np.array([j for d in shared for j in d], dtype=np.int64),
             "shared_values": np.array([v for d in shared for v in d.values()], dtype=np.float64),
@@ -388,6 +389,9 @@ class NamespaceScan:
         scan = cls(policy, columns=columns, lock=lock)
         size, kept = len(columns.ids), len(columns.starts) - 1
         parts = snapshot.get("components")
+        missing = [k for k in _STATE if k not in snapshot]
+        if missing:  # saved before the state kept them
+            raise ValueError(f"the CUSUM state lacks {', '.join(missing)}")
         state = CusumState(*(np.array(snapshot[k]) for k in _STATE))
         state.components = None if parts is None else np.array(parts, dtype=np.float64)
         if any(getattr(state, k).shape != (size,) for k in _STATE):
@@ -443,10 +447,10 @@ class NamespaceScan:
             cols.whole()  # a memory's last retrievals (or every retrieval) are not all kept
         positions, dropped = cols.positions, cols.dropped
         y = np.frombuffer(cols.won, dtype=np.int8).astype(bool)
-        alarm, level = policy.change_flags(state.statistic, state.observations)
+        alarm, level = policy.change_flags(state.statistic, state.watched)
         held: dict[str, tuple[str, ...]] = {}
         for m in np.flatnonzero(alarm).tolist():
-            bar = dataclasses.replace(detector, threshold=policy.change_bar(level, float(state.observations[m])))
+            bar = dataclasses.replace(detector, threshold=policy.change_bar(level, float(state.watched[m])))
             held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
         flagged = {mid for mid, by in held.items() if not by}
         rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
@@ -589,7 +593,7 @@ def namespace_streams(
     return scan.read()
 
 
-_STATE = ("statistic", "observations", "successes", "expected", "since", "first_alarm")
+_STATE = ("statistic", "observations", "successes", "expected", "since", "first_alarm", "watched")
 """The arrays of a :class:`memworth.signals.change_detection.CusumState`, in its constructor's order."""
 
 
@@ -605,5 +609,6 @@ def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_referen
         change_point=int(state.since[row]) if state.since[row] >= 0 else None,
         baseline=float(detector.baseline(state, rows, np.array([last_reference]))[0]),
         observations=float(state.observations[row]),
+        watched=float(state.watched[row]),
         odds_ratio=detector.leading_odds_ratio(state, row),
     )

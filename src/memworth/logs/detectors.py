@@ -64,8 +64,13 @@ def settings_of(policy: GovernancePolicy) -> str:
     They name which items are observations (:data:`memworth.logs.streams.CREDITED`): a scan
     saved before credit-0 items were left out read them, and is read again from the kept log.
     """
+    # The explaining-away rule's settings say which flags it holds, not what the scan keeps
+    # (its shared evidence is the same under any of them): named as before ``apart`` was
+    # added, so that checkpoints saved then still resume.
+    rule = ExplainingAway()
     return (
-        f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+        f"{policy.detector()!r} ExplainingAway(margin={rule.margin!r}, suspect={rule.suspect!r}, "
+        f"tie={rule.tie!r}, hold={rule.hold!r}) reference_half_life={policy.change_reference_half_life!r}"
         f" observations={CREDITED!r}"
     )
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from memworth import ValidationError
+from memworth.counts import Counts
 from memworth.signals.change_detection import (
     BernoulliCusum,
     CusumState,
@@ -309,8 +310,54 @@ def test_a_near_tie_holds_a_fresh_alarm_until_hold() -> None:
     assert ExplainingAway(tie=1e6, hold=0.0).flagged(shared, state, det)[0]  # hold 0: never held
 
 
+def _diluted_stale() -> tuple[list[str], list[list[int]], np.ndarray]:
+    """A stale note (0) that misleads one task, where a useful helper (1) is retrieved with
+    it, and is harmless on a more frequent task: its successes there keep its own CUSUM at
+    0 while the helper's, which fails wherever it meets the stale note, alarms."""
+    ids = ["stale", "helper", "a", "b"]
+    before = [[0, 1], [0, 2], [1, 3], [2, 3]] * 40
+    cycle = [([0, 1], False)] * 4 + [([0, 2], False)] + [([0, 2], True)] * 8 + [([1, 3], True)] + [([2, 3], True)] * 2
+    sets = before + [s for s, _ in cycle * 6]
+    y = np.array([True] * len(before) + [ok for _, ok in cycle * 6])
+    return ids, sets, y
+
+
+def test_failures_apart_hold_a_flag_whose_companion_has_no_statistic_left() -> None:
+    from memworth.governance import GovernancePolicy
+    from memworth.signals.outcome_streams import namespace_streams
+
+    ids, sets, y = _diluted_stale()
+    plain = namespace_streams(GovernancePolicy(), ids, sets, y, np.ones(y.size))
+    assert plain.state is not None and plain.state.statistic[0] == 0.0  # the stale note explains no one
+    assert plain.held == {"helper": ()}  # so the default flags the helper
+    policy = GovernancePolicy(change_hold_apart=3)
+    held = namespace_streams(policy, ids, sets, y, np.ones(y.size))
+    assert held.held == {"helper": ("stale",)}
+    counts = Counts(150.0, 30.0, 180)
+    flagged = GovernancePolicy().propose("helper", counts, "active", "normal", stream=plain.streams["helper"])
+    assert flagged is not None and flagged.action == "re-verify"
+    kept = policy.propose("helper", counts, "active", "normal", stream=held.streams["helper"])
+    assert kept is not None and kept.action != "re-verify"
+    assert kept.numbers["change_explained_by"] == ["stale"]
+
+
+def test_failing_apart_needs_enough_retrievals_apart_and_a_higher_failure_rate() -> None:
+    helper = [(False, {"helper", "stale"})] * 6 + [(True, {"helper"})] * 3
+    stale = [(False, {"helper", "stale"})] * 6 + [(False, {"stale"})] * 2 + [(True, {"stale"})]
+    assert ExplainingAway(apart=3).failing_apart("helper", helper, {"stale": stale}) == ["stale"]
+    assert ExplainingAway().failing_apart("helper", helper, {"stale": stale}) == []  # off by default
+    assert ExplainingAway(apart=4).failing_apart("helper", helper, {"stale": stale}) == []  # 3 apart < 4
+    fine = [(False, {"helper", "stale"})] * 6 + [(True, {"stale"})] * 3  # the stale note works apart: no
+    assert ExplainingAway(apart=3).failing_apart("helper", helper, {"stale": fine}) == []
+    rare = [(False, {"helper"})] * 7 + [(False, {"helper", "stale"})] * 2  # with under half its failures: no
+    assert ExplainingAway(apart=3).failing_apart("helper", rare, {"stale": stale}) == []
+
+
 def test_explaining_away_refuses_bad_input() -> None:
     det, rule = BernoulliCusum(), ExplainingAway()
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValidationError, match="apart"):
+            ExplainingAway(apart=bad).start(2)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="suspect"):
         ExplainingAway(suspect=-1.0).start(2)
     with pytest.raises(ValidationError, match="tie"):

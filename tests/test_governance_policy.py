@@ -89,6 +89,8 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"change_odds_ratios": (0.05, 0.5), "change_weights": (1.0,)}, "change_weights", "one per odds ratio"),
     ({"change_odds_ratios": (0.05, 0.5), "change_weights": (1.0, 0.0)}, "change_weights", "> 0"),
     ({"change_history_prior": -1}, "change_history_prior", ">= 0"),
+    ({"change_hold_apart": -1}, "change_hold_apart", ">= 0"),
+    ({"change_hold_apart": 2.5}, "change_hold_apart", "integer"),
     ({"window_test": 1}, "window_test", "True or False"),
     ({"guard_alpha": 0.0}, "guard_alpha", "(0, 1)"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),

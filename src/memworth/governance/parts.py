@@ -217,6 +217,12 @@ class ChangeSettings:
         Pseudo-observations at the reference rate that stand in for a memory's own
         history (>= 0): a memory is watched after ``min_history - history_prior`` of its
         own observations, its pre-change rate shrunk toward the reference meanwhile.
+    hold_apart
+        Explaining away by failures apart (an integer >= 0; 0, off, by default): a change
+        alarm is also held while a memory that came with at least half of its failures
+        since its change point failed more often without it than it did without that
+        memory, over at least this many retrievals apart
+        (:meth:`memworth.signals.change_detection.ExplainingAway.failing_apart`).
     """
 
     enabled: bool = True
@@ -229,9 +235,11 @@ class ChangeSettings:
     odds_ratios: tuple[float, ...] = ()
     weights: tuple[float, ...] = ()
     history_prior: float = 0.0
+    hold_apart: int = 0
 
     def __post_init__(self) -> None:
         _switch(self.enabled, "enabled")
+        _count(self.hold_apart, "hold_apart", 0)
         _number(self.odds_ratio, "odds_ratio", 0.0, 1.0, open_ends=True)
         # Settings read back from JSON or TOML give lists: kept as tuples of floats, so two
         # equal policies compare (and repr) equal.
@@ -332,6 +340,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "change_odds_ratios": ("change", "odds_ratios"),
     "change_weights": ("change", "weights"),
     "change_history_prior": ("change", "history_prior"),
+    "change_hold_apart": ("change", "hold_apart"),
     "probe_alpha": ("probes", "alpha"),
     "probe_beta": ("probes", "beta"),
     "max_changes_per_day": ("limits", "max_changes_per_day"),

@@ -69,8 +69,13 @@ def settings_of(policy: GovernancePolicy) -> str:
     They also say that the scan counts its watched observations (``watched``): one saved
     before it did (its ``watched`` column empty) is read again too.
     """
+    # The explaining-away rule's settings say which flags it holds, not what the scan keeps
+    # (its shared evidence is the same under any of them): ``apart`` is left out of the name,
+    # so that a scan saved under one value resumes under another.
+    rule = ExplainingAway()
     return (
-        f"{policy.detector()!r} {ExplainingAway()!r} reference_half_life={policy.change_reference_half_life!r}"
+        f"{policy.detector()!r} ExplainingAway(margin={rule.margin!r}, suspect={rule.suspect!r}, "
+        f"tie={rule.tie!r}, hold={rule.hold!r}) reference_half_life={policy.change_reference_half_life!r}"
         f" counts=watched observations={CREDITED!r}"
     )
 

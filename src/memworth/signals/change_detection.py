@@ -86,7 +86,7 @@ rate, which is the false-alarm risk the experiments measure.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -739,6 +739,16 @@ class ExplainingAway:
     the statistic is ``hold`` above the threshold; then only a memory that explains it
     outright holds it.
 
+    The comparison above reads each memory's *own* excursion: a memory whose statistic fell
+    back to 0 (a stale note also retrieved, harmlessly, for tasks it does not mislead, whose
+    successes there pull its CUSUM down) has no evidence left and explains no one, however
+    many of the flagged memory's failures it came with. ``apart`` (0, off, by default) adds
+    a test over the flagged memory's excursion instead (:meth:`failing_apart`): ``j`` holds
+    ``m``'s flag when ``j`` came with at least half of ``m``'s failures since ``m``'s change
+    point, was retrieved at least ``apart`` times without ``m`` since then, and failed more
+    often without ``m`` than ``m`` failed without ``j``. It reads success rates, not either
+    memory's CUSUM, so it holds for a companion whatever its own statistic.
+
     The statistics themselves are unchanged (each memory's false-alarm rate is still its
     CUSUM's); the rule only withholds flags, so it cannot add false ones.
 
@@ -754,6 +764,10 @@ class ExplainingAway:
     hold
         How far above the threshold the statistic must rise before a near tie stops
         holding the flag (0: never hold).
+    apart
+        The least retrievals without the flagged memory, since its change point, a
+        co-retrieved memory needs to explain it by failing more often apart
+        (:meth:`failing_apart`; an integer, 0: the test is off).
 
     Examples
     --------
@@ -777,8 +791,11 @@ class ExplainingAway:
     suspect: float = 6.0
     tie: float = 2.0
     hold: float = 4.0
+    apart: int = 0
 
     def _check(self) -> tuple[float, float]:
+        if isinstance(self.apart, (bool, np.bool_)) or not isinstance(self.apart, (int, np.integer)) or self.apart < 0:
+            raise ValidationError("apart", f"must be an integer >= 0, got {self.apart!r}")
         _number(self.tie, "tie", low=0.0)
         _number(self.hold, "hold", low=0.0)
         return (
@@ -841,6 +858,52 @@ class ExplainingAway:
             if theirs > own - with_j + margin:
                 found.append((theirs, j))
         return [j for _, j in sorted(found, key=lambda x: (-x[0], x[1]))]
+
+    def failing_apart(
+        self,
+        memory: Hashable,
+        own: Sequence[tuple[bool, Collection[Hashable]]],
+        others: Mapping[Hashable, Sequence[tuple[bool, Collection[Hashable]]]],
+    ) -> list[Hashable]:
+        """The co-retrieved memories whose failures apart explain ``memory``'s alarm (``apart``).
+
+        ``own``: ``memory``'s retrievals since its change point, oldest first, each as
+        (success, the memories that episode retrieved); ``others``: the same for the memories
+        retrieved with it, over the same episodes (one left out is not considered). ``j``
+        explains ``memory`` when ``j`` came with at least half of its failures, ``j`` was
+        retrieved at least ``apart`` times without it, and ``j``'s failure rate without it
+        is above its failure rate without ``j`` (each rate with half a failure in one
+        pseudo-retrieval, so that a handful of retrievals does not decide). Strongest
+        (highest rate apart) first; ``[]`` when ``apart`` is 0.
+
+        Examples
+        --------
+        Since the change, "helper" failed only with "stale"; "stale" failed without it too:
+
+        >>> rule = ExplainingAway(apart=3)
+        >>> helper = [(False, {"helper", "stale"})] * 6 + [(True, {"helper"})] * 3
+        >>> stale = [(False, {"helper", "stale"})] * 6 + [(False, {"stale"})] * 3 + [(True, {"stale"})]
+        >>> rule.failing_apart("helper", helper, {"stale": stale})
+        ['stale']
+        >>> rule.failing_apart("stale", stale, {"helper": helper})
+        []
+        """
+        self._check()
+        if not self.apart:
+            return []
+        failed = [seen for ok, seen in own if not ok]
+        found: list[tuple[float, str, Hashable]] = []
+        for j, theirs in others.items():
+            if j == memory or 2 * sum(1 for seen in failed if j in seen) < max(len(failed), 1):
+                continue
+            alone = [ok for ok, seen in theirs if memory not in seen]
+            if len(alone) < self.apart:
+                continue
+            mine = [ok for ok, seen in own if j not in seen]
+            theirs_rate = (alone.count(False) + 0.5) / (len(alone) + 1.0)
+            if theirs_rate > (mine.count(False) + 0.5) / (len(mine) + 1.0):
+                found.append((theirs_rate, repr(j), j))
+        return [j for _, _, j in sorted(found, key=lambda x: (-x[0], x[1]))]
 
     def flagged(self, shared: SharedEvidence, state: CusumState, detector: BernoulliCusum) -> np.ndarray:
         """Which memories are flagged now: in alarm, explained by no other and not held."""

@@ -21,12 +21,13 @@ module computes both from the namespace's episodes alone, so that the store
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import itertools
 import math
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -239,7 +240,7 @@ class NamespaceScan:
         lock: AbstractContextManager[Any] | None = None,
     ) -> None:
         self.policy = policy
-        self.detector, self.rule = policy.detector(), ExplainingAway()
+        self.detector, self.rule = policy.detector(), ExplainingAway(apart=policy.change.hold_apart)
         self.columns = EpisodeColumns() if columns is None else columns
         self.lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self.state = self.detector.start(0)
@@ -452,6 +453,8 @@ class NamespaceScan:
         for m in np.flatnonzero(alarm).tolist():
             bar = dataclasses.replace(detector, threshold=policy.change_bar(level, float(state.watched[m])))
             held[ids[m]] = tuple(ids[j] for j in rule.holding(shared, state, bar, m))
+            if not held[ids[m]] and rule.apart and state.since[m] >= 1:  # failures apart since its change point
+                held[ids[m]] = self._failing_apart(m, int(state.since[m]) - 1)
         flagged = {mid for mid, by in held.items() if not by}
         rising = {ids[m] for m in np.flatnonzero(state.statistic >= detector.threshold / 2).tolist()}
         fired: set[str] = set()
@@ -498,6 +501,25 @@ class NamespaceScan:
             else:
                 streams[mid] = _LazyStream(count, functools.partial(self._arrays, m, count), common)
         return NamespaceStreams(list(ids), streams, state, held, level)
+
+    def _failing_apart(self, m: int, start: int) -> tuple[str, ...]:
+        """:meth:`ExplainingAway.failing_apart` for memory ``m`` over the episodes from ``start``
+        (from 0): its retrievals since then and those of the memories that came with its failures."""
+        cols = self.columns
+        if cols.rows is not None and start < cols.tail_from:
+            cols.whole()  # the excursion reaches into episodes not kept
+        ids, won = cols.ids, cols.won
+
+        def since(row: int) -> list[tuple[bool, frozenset[str]]]:
+            at = cols.positions[row]
+            return [(bool(won[p]), cols.retrieved(p)) for p in at[bisect.bisect_left(at, start) :]]
+
+        own = since(m)
+        near = {j for ok, seen in own if not ok for j in seen} - {ids[m]}
+        others: dict[Hashable, Sequence[tuple[bool, Collection[Hashable]]]] = {
+            j: since(cols._ids.index[j]) for j in sorted(near)
+        }
+        return tuple(str(j) for j in self.rule.failing_apart(ids[m], own, others))
 
     def _arrays(self, m: int, count: int) -> dict[str, np.ndarray]:
         """The arrays of memory ``m``'s stream over its first ``count`` retrievals."""

@@ -124,3 +124,30 @@ def test_a_score_state_saved_before_the_count_is_read_again(tmp_path) -> None:
     finally:
         con.close()
     assert nulls == (0,)
+
+
+def test_a_rule_that_holds_by_failures_apart_is_refused_where_it_cannot_read_the_episodes() -> None:
+    from memworth.errors import ValidationError
+    from memworth.signals.change_detection import ExplainingAway, scan_episodes
+
+    det = BernoulliCusum()
+    sets = [[0, 1]] * 40
+    state, shared = scan_episodes(det, ExplainingAway(), sets, np.ones(40, dtype=bool))
+    assert not ExplainingAway().flagged(shared, state, det).any()
+    with pytest.raises(ValidationError, match="apart"):
+        ExplainingAway(apart=3).flagged(shared, state, det)
+
+
+def test_a_score_state_of_this_version_is_refused_by_a_reader_of_an_older_one(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("duckdb")
+    from memworth.errors import ValidationError
+    from memworth.logs import ScoreSettings, score_files
+    from memworth.logs import state as state_module
+    from tests.test_logs_detectors import parts
+
+    files = parts(tmp_path)
+    kept = tmp_path / "state.duckdb"
+    score_files(files[:1], ScoreSettings(), state=kept)
+    monkeypatch.setattr(state_module, "VERSION", 3)  # the release before the watched count
+    with pytest.raises(ValidationError, match="newer memworth"):
+        score_files(files, ScoreSettings(), state=kept)

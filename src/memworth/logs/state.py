@@ -29,11 +29,14 @@ __all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new
 
 CREDITS = ("uniform", "score", "given")
 
-VERSION = 3
+VERSION = 4
 """The state file's layout: 1 kept counts and the episode log; 2 keeps the change detectors too
 (a version 1 file is read by advancing the detectors over its kept log once, then upgraded);
 3 keys kept episodes by (namespace, episode_id), not by id alone (an older file's episode
-table is rebuilt with that key by :func:`create_tables`)."""
+table is rebuilt with that key by :func:`create_tables`); 4 keeps each memory's count of
+watched observations (``scan_memories.watched``, what its change e-value divides by: an older
+file gets the column and its saved scans are read again from its kept log). A release that
+reads up to 3 refuses a version 4 file rather than writing its 9-column rows into it."""
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS settings (key VARCHAR PRIMARY KEY, value VARCHAR);

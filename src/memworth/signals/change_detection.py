@@ -905,8 +905,20 @@ class ExplainingAway:
                 found.append((theirs_rate, repr(j), j))
         return [j for _, _, j in sorted(found, key=lambda x: (-x[0], x[1]))]
 
+    def _no_apart(self) -> None:
+        if self.apart:
+            raise ValidationError(
+                "apart", "is applied over the episodes (NamespaceScan), not over these arrays: use a rule without it here"
+            )
+
     def flagged(self, shared: SharedEvidence, state: CusumState, detector: BernoulliCusum) -> np.ndarray:
-        """Which memories are flagged now: in alarm, explained by no other and not held."""
+        """Which memories are flagged now: in alarm, explained by no other and not held.
+
+        The statistic-based holds only: ``apart`` reads the episodes, which these arrays do
+        not hold (:class:`memworth.signals.outcome_streams.NamespaceScan` applies it); a rule
+        with ``apart`` set is refused here rather than answering without it.
+        """
+        self._no_apart()
         _ratio, h, _n0, _a = detector._check()
         alarm = state.statistic >= h
         out = alarm.copy()
@@ -916,7 +928,9 @@ class ExplainingAway:
 
     def holding(self, shared: SharedEvidence, state: CusumState, detector: BernoulliCusum, memory: int) -> list[int]:
         """The memories that hold ``memory``'s flag now: those that explain it, or, while
-        its statistic is below the threshold plus ``hold``, come within ``tie`` of it."""
+        its statistic is below the threshold plus ``hold``, come within ``tie`` of it (the
+        statistic-based holds: ``apart`` reads the episodes, which
+        :class:`memworth.signals.outcome_streams.NamespaceScan` adds for an alarm these leave)."""
         margin, _suspect = self._check()
         _ratio, h, _n0, _a = detector._check()
         found = self._explainers(shared, state, memory, margin)

@@ -273,3 +273,21 @@ def test_failures_a_flagged_memory_explains_hold_suppress_and_deprecate() -> Non
     assert held is not None and held.action == "demote" and held.numbers["worth_explained_by"] == ["stale"]
     fixed = GovernancePolicy(deprecation="fixed").propose("m", counts, "active", "normal", stream=beside)
     assert fixed is not None and fixed.action == "demote"
+
+
+def test_numpy_scalars_given_for_settings_are_kept_as_the_python_numbers_they_equal() -> None:
+    import json
+
+    from memworth.store import checkpoint
+
+    plain = GovernancePolicy(change_hold_apart=3, staleness_window=7, window_test=True, change_threshold=11.5)
+    policy = GovernancePolicy(
+        change_hold_apart=np.int64(3),
+        staleness_window=np.int64(7),
+        window_test=np.bool_(True),
+        change_threshold=np.float32(11.5),
+    )
+    assert policy == plain
+    assert type(policy.change.hold_apart) is int and type(policy.staleness.window_test) is bool
+    assert GovernancePolicy.from_settings(json.loads(json.dumps(policy.settings()))) == policy
+    assert checkpoint.fingerprint(policy) == checkpoint.fingerprint(plain)

@@ -35,7 +35,7 @@ memworth.errors.ValidationError: theta_low: must be <= theta_high (0.6), got 0.7
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -57,6 +57,16 @@ __all__ = [
 ]
 
 DEPRECATION_MODES = ("fixed", "sequential")
+
+
+def _plain(settings: object) -> None:
+    """Keep NumPy scalars given for settings as the Python numbers they equal (``np.int64(3)``
+    is 3): the settings are written as JSON (kept settings, checkpoint fingerprints), which
+    refuses NumPy integers and booleans. Exact: ``item()`` changes the type, not the value."""
+    for f in fields(settings):  # type: ignore[arg-type]
+        value = getattr(settings, f.name)
+        if isinstance(value, np.generic):
+            object.__setattr__(settings, f.name, value.item())
 
 
 def _number(value: object, name: str, low: float, high: float = math.inf, *, open_ends: bool = False) -> None:
@@ -108,6 +118,7 @@ class ClassSettings:
     hot_worth: float = 0.50
 
     def __post_init__(self) -> None:
+        _plain(self)
         for name in ("theta_high", "theta_low", "hot_worth"):
             _number(getattr(self, name), name, 0.0, 1.0)
         if float(self.theta_low) > float(self.theta_high):
@@ -126,6 +137,7 @@ class StandingSettings:
     min_confidence: float = 0.50
 
     def __post_init__(self) -> None:
+        _plain(self)
         for name in ("promote_above", "demote_below", "min_confidence"):
             _number(getattr(self, name), name, 0.0, 1.0)
         if float(self.demote_below) > float(self.promote_above):
@@ -161,6 +173,7 @@ class LowWorthSettings:
     deprecate_below: float = 0.30
 
     def __post_init__(self) -> None:
+        _plain(self)
         if not isinstance(self.rule, str) or self.rule not in DEPRECATION_MODES:
             raise ValidationError("rule", f"must be 'fixed' or 'sequential', got {self.rule!r}")
         _number(self.alpha, "alpha", 0.0, 1.0, open_ends=True)
@@ -179,6 +192,7 @@ class StalenessSettings:
     drop: float = 0.25
 
     def __post_init__(self) -> None:
+        _plain(self)
         _switch(self.window_test, "window_test")
         _count(self.window, "window", 1)
         _number(self.drop, "drop", 0.0, 1.0)
@@ -238,6 +252,7 @@ class ChangeSettings:
     hold_apart: int = 0
 
     def __post_init__(self) -> None:
+        _plain(self)
         _switch(self.enabled, "enabled")
         _count(self.hold_apart, "hold_apart", 0)
         _number(self.odds_ratio, "odds_ratio", 0.0, 1.0, open_ends=True)
@@ -264,6 +279,7 @@ class ProbeSettings:
     beta: float = 0.05
 
     def __post_init__(self) -> None:
+        _plain(self)
         _number(self.alpha, "alpha", 0.0, 0.5, open_ends=True)
         _number(self.beta, "beta", 0.0, 0.5, open_ends=True)
 
@@ -288,6 +304,7 @@ class LimitSettings:
     pin_evidence: float = 50.0
 
     def __post_init__(self) -> None:
+        _plain(self)
         _count(self.max_changes_per_day, "max_changes_per_day", 0)
         _number(self.max_quarantined, "max_quarantined", 0.0, 1.0)
         _number(self.pin_evidence, "pin_evidence", 0.0)
@@ -300,6 +317,7 @@ class GuardSettings:
     alpha: float = 0.05
 
     def __post_init__(self) -> None:
+        _plain(self)
         _number(self.alpha, "alpha", 0.0, 1.0, open_ends=True)
 
 

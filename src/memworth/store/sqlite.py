@@ -23,11 +23,11 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -504,9 +504,13 @@ class SQLiteBackend:
         """Temporary triggers (this connection's only, never stored in the file) that tell the kept
         rows when this connection changes one of their columns or deletes a memory."""
         rows = self._rows  # not the backend: the connection holds no cycle back to it
+        width = 1 + len(CANDIDATE_COLUMNS)  # a kept row: the id, then the columns
         for table, columns in CANDIDATE_TABLES.items():
-            positions = tuple(1 + CANDIDATE_COLUMNS.index(c) for c in columns)  # in a kept row, after the id
-            self._db.create_function("memworth_" + table + "_changed", 2 + len(columns), partial(rows.changed, positions))
+            positions = [1 + CANDIDATE_COLUMNS.index(c) for c in columns]
+            # the new row from (kept row + written values) in one C call: each column from the
+            # kept row, or from the values when the trigger's table holds it
+            splice = itemgetter(*(width + positions.index(i) if i in positions else i for i in range(width)))
+            self._db.create_function("memworth_" + table + "_changed", 2 + len(columns), partial(rows.changed, splice))
             self._db.execute(_row_updated(table))
         self._db.create_function("memworth_row_deleted", 2, rows.deleted)
         self._db.execute(
@@ -1111,23 +1115,20 @@ class _KeptRows:
             self.kept[(namespace, row[0])] = row
         self._trim()
 
-    def changed(self, positions: tuple[int, ...], namespace: str, memory_id: str, *values: Any) -> None:
-        """The columns at ``positions`` of a kept row were written with ``values`` (a trigger on
-        one of the two tables, schema 8): the rest of the row is the pending or kept one; with
-        neither, the row is forgotten."""
+    def changed(
+        self, splice: Callable[[tuple[Any, ...]], tuple[Any, ...]], namespace: str, memory_id: str, *values: Any
+    ) -> None:
+        """Some columns of a kept row were written with ``values`` (a trigger on one of the two
+        tables, schema 8; ``splice`` takes the row as written from the old row followed by
+        ``values``): the rest of the row is the pending or kept one; with neither, the row is
+        forgotten. Called once per row a statement changes: kept to a few dictionary steps."""
         key = (namespace, memory_id)
         base = self.kept.pop(key, None)
         if not self.writing:
             return
-        if key in self.pending:
-            base = self.pending[key]
-        if base is None:
-            self.pending[key] = None
-            return
-        row = list(base)
-        for at, value in zip(positions, values, strict=True):
-            row[at] = value
-        self.pending[key] = tuple(row)
+        pending = self.pending
+        base = pending.get(key, base)
+        pending[key] = None if base is None else splice(base + values)
 
     def deleted(self, namespace: str, memory_id: str) -> None:
         key = (namespace, memory_id)

@@ -3,7 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python benchmarks/bench_record_steady.py [--repeats 3] [--batches 20]
-        [--trees OLD/src NEW/src] [--json /tmp/record_steady.json]
+        [--trees OLD/src NEW/src] [--recall-here] [--json /tmp/record_steady.json]
 
 ``memworth bench --only recording`` times a store object from its first outcome on: the
 first ``record_many`` of a store object scans the namespace's whole outcome log to start
@@ -16,6 +16,11 @@ k=4 episodes recalled first (untimed); a store records one batch untimed (the sc
 outcome row and k counter upserts into narrow tables) writes the same number of batches.
 The first batch's time is reported beside it. Contenders take turns, the order reversed
 every other repeat; ratios are per repeat, the median printed.
+
+``--recall-here``: the store object that records also made the recalls (untimed), as a server
+or an agent loop does: a SQLite store object keeps the episodes it logged until their outcome
+(``_KeptEpisodes``), so it records them without reading them back. Without it, another store
+object made them and each batch reads its episodes from the file.
 
 ``--trees``: the store contender once per memworth tree (say main, exported with ``git
 archive``, and this one), each process importing memworth from that tree's ``src``.
@@ -39,7 +44,7 @@ PER_TXN = 100
 MEMORIES = 1000
 
 
-def _store_worker(workdir: Path, batches: int, seed: int) -> dict[str, float]:
+def _store_worker(workdir: Path, batches: int, seed: int, recall_here: bool = False) -> dict[str, float]:
     import numpy as np
 
     from memworth import HashingEncoder, MemoryStore
@@ -51,11 +56,15 @@ def _store_worker(workdir: Path, batches: int, seed: int) -> dict[str, float]:
         s.add_many([{"id": f"m{i:05d}", "text": t} for i, t in enumerate(texts)])
     rng = np.random.default_rng(seed)
     n = PER_TXN * (batches + 1)
-    with MemoryStore.open(url + "?synchronous=normal", encoder=HashingEncoder(), seed=seed) as s:
-        words = rng.integers(5000, size=(n, 3))
-        eps = [s.recall(" ".join(f"w{w}" for w in row), k=4).episode for row in words]
+    words = rng.integers(5000, size=(n, 3))
+    queries = [" ".join(f"w{w}" for w in row) for row in words]
+    if not recall_here:
+        with MemoryStore.open(url + "?synchronous=normal", encoder=HashingEncoder(), seed=seed) as s:
+            eps = [s.recall(q, k=4).episode for q in queries]
     ok = (rng.random(n) < 0.6).tolist()
     with MemoryStore.open(url, encoder=HashingEncoder(), seed=seed) as s:
+        if recall_here:
+            eps = [s.recall(q, k=4).episode for q in queries]
         start = time.perf_counter()
         s.record_many(list(zip(eps[:PER_TXN], ok[:PER_TXN], strict=True)))
         first = time.perf_counter() - start
@@ -94,13 +103,14 @@ def _bare_worker(workdir: Path, batches: int, seed: int) -> dict[str, float]:
     return {"eps": batches * PER_TXN / spent}
 
 
-def _run(kind: str, src: str | None, workdir: Path, batches: int, seed: int) -> dict[str, float]:
+def _run(kind: str, src: str | None, workdir: Path, batches: int, seed: int, recall_here: bool) -> dict[str, float]:
     """One contender in a fresh process (importing memworth from ``src`` when given)."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([src, str(Path(__file__).resolve().parents[1] / "src")])
     args = [sys.executable, __file__, "--worker", kind, "--workdir", str(workdir), "--batches", str(batches)]
-    out = subprocess.run([*args, "--seed", str(seed)], env=env, check=True, capture_output=True, text=True)
+    args += ["--seed", str(seed)] + (["--recall-here"] if recall_here else [])
+    out = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -113,10 +123,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp"))
     parser.add_argument("--worker", choices=("store", "bare"), default=None)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--recall-here", action="store_true", help="the recording store object made the recalls")
     a = parser.parse_args()
     if a.worker is not None:
-        work = _store_worker if a.worker == "store" else _bare_worker
-        print(json.dumps(work(a.workdir, a.batches, a.seed)))
+        done = _store_worker(a.workdir, a.batches, a.seed, a.recall_here) if a.worker == "store" else None
+        print(json.dumps(done if done is not None else _bare_worker(a.workdir, a.batches, a.seed)))
         return
     a.workdir.mkdir(parents=True, exist_ok=True)
     contenders: list[tuple[str, str, str | None]] = [("bare loop", "bare", None)]
@@ -125,11 +136,12 @@ def main() -> None:
     for r in range(a.repeats):
         order = contenders if r % 2 == 0 else contenders[::-1]
         for name, kind, src in order:
-            runs[name].append(_run(kind, src, a.workdir, a.batches, seed=r + 1))
+            runs[name].append(_run(kind, src, a.workdir, a.batches, seed=r + 1, recall_here=a.recall_here))
     load = os.getloadavg()
     bare = [x["eps"] for x in runs["bare loop"]]
     print(
-        f"SQLite, {PER_TXN} outcomes per transaction, {a.batches} timed batches, {a.repeats} repeats;"
+        f"SQLite, {PER_TXN} outcomes per transaction, {a.batches} timed batches, {a.repeats} repeats,"
+        f" recalls {'by the recording store object' if a.recall_here else 'by another store object'};"
         f" load {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
     )
     print("| contender | episodes/s (median, min-max) | first batch ms (median) | / bare loop (median of repeats) |")
@@ -146,7 +158,9 @@ def main() -> None:
         )
         table[name] = {"eps": eps, "first_batch_ms": first, "ratio_to_bare": ratio, "replay_consistent": consistent}
     if a.json is not None:
-        a.json.write_text(json.dumps({"load": load, "batches": a.batches, "runs": table}, indent=2))
+        a.json.write_text(
+            json.dumps({"load": load, "batches": a.batches, "recall_here": a.recall_here, "runs": table}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -560,11 +560,18 @@ class AlarmSplitter(RecallPlanner):
             raise ValidationError("statistics", f"must be a mapping of memory key to statistic, got {kind}")
         fresh: dict[Hashable, float] = {}
         for key, value in statistics.items():
-            ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
-            number = float(value) if ok and abs(value) < 1e308 else float("nan")
+            if type(value) is float:  # a store's live statistics: only the size to test, no isinstance chain
+                number = value if abs(value) < 1e308 else math.nan
+            else:
+                ok = not isinstance(value, (bool, np.bool_)) and isinstance(
+                    value, (int, float, np.integer, np.floating)
+                )
+                number = float(value) if ok and abs(value) < 1e308 else math.nan
             if not math.isfinite(number):  # a Python float: math's test, not a NumPy call per key
                 raise ValidationError("statistics", f"the statistic of {key!r} must be a finite number, got {value!r}")
-            fresh[check_key(key, "statistics")] = number
+            if not (type(key) is tuple and len(key) == 2 and type(key[0]) is str and type(key[1]) is str):
+                key = check_key(key, "statistics")  # a store's (namespace, id) pair passes it: not tested again
+            fresh[key] = number
         self._statistics.update(fresh)
 
     def watched(self, keys: Iterable[Hashable]) -> dict[Hashable, float | None]:

@@ -61,34 +61,49 @@ class LiveAlarms:
     def advance_many(self, outcomes: Sequence[tuple[Sequence[str], bool, float]]) -> dict[str, float]:
         """Add outcomes in log order, each ``(memory_ids, success, confidence)``: what one
         :meth:`advance` per outcome does, bit for bit, in one vectorised pass per repeat of a
-        memory (a batch of ``record_many``). Returns the statistics of the memories they moved, after the last."""
+        memory (a batch of ``record_many``). Returns the statistics of the memories they moved, after the last.
+
+        Python walks the outcomes once (each memory's row, the reference rate before each
+        outcome); an outcome's success, confidence, rate and episode number are spread over
+        its memories by one ``np.repeat`` each."""
+        known = self.rows
         rows: list[int] = []
+        sizes: list[int] = []
         ys: list[bool] = []
         ws: list[float] = []
         refs: list[float] = []
-        times: list[int] = []
+        reference = self.reference
         for memory_ids, success, confidence in outcomes:
-            self.logged += 1
-            rate = self.reference.rate
-            for mid in dict.fromkeys(memory_ids):
-                row = self.rows.get(mid)
+            unique = dict.fromkeys(memory_ids)
+            for mid in unique:
+                row = known.get(mid)
                 if row is None:
-                    row = self.rows[mid] = len(self.rows)
+                    row = known[mid] = len(known)
                     self.names.append(mid)
                 rows.append(row)
-                ys.append(bool(success))
-                ws.append(float(confidence))
-                refs.append(rate)
-                times.append(self.logged)
-            self.reference.add(bool(success))
-        if len(self.rows) > len(self.state):
-            self.state.grow(max(len(self.rows), 2 * len(self.state)))
+            ok = bool(success)
+            sizes.append(len(unique))
+            ys.append(ok)
+            ws.append(float(confidence))
+            refs.append(reference.rate)
+            reference.add(ok)
+        times = np.arange(self.logged + 1, self.logged + 1 + len(sizes), dtype=np.int64)
+        self.logged += len(sizes)
+        if len(known) > len(self.state):
+            self.state.grow(max(len(known), 2 * len(self.state)))
         r = np.array(rows, dtype=np.int64)
+        per = np.array(sizes, dtype=np.int64)
         self.detector.advance_many(
-            self.state, r, np.array(ys, dtype=bool), np.array(ws), np.array(refs), np.array(times, dtype=np.int64)
+            self.state,
+            r,
+            np.repeat(np.array(ys, dtype=bool), per),
+            np.repeat(np.array(ws), per),
+            np.repeat(np.array(refs), per),
+            np.repeat(times, per),
         )
         moved = np.unique(r)
-        return {self.names[row]: stat for row, stat in zip(moved.tolist(), self.state.statistic[moved].tolist(), strict=True)}
+        names = self.names
+        return dict(zip([names[row] for row in moved.tolist()], self.state.statistic[moved].tolist(), strict=True))
 
     def statistics(self) -> dict[str, float]:
         """Every known memory's statistic now."""

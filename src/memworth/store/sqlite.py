@@ -23,10 +23,11 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -224,6 +225,11 @@ ROWS_KEPT = 200_000
 """Candidate rows (:meth:`SQLiteBackend.candidates`) a backend keeps between recalls, over every
 namespace (the first kept leave first): about 0.3 KB each."""
 
+EPISODES_KEPT = 10_000
+"""Episodes a backend keeps after logging them (:meth:`SQLiteBackend.insert_episode`), to answer
+the read of the outcome that follows without reading them back (the oldest leave first): about
+1 KB each with k=4 items."""
+
 CANDIDATE_COLUMNS = ("status", "created", "success", "failure", "n", "standing", "updated")
 """The columns of the narrow read after the id; a kept row follows this connection's changes to them."""
 CANDIDATE_TABLES = {"memories": ("status", "created", "standing"), "counters": ("success", "failure", "n", "updated")}
@@ -270,6 +276,7 @@ class SQLiteBackend:
         self._unit = False  # a transaction() is open: each write is a savepoint inside it
         self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
         self._rows = _KeptRows()  # recall's narrow rows, kept between recalls (see candidates)
+        self._episodes = _KeptEpisodes()  # episodes logged here and not recorded yet (see episodes)
         try:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60.0)
         except sqlite3.Error as exc:
@@ -330,6 +337,7 @@ class SQLiteBackend:
                 committed = True
             finally:
                 self._rows.settle(committed)
+                self._episodes.settle(committed)
                 self._unit = False
                 due, self._truncate_wal = self._truncate_wal, False
             if due:  # committed: an erased memory's old pages leave the WAL now
@@ -496,9 +504,13 @@ class SQLiteBackend:
         """Temporary triggers (this connection's only, never stored in the file) that tell the kept
         rows when this connection changes one of their columns or deletes a memory."""
         rows = self._rows  # not the backend: the connection holds no cycle back to it
+        width = 1 + len(CANDIDATE_COLUMNS)  # a kept row: the id, then the columns
         for table, columns in CANDIDATE_TABLES.items():
-            positions = tuple(1 + CANDIDATE_COLUMNS.index(c) for c in columns)  # in a kept row, after the id
-            self._db.create_function("memworth_" + table + "_changed", 2 + len(columns), partial(rows.changed, positions))
+            positions = [1 + CANDIDATE_COLUMNS.index(c) for c in columns]
+            # the new row from (kept row + written values) in one C call: each column from the
+            # kept row, or from the values when the trigger's table holds it
+            splice = itemgetter(*(width + positions.index(i) if i in positions else i for i in range(width)))
+            self._db.create_function("memworth_" + table + "_changed", 2 + len(columns), partial(rows.changed, splice))
             self._db.execute(_row_updated(table))
         self._db.create_function("memworth_row_deleted", 2, rows.deleted)
         self._db.execute(
@@ -574,13 +586,17 @@ class SQLiteBackend:
             if relaxed:
                 self._db.execute(SYNCHRONOUS["normal"])
             try:
-                self._insert_episode(episode)
+                version = self._insert_episode(episode)
             finally:
                 if relaxed:
                     self._db.execute(SYNCHRONOUS[self._sync])
+            self._episodes.logged(episode, version, pending=self._unit)
 
-    def _insert_episode(self, episode: Episode) -> None:
+    def _insert_episode(self, episode: Episode) -> int:
+        """Write ``episode``; returns ``PRAGMA data_version`` as read inside the write (every other
+        connection's commit before it counted, none after it can be)."""
         with self._write() as db:
+            (version,) = db.execute("PRAGMA data_version").fetchone()
             try:
                 db.execute(
                     "INSERT INTO episodes (id, namespace, query, context, created, holdout) VALUES (?,?,?,?,?,?)",
@@ -603,27 +619,51 @@ class SQLiteBackend:
                     for it in episode.items
                 ],
             )
+        return int(version)
 
     def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
         """One read per 500 ids: each episode's row once per item (its items in position
         order; an episode that retrieved nothing once, with NULLs), as PostgreSQL reads them.
-        Episode ids are unique across the file: ``namespace`` only filters."""
+        Episode ids are unique across the file: ``namespace`` only filters.
+
+        An episode this connection logged and no outcome has been logged for through it is
+        answered from memory (:class:`_KeptEpisodes`) while no other connection has committed
+        anything since (``PRAGMA data_version``, as :meth:`candidates` checks its kept rows):
+        the read of the outcome that follows a recall in the same store object is then no read
+        at all. Inside a transaction every episode is read."""
         out: dict[str, Episode] = {}
         unique = list(dict.fromkeys(ids))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                episodes_from_rows(
-                    self._read(
-                        "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
-                        " i.position, i.memory_id, i.weight, i.propensity, i.probe"
-                        " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
-                        f" WHERE e.id IN ({marks}) ORDER BY e.id, i.position",
-                        chunk,
+        with self._lock:
+            kept = self._episodes.kept
+            if kept and not self._db.in_transaction:
+                try:
+                    (version,) = self._db.execute("PRAGMA data_version").fetchone()
+                except sqlite3.Error as exc:
+                    raise StoreError(f"{self.url}: {exc}") from exc
+                kept = self._episodes.since(version)
+                if kept:
+                    missing = []
+                    for eid in unique:
+                        ep = kept.get(eid)
+                        if ep is None:
+                            missing.append(eid)
+                        else:
+                            out[eid] = ep
+                    unique = missing
+            for start in range(0, len(unique), 500):
+                chunk = unique[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                out.update(
+                    episodes_from_rows(
+                        self._read(
+                            "SELECT e.id, e.namespace, e.query, e.context, e.created, e.holdout,"
+                            " i.position, i.memory_id, i.weight, i.propensity, i.probe"
+                            " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+                            f" WHERE e.id IN ({marks}) ORDER BY e.id, i.position",
+                            chunk,
+                        )
                     )
                 )
-            )
         return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
 
     def episodes_at(
@@ -672,7 +712,9 @@ class SQLiteBackend:
         reweighted: Sequence[Episode] = (),
     ) -> None:
         """Append outcomes and apply increments (and the ``reweighted`` episodes' weights) inside
-        the caller's write transaction."""
+        the caller's write transaction. Their episodes leave the kept ones (their weights may
+        change here, and a second outcome is refused anyway)."""
+        self._episodes.recorded(o.episode_id for o in outcomes)
         if reweighted:
             db.executemany(
                 "UPDATE episode_items SET weight = ? WHERE episode_id = ? AND position = ?",
@@ -1073,23 +1115,20 @@ class _KeptRows:
             self.kept[(namespace, row[0])] = row
         self._trim()
 
-    def changed(self, positions: tuple[int, ...], namespace: str, memory_id: str, *values: Any) -> None:
-        """The columns at ``positions`` of a kept row were written with ``values`` (a trigger on
-        one of the two tables, schema 8): the rest of the row is the pending or kept one; with
-        neither, the row is forgotten."""
+    def changed(
+        self, splice: Callable[[tuple[Any, ...]], tuple[Any, ...]], namespace: str, memory_id: str, *values: Any
+    ) -> None:
+        """Some columns of a kept row were written with ``values`` (a trigger on one of the two
+        tables, schema 8; ``splice`` takes the row as written from the old row followed by
+        ``values``): the rest of the row is the pending or kept one; with neither, the row is
+        forgotten. Called once per row a statement changes: kept to a few dictionary steps."""
         key = (namespace, memory_id)
         base = self.kept.pop(key, None)
         if not self.writing:
             return
-        if key in self.pending:
-            base = self.pending[key]
-        if base is None:
-            self.pending[key] = None
-            return
-        row = list(base)
-        for at, value in zip(positions, values, strict=True):
-            row[at] = value
-        self.pending[key] = tuple(row)
+        pending = self.pending
+        base = pending.get(key, base)
+        pending[key] = None if base is None else splice(base + values)
 
     def deleted(self, namespace: str, memory_id: str) -> None:
         key = (namespace, memory_id)
@@ -1115,6 +1154,60 @@ class _KeptRows:
     def _trim(self) -> None:
         while len(self.kept) > ROWS_KEPT:
             del self.kept[next(iter(self.kept))]
+
+
+class _KeptEpisodes:
+    """The episodes a backend logged (:meth:`SQLiteBackend.insert_episode`) and logged no outcome
+    for since, kept (at most :data:`EPISODES_KEPT`, the oldest leave first) so that recording
+    their outcome need not read them back (:meth:`SQLiteBackend.episodes`).
+
+    An episode row never changes but for its item weights, which only an outcome's ``used``
+    sets (in the outcome's transaction), and is never deleted; yet every kept episode is
+    forgotten once another connection commits anything (:meth:`since`, given ``PRAGMA
+    data_version``), so what is answered is always what a read would give. An episode logged
+    inside a transaction waits in ``pending`` until it commits (:meth:`settle`), and is
+    forgotten if it rolls back.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[str, Episode] = {}
+        self.pending: dict[str, Episode] = {}
+        self.version = -1  # PRAGMA data_version under which the kept episodes are what a read gives
+        self.pending_version = -1  # the same, read inside the open transaction
+
+    def since(self, version: int) -> dict[str, Episode]:
+        """The kept episodes, none if another connection committed since they were kept."""
+        if version != self.version:
+            self.kept.clear()
+            self.version = version
+        return self.kept
+
+    def logged(self, episode: Episode, version: int, *, pending: bool) -> None:
+        """``episode`` was written, ``PRAGMA data_version`` reading ``version`` inside the write:
+        committed, or (``pending``) inside an open transaction."""
+        if type(episode.created) is not float:  # as the REAL column gives it back (a clock may give an int)
+            episode = replace(episode, created=float(episode.created))
+        if pending:
+            self.pending[episode.id] = episode
+            self.pending_version = version
+            return
+        self.since(version)
+        self.kept[episode.id] = episode
+        if len(self.kept) > EPISODES_KEPT:
+            del self.kept[next(iter(self.kept))]
+
+    def recorded(self, episode_ids: Iterable[str]) -> None:
+        """An outcome of these episodes is being written: forget them."""
+        for eid in episode_ids:
+            self.kept.pop(eid, None)
+            self.pending.pop(eid, None)
+
+    def settle(self, committed: bool) -> None:
+        """The open transaction ended: its episodes are kept (committed) or forgotten."""
+        pending, self.pending = self.pending, {}
+        if committed:
+            for episode in pending.values():
+                self.logged(episode, self.pending_version, pending=False)
 
 
 class _Transaction:

@@ -1,0 +1,115 @@
+"""The episodes a SQLite store object logged are kept to record their outcomes without reading
+them back (issue 17); what is kept must always be what a read of the file gives."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memworth import DuplicateError, HashingEncoder, MemoryStore, UnknownEpisodeError
+from memworth.store import sqlite as sqlite_backend
+from tests.store.conftest import FACTS
+
+QUERY = "reverse a python list"
+
+
+class Boom(Exception):
+    """The failure a test raises inside a transaction."""
+
+
+def _open(url: str) -> MemoryStore:
+    return MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0)
+
+
+def _read(store: MemoryStore, eid: str) -> object:
+    """The episode as the file holds it (a fresh connection: nothing kept)."""
+    other = _open(store.backend.url)
+    try:
+        return other.backend.episodes([eid])[eid]
+    finally:
+        other.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[MemoryStore, MemoryStore]]:
+    """Two store objects on one SQLite file, memories added."""
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+    first, second = _open(url), _open(url)
+    first.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    try:
+        yield first, second
+    finally:
+        second.close()
+        first.close()
+
+
+def _kept(store: MemoryStore) -> dict[str, object]:
+    return dict(store.backend._episodes.kept)
+
+
+def test_an_episode_is_recorded_from_what_was_kept_and_then_forgotten(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    first, _ = pair
+    ep = first.recall(QUERY, k=3).episode
+    assert _kept(first) == {ep.id: ep}
+    assert first.backend.episodes([ep.id]) == {ep.id: _read(first, ep.id)}
+    first.record(ep, True, used=[ep.items[0].memory_id])  # reweighs the logged episode
+    assert ep.id not in _kept(first)  # its weights changed: read again from now on
+    assert first.backend.episodes([ep.id])[ep.id] == _read(first, ep.id) != ep
+    with pytest.raises(DuplicateError):
+        first.record(ep, False)
+    assert first.replay().consistent
+
+
+def test_another_store_object_s_commit_forgets_what_was_kept(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    """An episode recalled by one store object and recorded (with ``used``, which rewrites its
+    weights) by another: the first answers the episode as the file now holds it."""
+    first, second = pair
+    ep = first.recall(QUERY, k=3).episode
+    used = ep.items[-1].memory_id
+    second.record(ep.id, True, used=[used])
+    logged = first.backend.episodes([ep.id])[ep.id]
+    assert logged == _read(first, ep.id)
+    assert [it.weight for it in logged.items] != [it.weight for it in ep.items]  # not the kept copy
+    assert _kept(first) == {}
+    with pytest.raises(DuplicateError):
+        first.record(ep, True)
+    verified = first.verify(ep, False)  # reported by the second store object: nothing credited again
+    assert verified.reported is True and verified.agreed is False
+    assert first.replay().consistent and second.replay().consistent
+
+
+def test_an_evicted_episode_is_read_back(
+    pair: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _ = pair
+    monkeypatch.setattr(sqlite_backend, "EPISODES_KEPT", 2)
+    eps = [first.recall(q, k=2).episode for q in (QUERY, "capital of the czech republic", "boiling point of water")]
+    assert list(_kept(first)) == [eps[1].id, eps[2].id]  # the oldest left first
+    first.record_many([(ep, True) for ep in eps])
+    assert _kept(first) == {}
+    assert {o.episode_id for o in first.backend.outcome_log("default")} == {ep.id for ep in eps}
+    assert first.replay().consistent
+
+
+def test_an_episode_of_a_rolled_back_transaction_is_not_kept(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    first, _ = pair
+    with pytest.raises(Boom), first.transaction():
+        gone = first.recall(QUERY, k=2).episode
+        raise Boom
+    assert _kept(first) == {}
+    with pytest.raises(UnknownEpisodeError):
+        first.record(gone, True)
+    assert list(first.backend.outcome_log("default")) == []
+
+
+def test_an_episode_of_a_committed_transaction_is_kept(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    first, _ = pair
+    with first.transaction():
+        ep = first.recall(QUERY, k=2).episode
+        assert _kept(first) == {}  # not before the commit
+    assert _kept(first) == {ep.id: ep}
+    first.record(ep, False)
+    assert [o.episode_id for o in first.backend.outcome_log("default")] == [ep.id]
+    assert first.replay().consistent

@@ -113,3 +113,44 @@ def test_an_episode_of_a_committed_transaction_is_kept(pair: tuple[MemoryStore, 
     first.record(ep, False)
     assert [o.episode_id for o in first.backend.outcome_log("default")] == [ep.id]
     assert first.replay().consistent
+
+
+def test_a_transaction_sqlite_rolled_back_whole_writes_nothing_more_and_keeps_no_episode(tmp_path: Path) -> None:
+    """A full disk makes SQLite roll the whole transaction back, not only the failed write's
+    savepoint: the block's earlier episodes are in no file, so they are not kept, every later
+    write of the block is refused and the block's end says so (found in review)."""
+    from memworth.errors import StoreError
+
+    store = _open(f"sqlite:///{tmp_path / 'full.db'}")
+    store.add_many([{"id": f"m{i}", "text": f"fact number {i} about lists"} for i in range(10)])
+    db = store.backend._db  # type: ignore[attr-defined]
+    (pages,) = db.execute("PRAGMA page_count").fetchone()
+    db.execute(f"PRAGMA max_page_count={pages + 3}")  # a disk about to be full
+    with pytest.raises(StoreError, match="rolled the whole transaction back"), store.transaction():
+        first = store.recall("lists", k=2).episode
+        with pytest.raises(StoreError):
+            store.add_many([{"id": f"big{i}", "text": "x " * 5000} for i in range(20)])
+        db.execute("PRAGMA max_page_count=100000")
+        with pytest.raises(StoreError, match="rolled the whole transaction back"):
+            store.recall("facts", k=2)
+    with pytest.raises(UnknownEpisodeError):
+        store.record(first, True)
+    assert store.replay().consistent
+    later = store.recall("lists", k=2).episode  # the next block or call writes as usual
+    store.record(later, True)
+    assert store.replay().consistent
+
+
+def test_a_kept_episode_is_what_a_read_gives_bit_for_bit(tmp_path: Path) -> None:
+    """A REAL column gives -0.0 back as 0.0 and an int as a float: so does the kept episode."""
+    import math
+
+    from memworth import Sidecar
+
+    store = _open(f"sqlite:///{tmp_path / 'bits.db'}")
+    store.add_many([{"id": "x1", "text": "one"}, {"id": "x2", "text": "two"}])
+    episode = Sidecar(store).retrieved(["x1", "x2"], weights=[-0.0, 1])
+    kept = store.backend.episodes([episode.id])[episode.id]
+    assert kept == _read(store, episode.id)
+    assert [math.copysign(1.0, it.weight) for it in kept.items] == [1.0, 1.0]
+    assert [type(it.weight) for it in kept.items] == [float, float]

@@ -18,6 +18,7 @@ anything else in it is changed; so is a store with a newer schema version than t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -25,7 +26,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from functools import partial
 from operator import attrgetter, itemgetter
 from pathlib import Path
@@ -53,7 +53,7 @@ from memworth.store.backend import (
     reused,
     reweighted_rows,
 )
-from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification, as_matrix
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification, as_matrix
 
 __all__ = ["SQLiteBackend"]
 
@@ -274,6 +274,7 @@ class SQLiteBackend:
         self._sync = sync
         self._lock = threading.RLock()
         self._unit = False  # a transaction() is open: each write is a savepoint inside it
+        self._unit_lost = False  # SQLite rolled the open transaction() back whole after an error
         self._truncate_wal = False  # an erasure inside it: truncate the WAL once it commits
         self._rows = _KeptRows()  # recall's narrow rows, kept between recalls (see candidates)
         self._episodes = _KeptEpisodes()  # episodes logged here and not recorded yet (see episodes)
@@ -315,7 +316,7 @@ class SQLiteBackend:
         with self._lock:
             if self._unit:
                 raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
-            self._unit = True
+            self._unit, self._unit_lost = True, False
             committed = False
             try:
                 yield
@@ -327,6 +328,10 @@ class SQLiteBackend:
                         raise StoreError(f"rollback failed: {err}") from exc
                 raise
             else:
+                if self._unit_lost:
+                    if self._db.in_transaction:  # cannot be: every write after the loss is refused
+                        self._db.execute("ROLLBACK")
+                    raise StoreError(_LOST)
                 if self._db.in_transaction:
                     try:
                         self._db.execute("COMMIT")
@@ -630,9 +635,11 @@ class SQLiteBackend:
         answered from memory (:class:`_KeptEpisodes`) while no other connection has committed
         anything since (``PRAGMA data_version``, as :meth:`candidates` checks its kept rows):
         the read of the outcome that follows a recall in the same store object is then no read
-        at all. Inside a transaction every episode is read."""
+        at all. Once a transaction's first write has begun it, every episode is read. Episodes
+        come in id order, as a read gives them."""
         out: dict[str, Episode] = {}
         unique = list(dict.fromkeys(ids))
+        cached = False
         with self._lock:
             kept = self._episodes.kept
             if kept and not self._db.in_transaction:
@@ -649,7 +656,7 @@ class SQLiteBackend:
                             missing.append(eid)
                         else:
                             out[eid] = ep
-                    unique = missing
+                    cached, unique = bool(out), missing
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -664,6 +671,8 @@ class SQLiteBackend:
                         )
                     )
                 )
+        if cached and len(out) > 1:  # in id order, as one read gives them
+            out = dict(sorted(out.items()))
         return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
 
     def episodes_at(
@@ -1185,8 +1194,7 @@ class _KeptEpisodes:
     def logged(self, episode: Episode, version: int, *, pending: bool) -> None:
         """``episode`` was written, ``PRAGMA data_version`` reading ``version`` inside the write:
         committed, or (``pending``) inside an open transaction."""
-        if type(episode.created) is not float:  # as the REAL column gives it back (a clock may give an int)
-            episode = replace(episode, created=float(episode.created))
+        episode = _as_read(episode)
         if pending:
             self.pending[episode.id] = episode
             self.pending_version = version
@@ -1195,6 +1203,11 @@ class _KeptEpisodes:
         self.kept[episode.id] = episode
         if len(self.kept) > EPISODES_KEPT:
             del self.kept[next(iter(self.kept))]
+
+    def lost(self) -> None:
+        """SQLite rolled the whole open transaction back (a full disk, an I/O error): the
+        episodes logged inside it are in no file."""
+        self.pending.clear()
 
     def recorded(self, episode_ids: Iterable[str]) -> None:
         """An outcome of these episodes is being written: forget them."""
@@ -1208,6 +1221,53 @@ class _KeptEpisodes:
         if committed:
             for episode in pending.values():
                 self.logged(episode, self.pending_version, pending=False)
+
+
+_LOST = (
+    "an earlier write of this transaction failed and SQLite rolled the whole transaction back "
+    "(a full disk or an I/O error): nothing of it is written, and nothing more is until the block ends"
+)
+
+
+def _as_read(episode: Episode) -> Episode:
+    """``episode`` as a read of the file gives it back: plain ``str`` and ``float`` (a REAL
+    column turns an int into a float and ``-0.0`` into ``0.0``), ``bool`` flags, items in
+    position order. The episode itself when it is that already (the usual case: one pass)."""
+    items = episode.items
+    plain = (
+        type(episode.created) is float
+        and episode.created != 0.0
+        and type(episode.id) is str
+        and type(episode.namespace) is str
+        and type(episode.query) is str
+        and (episode.context is None or type(episode.context) is str)
+        and type(episode.holdout) is bool
+        and all(
+            type(it.weight) is float
+            and it.weight != 0.0
+            and type(it.propensity) is float
+            and it.propensity != 0.0
+            and type(it.memory_id) is str
+            and type(it.position) is int
+            and type(it.probe) is bool
+            for it in items
+        )
+        and all(a.position < b.position for a, b in itertools.pairwise(items))
+    )
+    if plain:
+        return episode
+    return Episode(
+        str(episode.id),
+        str(episode.namespace),
+        str(episode.query),
+        None if episode.context is None else str(episode.context),
+        float(episode.created) + 0.0,
+        tuple(
+            EpisodeItem(str(it.memory_id), float(it.weight) + 0.0, float(it.propensity) + 0.0, int(it.position), bool(it.probe))
+            for it in sorted(items, key=attrgetter("position"))
+        ),
+        bool(episode.holdout),
+    )
 
 
 class _Transaction:
@@ -1225,6 +1285,9 @@ class _Transaction:
         self._savepoint = self._backend._unit  # read under the lock: only its holder can have opened one
         try:
             if self._savepoint:
+                if self._backend._unit_lost:
+                    self._lock.release()
+                    raise StoreError(_LOST)
                 if not self._db.in_transaction:  # the block's first write begins its transaction
                     self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute("SAVEPOINT memworth_write")
@@ -1254,6 +1317,9 @@ class _Transaction:
             if self._savepoint:  # the transaction() it is part of settles the kept rows at its end
                 if not committed:
                     self._backend._rows.unsure()
+                    if not self._db.in_transaction:  # SQLite rolled the whole transaction back
+                        self._backend._episodes.lost()
+                        self._backend._unit_lost = True
             else:
                 self._backend._rows.settle(committed)
             self._lock.release()

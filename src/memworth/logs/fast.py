@@ -3,12 +3,26 @@
 A run without ``--state`` that reads no episode log afterwards (no window test, no change
 detection, :func:`memworth.logs.streams.reads_log`) and splits credit uniformly needs
 only each memory's sums. :func:`fast_counts` gets them in one SQL statement shaped like
-the bare ``GROUP BY``: the files are scanned once (in parallel) with every value mapped
-and checked (:func:`memworth.logs.read.insert_checked`'s own expressions), grouped into
-episodes with their memories as a list (so the sums need no join of rows with their
-episode), the episodes numbered in time order, the lists unnested and summed per memory.
-Whether anything is wrong rides along as a flag: a bad value, a duplicate (episode,
-memory) row (the episode's list has repeats), an episode whose rows disagree.
+the bare ``GROUP BY`` (whose window DuckDB runs as an aggregate over episodes joined back
+to the rows): the files are scanned with every value mapped and checked
+(:func:`memworth.logs.read.insert_checked`'s own expressions) and grouped into episodes
+(size, first timestamp, first (file, row), outcome, confidence, whether anything is
+wrong); the rows are scanned again for their ids alone, joined to their episode and
+summed per memory. Whether anything is wrong rides along as a flag: a bad value, an
+episode whose rows disagree, a duplicate (episode, memory) row.
+
+Two things only a few rows need are done for those rows only:
+
+* Numbering the episodes in time order, which the decayed sums need: an episode
+  :data:`memworth.logs.state.DECAY_HORIZON` half-lives or more before its namespace's
+  newest adds exactly 0.0 to them, so only the newest :func:`recent_episodes` of a
+  namespace (and any tied with the oldest of those on time) are numbered; the others add
+  nothing, as the checked path's 0.0 terms add nothing.
+* The duplicate check: each episode's memory ids are hashed into a few 64-bit bitmaps
+  (:data:`_BITMAPS`, six bits of the hash each); k rows setting k distinct bits in any of
+  them have k distinct ids, so the episode has no duplicate. Only the rows of the other
+  episodes (about 2% of episodes of 8 items, all of an episode with a duplicate) are
+  checked exactly: each memory lists their episode ids, and a repeat is a duplicate row.
 
 Only a clean log is counted here. Anything else (a flag raised, a scan error, logs that
 are not Parquet files of one schema) returns ``None`` and the run takes the checked path
@@ -18,20 +32,22 @@ written to the state tables before the flags are read, so a fallback starts clea
 
 The sums are the ones :func:`memworth.logs.state.ingest` makes, expression for
 expression: credit ``1.0 / k`` times the episode's confidence, decayed by
-``pow(2.0, -(episodes - pos) / half_life)`` with ``pos`` the episode's place in its
-namespace by (first timestamp, first file, first row).
+:func:`memworth.logs.state.decay_term` of the episode's distance from its namespace's
+newest, the episodes ordered by (first timestamp, first file, first row).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from memworth.credit import check_w_min
 from memworth.logs.format import COLUMNS, ColumnMap
 from memworth.logs.read import EPISODE_KEY, LogError, _describe, _mapping, _select, first_row, format_of
+from memworth.logs.state import DECAY_HORIZON, decay_term
 
-__all__ = ["fast_counts"]
+__all__ = ["fast_counts", "recent_episodes"]
 
 _ROW_COLUMNS = (
     "file, row, episode_id, memory_id, success, ts, score, weight, source, confidence, namespace, context, bad"
@@ -39,6 +55,32 @@ _ROW_COLUMNS = (
 """The columns :func:`memworth.logs.read._select` gives, in its order (those of ``incoming``)."""
 
 _VIRTUAL = frozenset({"file_row_number", "filename"})
+
+_ROWS = 2**40
+"""Rows per file the episode order key ``file * _ROWS + row`` holds (a file with more is checked path)."""
+
+_BITMAPS = 4
+"""Bitmaps of an episode's hashed memory ids that may show its ids distinct (six bits of the hash each)."""
+
+_MOST_RECENT = 10_000_000
+"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` keeps n values);
+past it (a half-life over about 9,000 episodes) every episode is numbered."""
+
+
+def recent_episodes(half_life: float) -> int | None:
+    """How many of a namespace's newest episodes can add more than 0.0 to a decayed sum, with room
+    to spare (``None``: too many to pick out; number them all).
+
+    An episode ``d`` episodes before the newest adds ``decay_term(d)``, exactly 0.0 once ``d`` is
+    :data:`memworth.logs.state.DECAY_HORIZON` half-lives.
+
+    Examples
+    --------
+    >>> recent_episodes(100.0), recent_episodes(0.05), recent_episodes(1e6)
+    (108002, 56, None)
+    """
+    count = math.ceil(DECAY_HORIZON * float(half_life)) + 2
+    return count if count <= _MOST_RECENT else None
 
 
 def _same_parquet(files: Sequence[str], fmt: str | None, con: Any) -> dict[str, str] | None:
@@ -95,36 +137,59 @@ def fast_counts(
     )
     rows = f"(SELECT {_select('__file', exprs, checks)} FROM {source}) AS r({_ROW_COLUMNS})"
     hl = float(half_life)
+    recent = recent_episodes(hl)
+    # The M-th newest first timestamp of a namespace (its oldest when fewer, or when M is too many to hold).
+    cutoff = "min(ets)" if recent is None else f"list_min(max(ets, {recent}))"
+    distinct = " OR ".join(  # k distinct bits: k distinct memory ids (equal ids hash alike)
+        f"bit_count(bit_or(1::UBIGINT << ((h >> {6 * i}) & 63))) = count(*)" for i in range(_BITMAPS)
+    )
+    term = decay_term("d", hl)  # null (adds nothing) for an episode not numbered: its term is 0.0
     try:
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
-            WITH episode AS (
-                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, arg_min(row, [file, row]) AS row,
-                       min(success) AS success, min(confidence) AS confidence, list(memory_id) AS memories,
-                       bool_or(bad) OR bool_or(file IS NULL) OR {_clash(present)} AS wrong
-                FROM {rows} GROUP BY {EPISODE_KEY}
+            WITH episode AS MATERIALIZED (
+                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
+                       min(success) AS success, min(confidence) AS confidence,
+                       bool_or(bad) OR bool_or(file IS NULL) OR max(row) >= {_ROWS} OR {_clash(present)} AS wrong,
+                       ({distinct}) AS certain
+                FROM (SELECT *, hash(memory_id) AS h FROM {rows}) GROUP BY {EPISODE_KEY}
             ),
-            placed AS (
-                SELECT *, row_number() OVER (PARTITION BY namespace ORDER BY ts, file, row) AS pos,
-                       count(*) OVER (PARTITION BY namespace) AS episodes,
-                       wrong OR len(list_distinct(memories)) <> k AS refused
-                FROM episode
+            clock AS (SELECT namespace, count(*) AS episodes, {cutoff} AS cutoff FROM episode GROUP BY namespace),
+            recent AS (
+                SELECT e.namespace, e.episode_id,
+                       count(*) OVER (PARTITION BY e.namespace)
+                       - row_number() OVER (PARTITION BY e.namespace ORDER BY e.ets, e.first) AS d
+                FROM episode e JOIN clock c ON e.namespace = c.namespace WHERE e.ets >= c.cutoff
             ),
-            item AS (SELECT namespace, unnest(memories) AS memory_id, 1.0 / k AS credit, success, confidence, pos,
-                            episodes, k, refused FROM placed)
+            placed AS MATERIALIZED (
+                SELECT e.*, r.d, c.episodes FROM episode e
+                JOIN clock c ON c.namespace = e.namespace
+                LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
+            ),
+            item AS (
+                SELECT p.namespace, x.memory_id, 1.0 / p.k AS credit, p.success, p.confidence, p.d, p.episodes, p.k,
+                       p.wrong, p.certain, p.episode_id
+                FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
+                JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id
+            )
             SELECT namespace, memory_id,
                    sum(credit * confidence) FILTER (WHERE success) AS success,
                    sum(credit * confidence) FILTER (WHERE NOT success) AS failure,
                    count(*) AS n,
-                   sum(credit * confidence * pow(2.0, -(episodes - pos) / {hl})) FILTER (WHERE success) AS decayed_success,
-                   sum(credit * confidence * pow(2.0, -(episodes - pos) / {hl})) FILTER (WHERE NOT success) AS decayed_failure,
-                   sum(pow(2.0, -(episodes - pos) / {hl})) AS decayed_n,
-                   max(k) AS k, max(episodes) AS episodes, bool_or(refused) AS refused
+                   sum(credit * confidence * {term}) FILTER (WHERE success) AS decayed_success,
+                   sum(credit * confidence * {term}) FILTER (WHERE NOT success) AS decayed_failure,
+                   sum({term}) AS decayed_n,
+                   max(k) AS k, max(episodes) AS episodes, bool_or(wrong) AS wrong,
+                   list(episode_id) FILTER (WHERE NOT certain) AS unsure
             FROM item GROUP BY namespace, memory_id
             """
         )
-        refused, k_max, n_rows = first_row(con, "SELECT bool_or(refused), max(k), sum(n) FROM fast_counts")
+        refused, k_max, n_rows = first_row(
+            con,
+            "SELECT bool_or(wrong OR coalesce(len(list_distinct(unsure)) <> len(unsure), false)), max(k), sum(n) "
+            "FROM fast_counts",
+        )
     except duckdb.Error:
         con.execute("DROP TABLE IF EXISTS fast_counts")
         return None
@@ -139,7 +204,7 @@ def fast_counts(
         """
         INSERT INTO counts
         SELECT namespace, memory_id, coalesce(success, 0), coalesce(failure, 0), n,
-               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), decayed_n FROM fast_counts
+               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), coalesce(decayed_n, 0) FROM fast_counts
         """
     )
     con.execute("DROP TABLE fast_counts")

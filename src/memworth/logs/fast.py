@@ -151,9 +151,9 @@ def fast_counts(
             WITH episode AS MATERIALIZED (
                 SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
                        min(success) AS success, min(confidence) AS confidence,
-                       bool_or(bad) OR bool_or(file IS NULL) OR max(row) >= {_ROWS} OR {_clash(present)} AS wrong,
-                       ({distinct}) AS certain
-                FROM (SELECT *, hash(memory_id) AS h FROM {rows}) GROUP BY {EPISODE_KEY}
+                       bool_or(unusable) OR {_clash(present)} AS wrong, ({distinct}) AS certain
+                FROM (SELECT *, hash(memory_id) AS h, coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) AS unusable
+                      FROM {rows}) GROUP BY {EPISODE_KEY}
             ),
             clock AS (SELECT namespace, count(*) AS episodes, {cutoff} AS cutoff FROM episode GROUP BY namespace),
             recent AS (

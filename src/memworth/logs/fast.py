@@ -145,61 +145,61 @@ def fast_counts(
     )
     term = decay_term("d", hl)  # null (adds nothing) for an episode not numbered: its term is 0.0
     try:
+        con.execute(  # the episodes, and whether anything is wrong: read before anything is summed
+            f"""
+            CREATE OR REPLACE TEMP TABLE fast_episodes AS
+            SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
+                   min(success) AS success, min(confidence) AS confidence,
+                   bool_or(unusable) OR {_clash(present)} AS wrong, ({distinct}) AS certain
+            FROM (SELECT *, hash(memory_id) AS h, coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) AS unusable
+                  FROM {rows}) GROUP BY {EPISODE_KEY}
+            """
+        )
+        wrong, k_max, episodes = first_row(con, "SELECT bool_or(wrong), max(k), count(*) FROM fast_episodes")
+        if wrong is not False:  # something is wrong (or nothing was read): the checked path says what
+            con.execute("DROP TABLE fast_episodes")
+            return None
+        check_w_min(w_min, int(k_max))
+        # Each row joined to its episode's credit (1/k x confidence, as the checked path multiplies
+        # them), outcome and distance from the newest (numbered episodes only), summed per memory.
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
-            WITH episode AS MATERIALIZED (
-                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
-                       min(success) AS success, min(confidence) AS confidence,
-                       bool_or(unusable) OR {_clash(present)} AS wrong, ({distinct}) AS certain
-                FROM (SELECT *, hash(memory_id) AS h, coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) AS unusable
-                      FROM {rows}) GROUP BY {EPISODE_KEY}
-            ),
-            clock AS (SELECT namespace, count(*) AS episodes, {cutoff} AS cutoff FROM episode GROUP BY namespace),
+            WITH clock AS (SELECT namespace, {cutoff} AS cutoff FROM fast_episodes GROUP BY namespace),
             recent AS (
                 SELECT e.namespace, e.episode_id,
                        count(*) OVER (PARTITION BY e.namespace)
                        - row_number() OVER (PARTITION BY e.namespace ORDER BY e.ets, e.first) AS d
-                FROM episode e JOIN clock c ON e.namespace = c.namespace WHERE e.ets >= c.cutoff
+                FROM fast_episodes e JOIN clock c ON e.namespace = c.namespace WHERE e.ets >= c.cutoff
             ),
-            placed AS MATERIALIZED (
-                SELECT e.*, r.d, c.episodes FROM episode e
-                JOIN clock c ON c.namespace = e.namespace
-                LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
-            ),
-            item AS (
-                SELECT p.namespace, x.memory_id, 1.0 / p.k AS credit, p.success, p.confidence, p.d, p.episodes, p.k,
-                       p.wrong, p.certain, p.episode_id
-                FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
-                JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id
+            placed AS (
+                SELECT e.namespace, e.episode_id, (1.0 / e.k) * e.confidence AS credit, e.success, e.certain, r.d
+                FROM fast_episodes e LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
             )
-            SELECT namespace, memory_id,
-                   sum(credit * confidence) FILTER (WHERE success) AS success,
-                   sum(credit * confidence) FILTER (WHERE NOT success) AS failure,
+            SELECT x.namespace, x.memory_id,
+                   sum(p.credit) FILTER (WHERE p.success) AS success,
+                   sum(p.credit) FILTER (WHERE NOT p.success) AS failure,
                    count(*) AS n,
-                   sum(credit * confidence * {term}) FILTER (WHERE success) AS decayed_success,
-                   sum(credit * confidence * {term}) FILTER (WHERE NOT success) AS decayed_failure,
-                   sum({term}) AS decayed_n,
-                   max(k) AS k, max(episodes) AS episodes, bool_or(wrong) AS wrong,
-                   list(episode_id) FILTER (WHERE NOT certain) AS unsure
-            FROM item GROUP BY namespace, memory_id
+                   sum(p.credit * {term}) FILTER (WHERE p.success AND d IS NOT NULL) AS decayed_success,
+                   sum(p.credit * {term}) FILTER (WHERE NOT p.success AND d IS NOT NULL) AS decayed_failure,
+                   sum({term}) FILTER (WHERE d IS NOT NULL) AS decayed_n,
+                   list(p.episode_id) FILTER (WHERE NOT p.certain) AS unsure
+            FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
+            JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id
+            GROUP BY x.namespace, x.memory_id
             """
         )
-        refused, k_max, n_rows = first_row(
-            con,
-            "SELECT bool_or(wrong OR coalesce(len(list_distinct(unsure)) <> len(unsure), false)), max(k), sum(n) "
-            "FROM fast_counts",
+        con.execute("DROP TABLE fast_episodes")
+        repeated, n_rows = first_row(
+            con, "SELECT bool_or(coalesce(len(list_distinct(unsure)) <> len(unsure), false)), sum(n) FROM fast_counts"
         )
     except duckdb.Error:
+        con.execute("DROP TABLE IF EXISTS fast_episodes")
         con.execute("DROP TABLE IF EXISTS fast_counts")
         return None
-    if refused is not False:  # something is wrong (or nothing was read): the checked path says what
+    if repeated:  # a duplicate (episode, memory) row: the checked path names it
         con.execute("DROP TABLE fast_counts")
         return None
-    check_w_min(w_min, int(k_max))
-    episodes = int(
-        first_row(con, "SELECT sum(e) FROM (SELECT max(episodes) AS e FROM fast_counts GROUP BY namespace)")[0]
-    )
     con.execute(
         """
         INSERT INTO counts
@@ -208,4 +208,4 @@ def fast_counts(
         """
     )
     con.execute("DROP TABLE fast_counts")
-    return int(n_rows), episodes
+    return int(n_rows), int(episodes)

@@ -1,15 +1,15 @@
-"""One statement over clean Parquet logs: the counts of a run that keeps nothing, checked as they are summed.
+"""Two statements over clean Parquet logs: the counts of a run that keeps nothing, checked as they are summed.
 
 A run without ``--state`` that reads no episode log afterwards (no window test, no change
 detection, :func:`memworth.logs.streams.reads_log`) and splits credit uniformly needs
-only each memory's sums. :func:`fast_counts` gets them in one SQL statement shaped like
-the bare ``GROUP BY`` (whose window DuckDB runs as an aggregate over episodes joined back
-to the rows): the files are scanned with every value mapped and checked
-(:func:`memworth.logs.read.insert_checked`'s own expressions) and grouped into episodes
-(size, first timestamp, first (file, row), outcome, confidence, whether anything is
-wrong); the rows are scanned again for their ids alone, joined to their episode and
-summed per memory. Whether anything is wrong rides along as a flag: a bad value, an
-episode whose rows disagree, a duplicate (episode, memory) row.
+only each memory's sums. :func:`fast_counts` gets them in the bare ``GROUP BY``'s own
+plan (DuckDB runs its window as an aggregate over episodes joined back to the rows), in
+two SQL statements. The first scans the files with every value mapped and checked
+(:func:`memworth.logs.read.insert_checked`'s own expressions) and groups the rows into a
+table of episodes (size, first timestamp, first (file, row), outcome, confidence, whether
+anything is wrong: a bad value, rows that disagree); a log with anything wrong stops
+there. The second scans the ids again, joins each row to its episode and sums per memory;
+a duplicate (episode, memory) row rides along as a flag.
 
 Two things only a few rows need are done for those rows only:
 

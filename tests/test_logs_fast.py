@@ -361,3 +361,25 @@ def test_rows_past_the_order_key_take_the_checked_path(tmp_path, monkeypatch) ->
         assert con.execute("SELECT count(*) FROM counts").fetchall() == [(0,)]
     finally:
         con.close()
+
+
+def test_a_namespace_with_fewer_episodes_than_the_cutoff_is_numbered_whole(tmp_path, monkeypatch) -> None:
+    """Namespace 'big' has 12 episodes (only its newest 4 are numbered), 'small' 3 (all of
+    them, no cutoff sought): each namespace's decay is counted from its own newest episode."""
+    times = [float(t) for t in range(12)] + [0.0, 5.0, 20.0]
+    log = write(
+        tmp_path / "a.parquet",
+        {
+            "episode_id": [f"e{i}" for i in range(15)],
+            "memory_id": [f"m{i}" for i in range(15)],
+            "outcome": ["success"] * 15,
+            "timestamp": times,
+            "namespace": ["big"] * 12 + ["small"] * 3,
+        },
+    )
+    settings = ScoreSettings(counting=Counting(half_life=1 / 1074), policy=QUIET)
+    a, b = fast_and_checked(monkeypatch, [log], settings)
+    want = {("big", f"m{i}"): 0.0 for i in range(10)} | {("big", "m10"): 2.0**-1074, ("big", "m11"): 1.0}
+    want |= {("small", "m12"): 0.0, ("small", "m13"): 2.0**-1074, ("small", "m14"): 1.0}
+    for got in (a, b):
+        assert dict(zip(zip(got["namespace"], got["memory_id"], strict=True), got["decayed_n"], strict=True)) == want

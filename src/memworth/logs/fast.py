@@ -63,7 +63,7 @@ _BITMAPS = 4
 """Bitmaps of an episode's hashed memory ids that may show its ids distinct (six bits of the hash each)."""
 
 _MOST_RECENT = 10_000_000
-"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` keeps n values);
+"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` holds n values);
 past it (a half-life over about 9,000 episodes) every episode is numbered."""
 
 
@@ -138,8 +138,16 @@ def fast_counts(
     rows = f"(SELECT {_select('__file', exprs, checks)} FROM {source}) AS r({_ROW_COLUMNS})"
     hl = float(half_life)
     recent = recent_episodes(hl)
-    # The M-th newest first timestamp of a namespace (its oldest when fewer, or when M is too many to hold).
-    cutoff = "min(ets)" if recent is None else f"list_min(max(ets, {recent}))"
+    # The M-th newest first timestamp of each namespace with more than M episodes (the others
+    # are numbered whole). max(ets, M) holds M values per namespace from the start, so it is
+    # run only where the namespace has that many: at most as many values as episodes in all.
+    clock = (
+        "SELECT NULL::VARCHAR AS namespace, NULL::DOUBLE AS cutoff WHERE false"
+        if recent is None
+        else f"""SELECT e.namespace, list_min(max(e.ets, {recent})) AS cutoff FROM fast_episodes e
+                 JOIN (SELECT namespace FROM fast_episodes GROUP BY namespace HAVING count(*) > {recent}) USING (namespace)
+                 GROUP BY e.namespace"""
+    )
     distinct = " OR ".join(  # k distinct bits: k distinct memory ids (equal ids hash alike)
         f"bit_count(bit_or(1::UBIGINT << ((h >> {6 * i}) & 63))) = count(*)" for i in range(_BITMAPS)
     )
@@ -165,24 +173,25 @@ def fast_counts(
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
-            WITH clock AS (SELECT namespace, {cutoff} AS cutoff FROM fast_episodes GROUP BY namespace),
+            WITH clock AS ({clock}),
             recent AS (
                 SELECT e.namespace, e.episode_id,
                        count(*) OVER (PARTITION BY e.namespace)
                        - row_number() OVER (PARTITION BY e.namespace ORDER BY e.ets, e.first) AS d
-                FROM fast_episodes e JOIN clock c ON e.namespace = c.namespace WHERE e.ets >= c.cutoff
+                FROM fast_episodes e LEFT JOIN clock c ON e.namespace = c.namespace
+                WHERE c.cutoff IS NULL OR e.ets >= c.cutoff
             ),
             placed AS (
                 SELECT e.namespace, e.episode_id, (1.0 / e.k) * e.confidence AS credit, e.success, e.certain, r.d
                 FROM fast_episodes e LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
             )
             SELECT x.namespace, x.memory_id,
-                   sum(p.credit) FILTER (WHERE p.success) AS success,
-                   sum(p.credit) FILTER (WHERE NOT p.success) AS failure,
+                   fsum(p.credit) FILTER (WHERE p.success) AS success,
+                   fsum(p.credit) FILTER (WHERE NOT p.success) AS failure,
                    count(*) AS n,
-                   sum(p.credit * {term}) FILTER (WHERE p.success AND d IS NOT NULL) AS decayed_success,
-                   sum(p.credit * {term}) FILTER (WHERE NOT p.success AND d IS NOT NULL) AS decayed_failure,
-                   sum({term}) FILTER (WHERE d IS NOT NULL) AS decayed_n,
+                   fsum(p.credit * {term}) FILTER (WHERE p.success AND d IS NOT NULL) AS decayed_success,
+                   fsum(p.credit * {term}) FILTER (WHERE NOT p.success AND d IS NOT NULL) AS decayed_failure,
+                   fsum({term}) FILTER (WHERE d IS NOT NULL) AS decayed_n,
                    list(p.episode_id) FILTER (WHERE NOT p.certain) AS unsure
             FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
             JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id

@@ -201,12 +201,12 @@ def ingest(con: Any, files: Sequence[str], counting: Counting, *, keep_log: bool
         f"""
         CREATE OR REPLACE TEMP TABLE new_counts AS
         SELECT i.namespace, i.memory_id,
-               sum(i.credit * i.confidence) FILTER (WHERE i.success) AS success,
-               sum(i.credit * i.confidence) FILTER (WHERE NOT i.success) AS failure,
+               fsum(i.credit * i.confidence) FILTER (WHERE i.success) AS success,
+               fsum(i.credit * i.confidence) FILTER (WHERE NOT i.success) AS failure,
                count(*) AS n,
-               sum(i.credit * i.confidence * {term}) FILTER (WHERE i.success) AS decayed_success,
-               sum(i.credit * i.confidence * {term}) FILTER (WHERE NOT i.success) AS decayed_failure,
-               sum({term}) AS decayed_n
+               fsum(i.credit * i.confidence * {term}) FILTER (WHERE i.success) AS decayed_success,
+               fsum(i.credit * i.confidence * {term}) FILTER (WHERE NOT i.success) AS decayed_failure,
+               fsum({term}) AS decayed_n
         FROM new_items i
         JOIN new_clocks k ON k.namespace = i.namespace
         GROUP BY i.namespace, i.memory_id

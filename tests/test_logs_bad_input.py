@@ -173,3 +173,26 @@ def test_parquet_files_in_one_scan_score_as_one_by_one(tmp_path) -> None:
     alone = score_files([a, c], ScoreSettings()).table
     assert together.to_pylist() == alone.to_pylist()
     assert score_files([a, b], ScoreSettings()).rows_read == 450
+
+
+BLANKISH = ["a", " a", "a ", " ", "", "\u00a0", "\u3000 ", "\u2003x", "\t", "\n", "!", "~", "\x7f", "\x00", "é", None]
+
+
+def test_an_empty_id_is_what_trim_leaves_empty() -> None:
+    """The id check reads ``trim`` only for texts that do not begin with printable ASCII other
+    than a space; on every kind of first character it says what ``trim(x) = ''`` says."""
+    import duckdb
+
+    from memworth.logs.read import _blank
+
+    con = duckdb.connect()
+    try:
+        got = con.execute(
+            f"SELECT x, {_blank('x', 'x')}, x IS NULL OR trim(x) = '' FROM (SELECT unnest(?::VARCHAR[]) AS x)",
+            [BLANKISH],
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(got) == len(BLANKISH)
+    assert [(x, quick) for x, quick, _ in got] == [(x, full) for x, _, full in got]
+    assert sum(full for _, _, full in got) == 5  # " ", "", a no-break space, an ideographic space and a null

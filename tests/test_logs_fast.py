@@ -240,3 +240,146 @@ def test_an_episode_split_across_files_is_placed_by_its_first_row(tmp_path, monk
         for scored in (score_files([f0, f1], settings), checked(monkeypatch, [f0, f1], settings)):
             got = scored.table.to_pydict()
             assert dict(zip(got["memory_id"], got["decayed_n"], strict=True)) == want
+
+
+def fast_and_checked(monkeypatch, files, settings):
+    """Both paths' tables, the one-statement path required to have counted its run."""
+    called = []
+    real = score_module.fast_counts
+
+    def spy(*args, **kwargs):
+        called.append(got := real(*args, **kwargs))
+        return got
+
+    with monkeypatch.context() as m:
+        m.setattr(score_module, "fast_counts", spy)
+        fast = score_files(files, settings)
+    assert called and called[0] is not None, "the one-statement path fell back"
+    return fast.table.to_pydict(), checked(monkeypatch, files, settings).table.to_pydict()
+
+
+def one_memory_per_episode(path, times: list[float]) -> str:
+    return write(
+        path,
+        {
+            "episode_id": [f"e{i}" for i in range(len(times))],
+            "memory_id": [f"m{i}" for i in range(len(times))],
+            "outcome": ["success"] * len(times),
+            "timestamp": times,
+        },
+    )
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_decay_terms_that_underflow_and_those_that_just_do_not(tmp_path, monkeypatch, tied) -> None:
+    """With a half-life of 1/1074 episodes the newest episode adds 1.0, the one before it 2**-1074
+    (the least double), every older one exactly 0.0: only the newest few are numbered, and the
+    least double is not lost. Tied on time, the episodes are ordered by row, the cutoff among them."""
+    from memworth.logs.fast import recent_episodes
+
+    half_life = 1 / 1074
+    assert recent_episodes(half_life) == 4  # fewer than the 12 episodes: the others are not numbered
+    times = [0.0] * 12 if tied else [float(t) for t in range(12)]
+    log = one_memory_per_episode(tmp_path / "a.parquet", times)
+    a, b = fast_and_checked(monkeypatch, [log], ScoreSettings(counting=Counting(half_life=half_life), policy=QUIET))
+    want = {f"m{i}": 0.0 for i in range(10)} | {"m10": 2.0**-1074, "m11": 1.0}
+    for got in (a, b):
+        assert dict(zip(got["memory_id"], got["decayed_n"], strict=True)) == want
+        assert dict(zip(got["memory_id"], got["decayed_success"], strict=True)) == want
+
+
+def test_every_episode_is_numbered_when_too_many_would_be_picked_out(tmp_path, monkeypatch) -> None:
+    """Past ``_MOST_RECENT`` newest episodes the cutoff is the oldest: all numbered, the same sums."""
+    import memworth.logs.fast as fast_module
+
+    monkeypatch.setattr(fast_module, "_MOST_RECENT", 3)
+    assert fast_module.recent_episodes(0.05) is None
+    files = rich_logs(tmp_path, files=2, per_file=40)
+    a, b = fast_and_checked(monkeypatch, files, ScoreSettings(counting=Counting(half_life=0.05), policy=QUIET))
+    for name in ("decayed_success", "decayed_failure", "decayed_n"):
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=0, err_msg=name)
+    assert a["memory_id"] == b["memory_id"] and sum(a["decayed_n"]) > 0
+
+
+def big_episode(path, memories: list[str]) -> str:
+    """Episode 'big' with ``memories`` (more than the 64 bits of a bitmap), then a small one."""
+    k = len(memories)
+    return write(
+        path,
+        {
+            "episode_id": ["big"] * k + ["small", "small"],
+            "memory_id": [*memories, "x", "y"],
+            "outcome": ["success"] * k + ["failure"] * 2,
+            "timestamp": [1.0] * k + [2.0, 2.0],
+        },
+    )
+
+
+def test_an_episode_the_bitmaps_cannot_clear_is_checked_exactly(tmp_path, monkeypatch) -> None:
+    """70 distinct memories cannot set 70 bits of a 64-bit map: the episode's ids are compared
+    one by one, found distinct, and the run is counted here all the same."""
+    log = big_episode(tmp_path / "a.parquet", [f"m{i}" for i in range(70)])
+    a, b = fast_and_checked(monkeypatch, [log], ScoreSettings(policy=QUIET))
+    assert a["memory_id"] == b["memory_id"] and len(a["memory_id"]) == 72
+    np.testing.assert_allclose(a["success"], b["success"], rtol=1e-12, atol=0)
+    assert a["n"] == b["n"]
+
+
+def test_a_duplicate_in_an_episode_the_bitmaps_cannot_clear_is_refused(tmp_path, monkeypatch) -> None:
+    """The same memory twice among 70: refused with the checked path's error (file, row, column)."""
+    memories = [f"m{i}" for i in range(70)]
+    memories[50] = "m3"
+    log = big_episode(tmp_path / "a.parquet", memories)
+    con = _connect(None)
+    try:
+        from memworth.logs.state import create_tables
+
+        create_tables(con, Counting())
+        assert fast_counts(con, [log], ScoreSettings().columns, None, 100.0, 0.0) is None
+    finally:
+        con.close()
+    with pytest.raises(LogError) as fast:
+        score_files([log], ScoreSettings(policy=QUIET))
+    assert (fast.value.row, fast.value.column) == (51, "memory_id")
+    assert "appears twice in episode 'big'" in str(fast.value)
+
+
+def test_rows_past_the_order_key_take_the_checked_path(tmp_path, monkeypatch) -> None:
+    """A file with more rows than the order key ``file * _ROWS + row`` holds is not counted here."""
+    import memworth.logs.fast as fast_module
+
+    log = write(tmp_path / "a.parquet", base())
+    con = _connect(None)
+    try:
+        from memworth.logs.state import create_tables
+
+        create_tables(con, Counting())
+        assert fast_counts(con, [log], ScoreSettings().columns, None, 100.0, 0.0) is not None
+        con.execute("DELETE FROM counts")
+        monkeypatch.setattr(fast_module, "_ROWS", 6)  # rows 1-6: the sixth is past it
+        assert fast_counts(con, [log], ScoreSettings().columns, None, 100.0, 0.0) is None
+        assert con.execute("SELECT count(*) FROM counts").fetchall() == [(0,)]
+    finally:
+        con.close()
+
+
+def test_a_namespace_with_fewer_episodes_than_the_cutoff_is_numbered_whole(tmp_path, monkeypatch) -> None:
+    """Namespace 'big' has 12 episodes (only its newest 4 are numbered), 'small' 3 (all of
+    them, no cutoff sought): each namespace's decay is counted from its own newest episode."""
+    times = [float(t) for t in range(12)] + [0.0, 5.0, 20.0]
+    log = write(
+        tmp_path / "a.parquet",
+        {
+            "episode_id": [f"e{i}" for i in range(15)],
+            "memory_id": [f"m{i}" for i in range(15)],
+            "outcome": ["success"] * 15,
+            "timestamp": times,
+            "namespace": ["big"] * 12 + ["small"] * 3,
+        },
+    )
+    settings = ScoreSettings(counting=Counting(half_life=1 / 1074), policy=QUIET)
+    a, b = fast_and_checked(monkeypatch, [log], settings)
+    want = {("big", f"m{i}"): 0.0 for i in range(10)} | {("big", "m10"): 2.0**-1074, ("big", "m11"): 1.0}
+    want |= {("small", "m12"): 0.0, ("small", "m13"): 2.0**-1074, ("small", "m14"): 1.0}
+    for got in (a, b):
+        assert dict(zip(zip(got["namespace"], got["memory_id"], strict=True), got["decayed_n"], strict=True)) == want

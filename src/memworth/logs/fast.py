@@ -1,14 +1,28 @@
-"""One statement over clean Parquet logs: the counts of a run that keeps nothing, checked as they are summed.
+"""Two statements over clean Parquet logs: the counts of a run that keeps nothing, checked as they are summed.
 
 A run without ``--state`` that reads no episode log afterwards (no window test, no change
 detection, :func:`memworth.logs.streams.reads_log`) and splits credit uniformly needs
-only each memory's sums. :func:`fast_counts` gets them in one SQL statement shaped like
-the bare ``GROUP BY``: the files are scanned once (in parallel) with every value mapped
-and checked (:func:`memworth.logs.read.insert_checked`'s own expressions), grouped into
-episodes with their memories as a list (so the sums need no join of rows with their
-episode), the episodes numbered in time order, the lists unnested and summed per memory.
-Whether anything is wrong rides along as a flag: a bad value, a duplicate (episode,
-memory) row (the episode's list has repeats), an episode whose rows disagree.
+only each memory's sums. :func:`fast_counts` gets them in the bare ``GROUP BY``'s own
+plan (DuckDB runs its window as an aggregate over episodes joined back to the rows), in
+two SQL statements. The first scans the files with every value mapped and checked
+(:func:`memworth.logs.read.insert_checked`'s own expressions) and groups the rows into a
+table of episodes (size, first timestamp, first (file, row), outcome, confidence, whether
+anything is wrong: a bad value, rows that disagree); a log with anything wrong stops
+there. The second scans the ids again, joins each row to its episode and sums per memory;
+a duplicate (episode, memory) row rides along as a flag.
+
+Two things only a few rows need are done for those rows only:
+
+* Numbering the episodes in time order, which the decayed sums need: an episode
+  :data:`memworth.logs.state.DECAY_HORIZON` half-lives or more before its namespace's
+  newest adds exactly 0.0 to them, so only the newest :func:`recent_episodes` of a
+  namespace (and any tied with the oldest of those on time) are numbered; the others add
+  nothing, as the checked path's 0.0 terms add nothing.
+* The duplicate check: each episode's memory ids are hashed into a few 64-bit bitmaps
+  (:data:`_BITMAPS`, six bits of the hash each); k rows setting k distinct bits in any of
+  them have k distinct ids, so the episode has no duplicate. Only the rows of the other
+  episodes (about 2% of episodes of 8 items, all of an episode with a duplicate) are
+  checked exactly: each memory lists their episode ids, and a repeat is a duplicate row.
 
 Only a clean log is counted here. Anything else (a flag raised, a scan error, logs that
 are not Parquet files of one schema) returns ``None`` and the run takes the checked path
@@ -18,20 +32,22 @@ written to the state tables before the flags are read, so a fallback starts clea
 
 The sums are the ones :func:`memworth.logs.state.ingest` makes, expression for
 expression: credit ``1.0 / k`` times the episode's confidence, decayed by
-``pow(2.0, -(episodes - pos) / half_life)`` with ``pos`` the episode's place in its
-namespace by (first timestamp, first file, first row).
+:func:`memworth.logs.state.decay_term` of the episode's distance from its namespace's
+newest, the episodes ordered by (first timestamp, first file, first row).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from memworth.credit import check_w_min
 from memworth.logs.format import COLUMNS, ColumnMap
 from memworth.logs.read import EPISODE_KEY, LogError, _describe, _mapping, _select, first_row, format_of
+from memworth.logs.state import DECAY_HORIZON, decay_term
 
-__all__ = ["fast_counts"]
+__all__ = ["fast_counts", "recent_episodes"]
 
 _ROW_COLUMNS = (
     "file, row, episode_id, memory_id, success, ts, score, weight, source, confidence, namespace, context, bad"
@@ -39,6 +55,32 @@ _ROW_COLUMNS = (
 """The columns :func:`memworth.logs.read._select` gives, in its order (those of ``incoming``)."""
 
 _VIRTUAL = frozenset({"file_row_number", "filename"})
+
+_ROWS = 2**40
+"""Rows per file the episode order key ``file * _ROWS + row`` holds (a file with more is checked path)."""
+
+_BITMAPS = 4
+"""Bitmaps of an episode's hashed memory ids that may show its ids distinct (six bits of the hash each)."""
+
+_MOST_RECENT = 10_000_000
+"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` holds n values);
+past it (a half-life over about 9,000 episodes) every episode is numbered."""
+
+
+def recent_episodes(half_life: float) -> int | None:
+    """How many of a namespace's newest episodes can add more than 0.0 to a decayed sum, with room
+    to spare (``None``: too many to pick out; number them all).
+
+    An episode ``d`` episodes before the newest adds ``decay_term(d)``, exactly 0.0 once ``d`` is
+    :data:`memworth.logs.state.DECAY_HORIZON` half-lives.
+
+    Examples
+    --------
+    >>> recent_episodes(100.0), recent_episodes(0.05), recent_episodes(1e6)
+    (108002, 56, None)
+    """
+    count = math.ceil(DECAY_HORIZON * float(half_life)) + 2
+    return count if count <= _MOST_RECENT else None
 
 
 def _same_parquet(files: Sequence[str], fmt: str | None, con: Any) -> dict[str, str] | None:
@@ -95,52 +137,84 @@ def fast_counts(
     )
     rows = f"(SELECT {_select('__file', exprs, checks)} FROM {source}) AS r({_ROW_COLUMNS})"
     hl = float(half_life)
+    recent = recent_episodes(hl)
+    # The M-th newest first timestamp of each namespace with more than M episodes (the others
+    # are numbered whole). max(ets, M) holds M values per namespace from the start, so it is
+    # run only where the namespace has that many: at most as many values as episodes in all.
+    clock = (
+        "SELECT NULL::VARCHAR AS namespace, NULL::DOUBLE AS cutoff WHERE false"
+        if recent is None
+        else f"""SELECT e.namespace, list_min(max(e.ets, {recent})) AS cutoff FROM fast_episodes e
+                 JOIN (SELECT namespace FROM fast_episodes GROUP BY namespace HAVING count(*) > {recent}) USING (namespace)
+                 GROUP BY e.namespace"""
+    )
+    distinct = " OR ".join(  # k distinct bits: k distinct memory ids (equal ids hash alike)
+        f"bit_count(bit_or(1::UBIGINT << ((h >> {6 * i}) & 63))) = count(*)" for i in range(_BITMAPS)
+    )
+    term = decay_term("d", hl)  # null (adds nothing) for an episode not numbered: its term is 0.0
     try:
+        con.execute(  # the episodes, and whether anything is wrong: read before anything is summed
+            f"""
+            CREATE OR REPLACE TEMP TABLE fast_episodes AS
+            SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
+                   min(success) AS success, min(confidence) AS confidence,
+                   bool_or(unusable) OR {_clash(present)} AS wrong, ({distinct}) AS certain
+            FROM (SELECT *, hash(memory_id) AS h, coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) AS unusable
+                  FROM {rows}) GROUP BY {EPISODE_KEY}
+            """
+        )
+        wrong, k_max, episodes = first_row(con, "SELECT bool_or(wrong), max(k), count(*) FROM fast_episodes")
+        if wrong is not False:  # something is wrong (or nothing was read): the checked path says what
+            con.execute("DROP TABLE fast_episodes")
+            return None
+        check_w_min(w_min, int(k_max))
+        # Each row joined to its episode's credit (1/k x confidence, as the checked path multiplies
+        # them), outcome and distance from the newest (numbered episodes only), summed per memory.
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
-            WITH episode AS (
-                SELECT namespace, episode_id, count(*) AS k, min(ts) AS ts, min(file) AS file, arg_min(row, [file, row]) AS row,
-                       min(success) AS success, min(confidence) AS confidence, list(memory_id) AS memories,
-                       bool_or(bad) OR bool_or(file IS NULL) OR {_clash(present)} AS wrong
-                FROM {rows} GROUP BY {EPISODE_KEY}
+            WITH clock AS ({clock}),
+            recent AS (
+                SELECT e.namespace, e.episode_id,
+                       count(*) OVER (PARTITION BY e.namespace)
+                       - row_number() OVER (PARTITION BY e.namespace ORDER BY e.ets, e.first) AS d
+                FROM fast_episodes e LEFT JOIN clock c ON e.namespace = c.namespace
+                WHERE c.cutoff IS NULL OR e.ets >= c.cutoff
             ),
             placed AS (
-                SELECT *, row_number() OVER (PARTITION BY namespace ORDER BY ts, file, row) AS pos,
-                       count(*) OVER (PARTITION BY namespace) AS episodes,
-                       wrong OR len(list_distinct(memories)) <> k AS refused
-                FROM episode
-            ),
-            item AS (SELECT namespace, unnest(memories) AS memory_id, 1.0 / k AS credit, success, confidence, pos,
-                            episodes, k, refused FROM placed)
-            SELECT namespace, memory_id,
-                   sum(credit * confidence) FILTER (WHERE success) AS success,
-                   sum(credit * confidence) FILTER (WHERE NOT success) AS failure,
+                SELECT e.namespace, e.episode_id, (1.0 / e.k) * e.confidence AS credit, e.success, e.certain, r.d
+                FROM fast_episodes e LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
+            )
+            SELECT x.namespace, x.memory_id,
+                   fsum(p.credit) FILTER (WHERE p.success) AS success,
+                   fsum(p.credit) FILTER (WHERE NOT p.success) AS failure,
                    count(*) AS n,
-                   sum(credit * confidence * pow(2.0, -(episodes - pos) / {hl})) FILTER (WHERE success) AS decayed_success,
-                   sum(credit * confidence * pow(2.0, -(episodes - pos) / {hl})) FILTER (WHERE NOT success) AS decayed_failure,
-                   sum(pow(2.0, -(episodes - pos) / {hl})) AS decayed_n,
-                   max(k) AS k, max(episodes) AS episodes, bool_or(refused) AS refused
-            FROM item GROUP BY namespace, memory_id
+                   fsum(p.credit * {term}) FILTER (WHERE p.success AND d IS NOT NULL) AS decayed_success,
+                   fsum(p.credit * {term}) FILTER (WHERE NOT p.success AND d IS NOT NULL) AS decayed_failure,
+                   fsum({term}) FILTER (WHERE d IS NOT NULL) AS decayed_n,
+                   list(p.episode_id) FILTER (WHERE NOT p.certain) AS unsure
+            FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
+            JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id
+            GROUP BY x.namespace, x.memory_id
             """
         )
-        refused, k_max, n_rows = first_row(con, "SELECT bool_or(refused), max(k), sum(n) FROM fast_counts")
+        con.execute("DROP TABLE fast_episodes")
+        repeated, n_rows = first_row(
+            con, "SELECT bool_or(coalesce(len(list_distinct(unsure)) <> len(unsure), false)), sum(n) FROM fast_counts"
+        )
     except duckdb.Error:
+        con.execute("DROP TABLE IF EXISTS fast_episodes")
         con.execute("DROP TABLE IF EXISTS fast_counts")
         return None
-    if refused is not False:  # something is wrong (or nothing was read): the checked path says what
+    if repeated:  # a duplicate (episode, memory) row: the checked path names it
         con.execute("DROP TABLE fast_counts")
         return None
-    check_w_min(w_min, int(k_max))
-    episodes = int(
-        first_row(con, "SELECT sum(e) FROM (SELECT max(episodes) AS e FROM fast_counts GROUP BY namespace)")[0]
-    )
     con.execute(
         """
         INSERT INTO counts
         SELECT namespace, memory_id, coalesce(success, 0), coalesce(failure, 0), n,
-               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), decayed_n FROM fast_counts
+               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), coalesce(decayed_n, 0) FROM fast_counts
         """
     )
     con.execute("DROP TABLE fast_counts")
-    return int(n_rows), episodes
+    return int(n_rows), int(episodes)

@@ -25,7 +25,17 @@ from memworth.errors import ValidationError
 from memworth.logs.detectors import DETECTOR_TABLES
 from memworth.logs.read import LogError, check_episodes, first_row, in_namespace
 
-__all__ = ["CREDITS", "Counting", "CreditError", "create_tables", "ingest", "new_files", "split_credit"]
+__all__ = [
+    "CREDITS",
+    "DECAY_HORIZON",
+    "Counting",
+    "CreditError",
+    "create_tables",
+    "decay_term",
+    "ingest",
+    "new_files",
+    "split_credit",
+]
 
 CREDITS = ("uniform", "score", "given")
 
@@ -52,6 +62,25 @@ CREATE TABLE IF NOT EXISTS counts (
     decayed_success DOUBLE, decayed_failure DOUBLE, decayed_n DOUBLE, PRIMARY KEY (namespace, memory_id)
 );
 """
+
+
+DECAY_HORIZON = 1080
+"""Half-lives past which an episode's decay term is exactly 0.0: ``2 ** -1080`` is below half
+the least double (``2 ** -1074``), so :func:`decay_term` rounds it, and anything smaller, to 0."""
+
+
+def decay_term(distance: str, half_life: float) -> str:
+    """SQL for the decay of an episode ``distance`` episodes (SQL, an integer) before its namespace's newest.
+
+    The one decay expression of the SQL sums (:func:`ingest`, :mod:`memworth.logs.fast`):
+    ``pow(2.0, -distance / half_life)``, as ``Tracker(half_life=...)`` ages counts.
+
+    Examples
+    --------
+    >>> decay_term("k.episodes - i.pos", 100)
+    'pow(2.0, -(k.episodes - i.pos) / 100.0)'
+    """
+    return f"pow(2.0, -({distance}) / {float(half_life)!r})"
 
 
 @dataclass(frozen=True)
@@ -170,16 +199,17 @@ def ingest(con: Any, files: Sequence[str], counting: Counting, *, keep_log: bool
         """
     )
     hl = float(counting.half_life)
+    term = decay_term("k.episodes - i.pos", hl)
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE new_counts AS
         SELECT i.namespace, i.memory_id,
-               sum(i.credit * i.confidence) FILTER (WHERE i.success) AS success,
-               sum(i.credit * i.confidence) FILTER (WHERE NOT i.success) AS failure,
+               fsum(i.credit * i.confidence) FILTER (WHERE i.success) AS success,
+               fsum(i.credit * i.confidence) FILTER (WHERE NOT i.success) AS failure,
                count(*) AS n,
-               sum(i.credit * i.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE i.success) AS decayed_success,
-               sum(i.credit * i.confidence * pow(2.0, -(k.episodes - i.pos) / {hl})) FILTER (WHERE NOT i.success) AS decayed_failure,
-               sum(pow(2.0, -(k.episodes - i.pos) / {hl})) AS decayed_n
+               fsum(i.credit * i.confidence * {term}) FILTER (WHERE i.success) AS decayed_success,
+               fsum(i.credit * i.confidence * {term}) FILTER (WHERE NOT i.success) AS decayed_failure,
+               fsum({term}) AS decayed_n
         FROM new_items i
         JOIN new_clocks k ON k.namespace = i.namespace
         GROUP BY i.namespace, i.memory_id
@@ -187,9 +217,9 @@ def ingest(con: Any, files: Sequence[str], counting: Counting, *, keep_log: bool
     )
     con.execute(
         f"""
-        UPDATE counts SET decayed_success = decayed_success * pow(2.0, -k.added / {hl}),
-                          decayed_failure = decayed_failure * pow(2.0, -k.added / {hl}),
-                          decayed_n = decayed_n * pow(2.0, -k.added / {hl})
+        UPDATE counts SET decayed_success = decayed_success * {decay_term("k.added", hl)},
+                          decayed_failure = decayed_failure * {decay_term("k.added", hl)},
+                          decayed_n = decayed_n * {decay_term("k.added", hl)}
         FROM new_clocks k WHERE counts.namespace = k.namespace
         """
     )

@@ -3,6 +3,8 @@ the checked path counts, and a bad log it meets is refused with the checked path
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -383,3 +385,32 @@ def test_a_namespace_with_fewer_episodes_than_the_cutoff_is_numbered_whole(tmp_p
     want |= {("small", "m12"): 0.0, ("small", "m13"): 2.0**-1074, ("small", "m14"): 1.0}
     for got in (a, b):
         assert dict(zip(zip(got["namespace"], got["memory_id"], strict=True), got["decayed_n"], strict=True)) == want
+
+
+def test_a_duplicate_row_is_named_before_a_w_min_too_large_for_it_as_the_checked_path_names_it(tmp_path) -> None:
+    """An episode retrieving memory a twice and b once: 0.5 x 3 items exceeds 1, but the row
+    that repeats a is what is wrong (found in review: the fast path said w_min)."""
+    path = write(tmp_path / "dup.parquet", {
+        "episode_id": ["e", "e", "e"], "memory_id": ["a", "a", "b"], "outcome": ["success"] * 3, "timestamp": [1.0] * 3,
+    })
+    settings = ScoreSettings(counting=Counting(w_min=0.5), policy=GovernancePolicy(change_detection=False))
+    with pytest.raises(LogError, match="appears twice"):
+        score_files([path], settings)
+
+
+def test_a_half_life_past_what_the_cutoff_can_pick_numbers_every_episode(tmp_path) -> None:
+    """DuckDB's max(x, n) refuses n of a million or more, and a half-life near the float limit
+    overflows the count (both found in review: the first lost the fast path on big logs, the
+    second raised OverflowError)."""
+    import duckdb
+
+    from memworth.logs.fast import _MOST_RECENT, recent_episodes
+
+    duckdb.sql(f"SELECT max(x, {_MOST_RECENT}) FROM range(3) t(x)").fetchall()  # accepted
+    assert recent_episodes(1000.0) is None and recent_episodes(1e306) is None and recent_episodes(math.inf) is None
+    assert recent_episodes(900.0) == 900 * 1080 + 2  # the largest picked: just under a million
+    path = write(tmp_path / "two.parquet", {
+        "episode_id": ["e1", "e2"], "memory_id": ["a", "b"], "outcome": ["success"] * 2, "timestamp": [1.0, 2.0],
+    })
+    settings = ScoreSettings(counting=Counting(half_life=1e306), policy=GovernancePolicy(change_detection=False))
+    assert score_files([path], settings).table.column("decayed_n").to_pylist() == [1.0, 1.0]

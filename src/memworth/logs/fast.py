@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memworth.credit import check_w_min
+from memworth.errors import ValidationError
 from memworth.logs.format import COLUMNS, ColumnMap
 from memworth.logs.read import EPISODE_KEY, LogError, _describe, _mapping, _select, first_row, format_of
 from memworth.logs.state import DECAY_HORIZON, decay_term
@@ -62,9 +63,10 @@ _ROWS = 2**40
 _BITMAPS = 4
 """Bitmaps of an episode's hashed memory ids that may show its ids distinct (six bits of the hash each)."""
 
-_MOST_RECENT = 10_000_000
-"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` holds n values);
-past it (a half-life over about 9,000 episodes) every episode is numbered."""
+_MOST_RECENT = 999_999
+"""Most newest episodes a namespace's cutoff is found among (``max(ets, n)`` holds n values, and
+DuckDB refuses n of a million or more); past it (a half-life over about 925 episodes) every
+episode is numbered."""
 
 
 def recent_episodes(half_life: float) -> int | None:
@@ -76,10 +78,13 @@ def recent_episodes(half_life: float) -> int | None:
 
     Examples
     --------
-    >>> recent_episodes(100.0), recent_episodes(0.05), recent_episodes(1e6)
-    (108002, 56, None)
+    >>> recent_episodes(100.0), recent_episodes(0.05), recent_episodes(1e6), recent_episodes(1e306)
+    (108002, 56, None, None)
     """
-    count = math.ceil(DECAY_HORIZON * float(half_life)) + 2
+    span = DECAY_HORIZON * float(half_life)
+    if not span <= _MOST_RECENT:  # (also a span past the largest float, which ceil cannot take)
+        return None
+    count = math.ceil(span) + 2
     return count if count <= _MOST_RECENT else None
 
 
@@ -167,7 +172,11 @@ def fast_counts(
         if wrong is not False:  # something is wrong (or nothing was read): the checked path says what
             con.execute("DROP TABLE fast_episodes")
             return None
-        check_w_min(w_min, int(k_max))
+        try:
+            check_w_min(w_min, int(k_max))
+        except ValidationError:  # the checked path says it, after any duplicate row it finds first
+            con.execute("DROP TABLE fast_episodes")
+            return None
         # Each row joined to its episode's credit (1/k x confidence, as the checked path multiplies
         # them), outcome and distance from the newest (numbered episodes only), summed per memory.
         con.execute(

@@ -184,7 +184,7 @@ def test_a_snapshot_without_components_is_not_resumed_by_a_mixture() -> None:
 def test_score_state_keeps_the_mixture_state(tmp_path) -> None:
     pytest.importorskip("duckdb")
     from memworth.logs import ScoreSettings, score_files
-    from tests.test_logs_detectors import assert_same, parts
+    from tests.test_logs_detectors import assert_same, in_state, parts
 
     files = parts(tmp_path)
     settings = ScoreSettings(policy=MIX_POLICY)
@@ -194,14 +194,8 @@ def test_score_state_keeps_the_mixture_state(tmp_path) -> None:
     for i in range(len(files)):
         run = score_files(files[: i + 1], settings, state=state)
     assert_same(run.table, whole.table)
-    import duckdb
-
-    con = duckdb.connect(str(state))
-    try:
-        rows = con.execute("SELECT count(*), count(DISTINCT alternative) FROM scan_components").fetchone()
-    finally:
-        con.close()
-    assert rows is not None and rows[1] == 3 and rows[0] > 0
+    rows = in_state(state, "SELECT count(*), count(DISTINCT alternative) FROM scan_components")
+    assert isinstance(rows, tuple) and rows[1] == 3 and rows[0] > 0
 
 
 def test_the_mixture_settings_round_trip_through_json_and_a_kept_store(tmp_path) -> None:

@@ -100,30 +100,22 @@ def test_a_snapshot_saved_before_the_count_is_not_resumed() -> None:
 
 def test_a_score_state_saved_before_the_count_is_read_again(tmp_path) -> None:
     pytest.importorskip("duckdb")
-    import duckdb
-
     from memworth.logs import ScoreSettings, score_files
-    from tests.test_logs_detectors import assert_same, parts
+    from tests.test_logs_detectors import assert_same, in_state, parts
 
     files = parts(tmp_path)  # half the episodes have confidence 0.5
     settings = ScoreSettings()
     whole = score_files(files, settings)
     state = tmp_path / "state.duckdb"
     score_files(files[:2], settings, state=state)
-    con = duckdb.connect(str(state))
-    try:  # make it a state file of the release before: no count column, the old settings text
-        con.execute("ALTER TABLE scan_memories DROP COLUMN watched")
-        con.execute("UPDATE scans SET detector = replace(detector, ' counts=watched', '')")
-    finally:
-        con.close()
+    in_state(  # make it a state file of the release before: no count column, the old settings text
+        state,
+        "ALTER TABLE scan_memories DROP COLUMN watched",
+        "UPDATE scans SET detector = replace(detector, ' counts=watched', '')",
+    )
     run = score_files(files, settings, state=state)
     assert_same(run.table, whole.table)
-    con = duckdb.connect(str(state))
-    try:
-        nulls = con.execute("SELECT count(*) FROM scan_memories WHERE watched IS NULL").fetchone()
-    finally:
-        con.close()
-    assert nulls == (0,)
+    assert in_state(state, "SELECT count(*) FROM scan_memories WHERE watched IS NULL") == (0,)
 
 
 def test_a_rule_that_holds_by_failures_apart_is_refused_where_it_cannot_read_the_episodes() -> None:

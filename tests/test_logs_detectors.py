@@ -60,6 +60,20 @@ def parts(tmp_path) -> list[str]:
     return paths
 
 
+def in_state(path: object, *statements: str) -> object:
+    """Run ``statements`` on a kept score state file, in order; the last one's first row."""
+    import duckdb
+
+    con = duckdb.connect(str(path))
+    try:
+        found = None
+        for sql in statements:
+            found = con.execute(sql).fetchone()
+        return found
+    finally:
+        con.close()
+
+
 def assert_same(got_table: pa.Table, want_table: pa.Table) -> None:
     got = {(r["namespace"], r["memory_id"]): r for r in got_table.to_pylist()}
     want = {(r["namespace"], r["memory_id"]): r for r in want_table.to_pylist()}

@@ -250,3 +250,57 @@ def test_text_past_one_string_arrays_limit_becomes_a_chunked_string_column() -> 
     assert isinstance(split, pa.ChunkedArray) and split.type == pa.string()
     assert [len(c) for c in split.chunks] == [2, 3, 1] and split.to_pylist() == values  # 2, 4, 4 bytes
     assert pa.table({"text": split}).schema.field("text").type == pa.string()
+
+
+def test_cli_scores_under_a_store_s_governance_settings(tmp_path, capsys) -> None:
+    """`memworth score --settings` reads what `memworth config show --json` prints: the proposals
+    follow that store's rules, as ScoreSettings(policy=...) does; a flag given beside it wins."""
+    import argparse
+    import json
+
+    from memworth.logs.command import _settings
+
+    log = tmp_path / "log.parquet"
+    write_log(log, episodes(seed=7))
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["config", "set", "standing.promote_above=0.76", "classes.min_evidence=400", "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["config", "show", "--json", "--store", store]) == 0
+    config = tmp_path / "config.json"
+    config.write_text(capsys.readouterr().out)
+    assert main(["score", str(log), "--settings", str(config), "--json", "--quiet"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    policy = GovernancePolicy.from_settings({"standing": {"promote_above": 0.76}, "classes": {"min_evidence": 400}})
+    want = score_files([str(log)], ScoreSettings(policy=policy)).table.to_pylist()
+    assert [(r["memory_id"], r["action"], r["reason"]) for r in got] == [
+        (r["memory_id"], r["action"], r["reason"]) for r in want
+    ]
+    default = score_files([str(log)], ScoreSettings()).table.to_pylist()
+    assert [r["action"] for r in want] != [r["action"] for r in default]  # the settings changed the answer
+    flags = {"credit": "uniform", "w_min": 0.0, "column": [], "log_format": None}
+    kept = _settings(argparse.Namespace(settings=config, min_evidence=None, deprecation=None, **flags)).policy
+    assert kept == policy
+    over = argparse.Namespace(settings=config, min_evidence=10.0, no_change_detection=True, deprecation=None, **flags)
+    assert _settings(over).policy == GovernancePolicy.from_settings(
+        {"standing": {"promote_above": 0.76}, "classes": {"min_evidence": 10.0}, "change": {"enabled": False}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (None, "cannot read"),
+        ("{not json", "is not JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"governance": {"theta_lo": 0.2}}', "theta_lo"),
+    ],
+)
+def test_cli_refuses_a_bad_settings_file_naming_it(tmp_path, capsys, text, reason) -> None:
+    log = tmp_path / "log.parquet"
+    write_log(log, episodes(seed=3, count=50))
+    path = tmp_path / "settings.json"
+    if text is not None:
+        path.write_text(text)
+    assert main(["score", str(log), "--settings", str(path), "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert reason in err and "Traceback" not in err

@@ -67,11 +67,17 @@ def register(commands: Any) -> None:
         "--half-life", type=float, default=100.0, help="half-life of decayed worth, in episodes (default 100)"
     )
     p.add_argument("--level", type=float, default=0.95, help="level of the Beta and Wilson intervals (default 0.95)")
-    p.add_argument("--min-evidence", type=float, default=10.0, help="V_min in retrievals (default 10)")
+    p.add_argument(
+        "--settings",
+        type=Path,
+        help="a JSON file of governance settings: what `memworth config show --json` prints for a store (its "
+        "settings.governance part is read), or a governance part alone; the proposals then follow that store's "
+        "rules. --min-evidence, --deprecation and --no-change-detection, when given, override it",
+    )
+    p.add_argument("--min-evidence", type=float, help="V_min in retrievals (default 10)")
     p.add_argument(
         "--deprecation",
         choices=["fixed", "sequential"],
-        default="fixed",
         help="deprecation rule the proposals use (default fixed)",
     )
     p.add_argument("--no-change-detection", action="store_true", help="skip the change-point alarm")
@@ -102,13 +108,36 @@ def _settings(args: argparse.Namespace) -> Any:
         from memworth.logs.state import Counting
     except ImportError as exc:  # pragma: no cover - only without the extra
         raise MemworthError(f"the log commands need DuckDB and pyarrow ({exc}): pip install 'memworth[logs]'") from None
-    policy = GovernancePolicy(
-        min_evidence=getattr(args, "min_evidence", 10.0),
-        deprecation=getattr(args, "deprecation", "fixed"),
-        change_detection=not getattr(args, "no_change_detection", False),
-    )
+    policy = _policy(getattr(args, "settings", None), GovernancePolicy)
+    flags = {
+        "min_evidence": getattr(args, "min_evidence", None),
+        "deprecation": getattr(args, "deprecation", None),
+        "change_detection": False if getattr(args, "no_change_detection", False) else None,
+    }
+    given = {name: value for name, value in flags.items() if value is not None}
+    if given:  # a flat name wins over its part's value
+        policy = GovernancePolicy.from_settings({**policy.settings(), **given})
     counting = Counting(args.credit, args.w_min, getattr(args, "half_life", 100.0))
     return ScoreSettings(counting, policy, getattr(args, "level", 0.95), ColumnMap.parse(args.column), args.log_format)
+
+
+def _policy(path: Path | None, policy_class: Any) -> Any:
+    """The governance policy a ``--settings`` file gives (the defaults without one): the JSON of
+    ``memworth config show --json``, its ``settings`` object, or a governance part alone."""
+    if path is None:
+        return policy_class()
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValidationError("settings", f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValidationError("settings", f"{str(path)!r} is not JSON: {exc}") from None
+    for part in ("settings", "governance"):  # config show's output, then a store's settings object
+        if isinstance(data, dict) and isinstance(data.get(part), dict):
+            data = data[part]
+    if not isinstance(data, dict):
+        raise ValidationError("settings", f"{str(path)!r} must hold a JSON object of governance settings")
+    return policy_class.from_settings(data)
 
 
 def _score(args: argparse.Namespace) -> int:

@@ -10,10 +10,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memworth.errors import MemworthError, ValidationError
 from memworth.progress import on_terminal
+
+if TYPE_CHECKING:
+    from memworth.governance import GovernancePolicy
 
 __all__ = ["export_command", "register"]
 
@@ -108,7 +111,7 @@ def _settings(args: argparse.Namespace) -> Any:
         from memworth.logs.state import Counting
     except ImportError as exc:  # pragma: no cover - only without the extra
         raise MemworthError(f"the log commands need DuckDB and pyarrow ({exc}): pip install 'memworth[logs]'") from None
-    policy = _policy(getattr(args, "settings", None), GovernancePolicy)
+    policy = _policy(getattr(args, "settings", None))
     flags = {
         "min_evidence": getattr(args, "min_evidence", None),
         "deprecation": getattr(args, "deprecation", None),
@@ -121,11 +124,13 @@ def _settings(args: argparse.Namespace) -> Any:
     return ScoreSettings(counting, policy, getattr(args, "level", 0.95), ColumnMap.parse(args.column), args.log_format)
 
 
-def _policy(path: Path | None, policy_class: Any) -> Any:
+def _policy(path: Path | None) -> GovernancePolicy:
     """The governance policy a ``--settings`` file gives (the defaults without one): the JSON of
     ``memworth config show --json``, its ``settings`` object, or a governance part alone."""
+    from memworth.governance import GovernancePolicy
+
     if path is None:
-        return policy_class()
+        return GovernancePolicy()
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -137,7 +142,7 @@ def _policy(path: Path | None, policy_class: Any) -> Any:
             data = data[part]
     if not isinstance(data, dict):
         raise ValidationError("settings", f"{str(path)!r} must hold a JSON object of governance settings")
-    return policy_class.from_settings(data)
+    return GovernancePolicy.from_settings(data)
 
 
 def _score(args: argparse.Namespace) -> int:

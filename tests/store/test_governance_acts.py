@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from memworth import MemoryStore, ValidationError
-from memworth.errors import ConflictError, UnknownMemoryError
+from memworth.errors import ChangedError, ConflictError, UnknownMemoryError
 from memworth.governance import GovernancePolicy
 from memworth.ranking import Blend
+from memworth.store.backend import REQUIRES
+from memworth.store.records import AuditEntry
 from memworth.store.report import MemoryReport
 from tests.store.conftest import FACTS
 
@@ -213,3 +216,57 @@ def test_governance_quarantines_no_more_than_its_budget_by_itself(make_store: Ca
     assert len(held) == 3 and all("quarantine budget: 2 of 10" in why for _, why in held)
     s.approve(held[0][0], "re-verify")  # a person is not held by the budget
     assert len(s.queue()) == 3
+
+
+@pytest.mark.parametrize(("first", "second"), [("confirmed", "stale"), ("stale", "confirmed"), ("confirmed", "edited")])
+def test_of_two_verdicts_given_at_once_one_wins_and_the_other_changes_nothing(
+    make_store: Callable[..., MemoryStore], first: str, second: str
+) -> None:
+    """Two people (or a person and the verifier) resolve the same quarantined memory at once:
+    the second verdict was checked against the queue before the first was written, so only
+    the statement that writes it can tell. Before, a "stale" or "edited" after a "confirmed"
+    was written too (it checked only its own field): the memory ended suppressed (or archived)
+    with standing normal, under two contradicting pinned verdicts."""
+    s = make_store(exploration=0.0, seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    s.set_standing("water", "re-verify", reason="check it")
+    extra = {"text": "Water boils at 100 C at sea level.", "new_id": "water2"}
+    change, insert = s.backend.change, s.backend.insert_memories
+    raced: list[bool] = []
+
+    def first_meanwhile() -> None:  # the other verdict lands between the check and the write
+        if not raced:
+            raced.append(True)
+            s.resolve("water", first, reason="the first verdict", **(extra if first == "edited" else {}))
+
+    def racing_change(entry: AuditEntry) -> AuditEntry:
+        first_meanwhile()
+        return change(entry)
+
+    def racing_insert(rows: list[Any], then: AuditEntry | None = None) -> AuditEntry | None:
+        first_meanwhile()
+        return insert(rows, then=then)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(s.backend, "change", racing_change)
+    monkey.setattr(s.backend, "insert_memories", racing_insert)
+    try:
+        with pytest.raises(ConflictError, match="no longer"):
+            s.resolve("water", second, reason="the second verdict", **(extra if second == "edited" else {}))
+    finally:
+        monkey.undo()
+    expected = {"confirmed": ("active", "normal"), "stale": ("suppressed", "re-verify")}[first]
+    assert (s.get("water").status, s.get("water").standing) == expected
+    assert [e.reason for e in s.audit("water") if e.action == "resolve"] == [f"{first}: the first verdict"]
+    assert all(m.id != "water2" for m in s.list())
+
+
+def test_a_backend_makes_a_change_only_if_the_memory_holds_what_it_requires(store: MemoryStore) -> None:
+    store.add("Prague is the capital of Czechoslovakia.", id="cz")
+    requires = {REQUIRES: {"standing": "re-verify"}}
+    entry = AuditEntry(0, "cz", "default", "resolve", "status", "active", "suppressed", "stale", requires, 0.0)
+    with pytest.raises(ChangedError, match="no longer status 'active', standing 're-verify'"):
+        store.backend.change(entry)
+    assert store.get("cz").status == "active" and store.audit("cz") == []
+    store.set_standing("cz", "re-verify", reason="check it")
+    assert store.backend.change(entry).new == "suppressed" and store.get("cz").status == "suppressed"

@@ -34,7 +34,7 @@ from memworth.progress import Bar, Progress
 from memworth.progress import bar as progress_bar
 from memworth.signals.sources import BurstAlert
 from memworth.store import decisions
-from memworth.store.backend import ERASE, NewMemory
+from memworth.store.backend import ERASE, REQUIRES, NewMemory
 from memworth.store.followed import Followed
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
@@ -167,13 +167,18 @@ class GovernanceMixin(StoreState):
         expected: str | None = None,
         pin: bool = False,
         with_new: builtins.list[NewMemory] | None = None,
+        requires: dict[str, str] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
         for ``policy.limits.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
-        ``with_new``, those memories are inserted in the same transaction (an edit)."""
+        ``with_new``, those memories are inserted in the same transaction (an edit); with
+        ``requires`` (``{"status": ..., "standing": ...}``), the backend makes the change only if
+        the memory still holds those too, in the same statement (ChangedError otherwise)."""
         reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
+        if requires:
+            settings[REQUIRES] = dict(requires)
         if pin:
             settings["pin"] = {"until": current.counts.n + float(self.policy.limits.pin_evidence)}
         settings["settings_version"] = self._settings_version  # the kept settings it was made under

@@ -105,21 +105,26 @@ class ReviewMixin(StoreState):
             raise ConflictError(
                 f"memory {memory_id!r} is not awaiting verification (status {memory.status}, standing {memory.standing})"
             )
+        # Checked again by the backend in the statement that makes the change: of two verdicts
+        # given at once (two people, a person and the verifier), one wins, the other is a ConflictError.
+        queued = {"status": "active", "standing": "re-verify"}
         if verdict == "confirmed":
             return self._change(
                 memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
-                action="resolve", expected="re-verify", pin=True,
+                action="resolve", expected="re-verify", pin=True, requires=queued,
             )  # fmt: skip
         if verdict == "stale":
             if status not in ("suppressed", "deprecated"):
                 raise ValidationError("status", f"must be 'suppressed' or 'deprecated', got {status!r}")
             return self._change(
                 memory.id, "status", status, reason=f"stale: {reason}", namespace=namespace,
-                action="resolve", expected="active", pin=True,
+                action="resolve", expected="active", pin=True, requires=queued,
             )  # fmt: skip
         if text is None:
             raise ValidationError("text", "an edited memory needs its new text")
-        return self._replace(memory, text, new_id, reason=reason, action="resolve", namespace=namespace)
+        return self._replace(
+            memory, text, new_id, reason=reason, action="resolve", namespace=namespace, requires=queued
+        )
 
     def _replace(
         self,
@@ -131,12 +136,14 @@ class ReviewMixin(StoreState):
         action: str,
         namespace: str,
         settings: dict[str, Any] | None = None,
+        requires: dict[str, str] | None = None,
     ) -> AuditEntry:
         """The one edit: ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``)
         derived from ``memory``, with its metadata, contexts and time to live and fresh
         counters (the old ones measured the old text); ``memory`` is archived, keeping its
         counters, its audit entry naming the replacement; both in one transaction, so an edit
-        that cannot be made writes nothing. :meth:`resolve` ("edited") and
+        that cannot be made (``memory`` changed meanwhile, or no longer holds ``requires``)
+        writes nothing. :meth:`resolve` ("edited") and
         :meth:`memworth.MemoryStore.edit` both call it."""
         new_text = check_text(text, "text")
         replacement = (
@@ -154,7 +161,7 @@ class ReviewMixin(StoreState):
         return self._change(  # the new version and the old one's archiving: one transaction
             memory.id, "status", "archived", reason=f"edited: replaced by {replacement}: {reason}",
             namespace=namespace, action=action, settings={**(settings or {}), "replaced_by": replacement},
-            expected=memory.status, pin=True, with_new=[new],
+            expected=memory.status, pin=True, with_new=[new], requires=requires,
         )  # fmt: skip
 
     def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:

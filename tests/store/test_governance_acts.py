@@ -270,3 +270,32 @@ def test_a_backend_makes_a_change_only_if_the_memory_holds_what_it_requires(stor
     assert store.get("cz").status == "active" and store.audit("cz") == []
     store.set_standing("cz", "re-verify", reason="check it")
     assert store.backend.change(entry).new == "suppressed" and store.get("cz").status == "suppressed"
+
+
+def test_a_verifier_that_exits_or_is_interrupted_fails_audited_and_govern_goes_on(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """A test-run verifier may end in ``sys.exit`` (``unittest.main`` does): in the verifier's
+    thread that is its failure, not a request to stop the program. Before, the SystemExit was
+    raised again in the caller of govern: the govern ended half way, its report lost."""
+
+    def verifier(report: MemoryReport) -> object:
+        if report.id == "water":
+            raise SystemExit(1)
+        if report.id == "methods":
+            raise KeyboardInterrupt
+        return "confirmed"
+
+    s = make_store(exploration=0.0, seed=0, verifier=verifier, verifier_timeout=5.0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid in ("water", "methods", "prague"):
+        s.set_standing(mid, "re-verify", reason="check it")
+    try:
+        report = s.govern(apply=True)
+    except BaseException as exc:  # a regression must fail this test, not end the test run
+        pytest.fail(f"govern raised the verifier's {type(exc).__name__}")
+    by = {e.memory_id: e for e in report.applied}
+    assert by["water"].action == "verifier-failed" and by["water"].reason == "verifier failed: SystemExit: 1"
+    assert by["methods"].action == "verifier-failed" and "KeyboardInterrupt" in by["methods"].reason
+    assert by["prague"].action == "resolve" and s.get("prague").standing == "normal"
+    assert [(s.get(m).status, s.get(m).standing) for m in ("water", "methods")] == [("active", "re-verify")] * 2

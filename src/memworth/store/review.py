@@ -27,11 +27,22 @@ VERDICTS = ("confirmed", "stale", "edited")
 """How a quarantined memory is resolved: back to normal, out of recall, or replaced by new text."""
 
 
+class _Raised(Exception):
+    """The verifier raised something that is not an Exception (SystemExit from a test runner's
+    ``main``, KeyboardInterrupt, ...): in its own thread that is its failure, not a request to
+    stop this program, so it is audited like any other."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
 def _call_with_timeout(
     fn: Callable[[MemoryReport], object], report: MemoryReport, timeout: float
 ) -> tuple[str, str | None]:
     """``fn(report)`` in a daemon thread, as ``(verdict, text)``; TimeoutError when it has not
-    answered in ``timeout`` s (the thread is left to finish on its own: Python cannot stop it)."""
+    answered in ``timeout`` s (the thread is left to finish on its own: Python cannot stop it).
+    Whatever the verifier raises is raised here as an Exception (:class:`_Raised` for the rest)."""
     result: dict[str, object] = {}
 
     def run() -> None:
@@ -45,8 +56,11 @@ def _call_with_timeout(
     worker.join(timeout)
     if worker.is_alive():
         raise TimeoutError(f"no answer within {timeout:g} s")
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
+    error = result.get("error")
+    if isinstance(error, Exception):
+        raise error
+    if isinstance(error, BaseException):
+        raise _Raised(error)
     answer = result.get("value")
     if isinstance(answer, str):
         return answer, None
@@ -199,6 +213,7 @@ class ReviewMixin(StoreState):
                 verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
                 done.append(self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace))
             except Exception as exc:
-                why = f"verifier failed: {type(exc).__name__}: {exc}"[:2000]
+                failure = str(exc) if isinstance(exc, _Raised) else f"{type(exc).__name__}: {exc}"
+                why = f"verifier failed: {failure}"[:2000]
                 done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))
         return done

@@ -299,3 +299,16 @@ def test_a_verifier_that_exits_or_is_interrupted_fails_audited_and_govern_goes_o
     assert by["methods"].action == "verifier-failed" and "KeyboardInterrupt" in by["methods"].reason
     assert by["prague"].action == "resolve" and s.get("prague").standing == "normal"
     assert [(s.get(m).status, s.get(m).standing) for m in ("water", "methods")] == [("active", "re-verify")] * 2
+
+
+def test_every_verifier_timeout_a_store_takes_can_be_waited_for(make_store: Callable[..., MemoryStore]) -> None:
+    """The longest time limit a store takes is one a thread can wait: the verifier answers."""
+    from memworth.settings import MAX_VERIFIER_TIMEOUT
+
+    s = make_store(exploration=0.0, seed=0, verifier=lambda report: "confirmed", verifier_timeout=MAX_VERIFIER_TIMEOUT)
+    s.add("Water boils at 100 degrees Celsius at sea level.", id="water")
+    s.set_standing("water", "re-verify", reason="check it")
+    assert [e.action for e in s.govern(apply=True).applied] == ["resolve"]
+    with pytest.raises(ValidationError) as err:
+        make_store(verifier_timeout=1e10)
+    assert err.value.field == "verifier_timeout"

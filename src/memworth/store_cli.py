@@ -642,7 +642,7 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", required=True, help="why (kept in the audit log)")
     p.add_argument("--text", help="with edited: the corrected text (a new memory replaces this one)")
     p.add_argument("--new-id", help="with edited: the new memory's id (default <id>~<8 hex>)")
-    p.add_argument("--status", choices=["suppressed", "deprecated"], default="suppressed", help="with stale")
+    p.add_argument("--status", choices=["suppressed", "deprecated"], help="with stale (default suppressed)")
 
 
 def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:

@@ -220,7 +220,7 @@ class ResolveRequest(_Strict):
     reason: str = Field(min_length=1, max_length=2000)
     text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
     new_id: str | None = Field(default=None, min_length=1, max_length=200)
-    status: Literal["suppressed", "deprecated"] = "suppressed"
+    status: Literal["suppressed", "deprecated"] | None = None  # with stale (default suppressed)
 
 
 class PinRequest(_Strict):

@@ -86,18 +86,20 @@ class ReviewMixin(StoreState):
         reason: str,
         text: str | None = None,
         new_id: str | None = None,
-        status: str = "suppressed",
+        status: str | None = None,
         namespace: str = "default",
     ) -> AuditEntry:
         """Resolve a quarantined memory, audited and pinned (a person's or a verifier's decision).
 
         ``confirmed``: back to standing ``normal``, its counters (and the fall they showed)
-        kept. ``stale``: ``status`` (``suppressed``, default, or ``deprecated``). ``edited``:
+        kept. ``stale``: ``status`` (``suppressed``, the default, or ``deprecated``). ``edited``:
         ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``) derived from
         this one, with the same metadata and contexts and fresh counters (the old ones
         measured the old text); this one is archived, its entry naming its replacement.
         Refused, with nothing changed: a memory not awaiting verification (ConflictError),
-        an unknown verdict, ``edited`` without text (ValidationError).
+        an unknown verdict, ``edited`` without text, a ``text`` or ``new_id`` with another
+        verdict than ``edited``, a ``status`` with another than ``stale`` (ValidationError:
+        what the verdict does not use would be dropped unsaid).
 
         Examples
         --------
@@ -113,6 +115,10 @@ class ReviewMixin(StoreState):
         """
         if not isinstance(verdict, str) or verdict not in VERDICTS:
             raise ValidationError("verdict", f"must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+        unused = [("text", text, "edited"), ("new_id", new_id, "edited"), ("status", status, "stale")]
+        for name, value, takes in unused:
+            if value is not None and verdict != takes:
+                raise ValidationError(name, f"only a {takes} verdict takes a {name}, not {verdict} (got {value!r})")
         reason = check_text(reason, "reason")
         memory = self.get(memory_id, namespace=namespace)
         if memory.status != "active" or memory.standing != "re-verify":
@@ -128,6 +134,7 @@ class ReviewMixin(StoreState):
                 action="resolve", expected="re-verify", pin=True, requires=queued,
             )  # fmt: skip
         if verdict == "stale":
+            status = "suppressed" if status is None else status
             if status not in ("suppressed", "deprecated"):
                 raise ValidationError("status", f"must be 'suppressed' or 'deprecated', got {status!r}")
             return self._change(

@@ -32,46 +32,51 @@ def store(tmp_path: Path) -> Iterator[MemoryStore]:
     s.close()
 
 
-Face = Callable[..., str]
-"""Calls one verb on one face; returns the field its refusal names ("" when it was done)."""
+Refusal = tuple[str, str] | None
+"""What one face said to one call: None when it was done, else (the field its refusal names,
+or "" for a refusal that names none, and its message)."""
 
 
-def faces(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -> dict[str, Callable[[str, dict[str, Any]], str]]:
+def faces(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> dict[str, Callable[[str, dict[str, Any]], Refusal]]:
     client = TestClient(create_app(store))
     headers = {"X-API-Key": create_key(store, "default", "t")}
     server = create_server(store)
     url = store.backend.url
 
-    def python(verb: str, args: dict[str, Any]) -> str:
+    def python(verb: str, args: dict[str, Any]) -> Refusal:
         args = dict(args)
         try:
             getattr(store, verb)(args.pop("id"), *([args.pop("verdict")] if verb == "resolve" else []), **args)
         except Exception as exc:
-            return str(getattr(exc, "field", None) or type(exc).__name__)
-        return ""
+            return str(getattr(exc, "field", None) or ""), str(exc)
+        return None
 
-    def http(verb: str, args: dict[str, Any]) -> str:
+    def http(verb: str, args: dict[str, Any]) -> Refusal:
         args = dict(args)
         r = client.post(f"/v1/memories/{args.pop('id')}/{verb}", json=args, headers=headers)
-        return "" if r.status_code == 200 else str(r.json()["error"]["field"] or r.json()["error"]["type"])
+        error = r.json().get("error") if r.status_code != 200 else None
+        return None if error is None else (str(error["field"] or ""), str(error["reason"]))
 
-    def mcp(verb: str, args: dict[str, Any]) -> str:
+    def mcp(verb: str, args: dict[str, Any]) -> Refusal:
         tool = {"resolve": "resolve_memory", "pin": "pin_memory", "unpin": "unpin_memory"}[verb]
         try:
             asyncio.run(server.call_tool(tool, args))
         except ToolError as exc:  # "Error executing tool t: Kind: field: reason"
-            kind, field = str(exc).split(": ")[1:3]
-            return field if kind == "ValidationError" else kind
-        return ""
+            kind, field, reason = str(exc).split(": ", 3)[1:]
+            return (field if kind == "ValidationError" else ""), reason
+        return None
 
-    def cli(verb: str, args: dict[str, Any]) -> str:
+    def cli(verb: str, args: dict[str, Any]) -> Refusal:
         args = dict(args)
         argv = [verb, args.pop("id"), *([args.pop("verdict")] if verb == "resolve" else [])]
         for name, value in args.items():
             argv += [f"--{name.replace('_', '-')}", str(value)]
         code = main([*argv, "--store", url, "--encoder", "hashing"])
-        err = capsys.readouterr().err
-        return "" if code == 0 else err.split("error: ")[-1].split(":")[0].strip()
+        said = capsys.readouterr().err.split("error: ", 1)[-1].strip()
+        field, _, reason = said.partition(": ")
+        return None if code == 0 else ((field, reason) if reason and " " not in field else ("", said))
 
     return {"python": python, "http": http, "mcp": mcp, "cli": cli}
 
@@ -93,8 +98,24 @@ def test_a_verdict_refuses_what_it_would_not_use_on_every_face(
 ) -> None:
     before = state(store)
     for name, face in faces(store, capsys).items():
-        assert face("resolve", args) == field, name
+        said = face("resolve", args)
+        assert said is not None and said[0] == field, (name, said)
         assert state(store) == before, name
+
+
+def test_unpinning_what_no_pin_holds_or_pinning_twice_is_the_same_conflict_on_every_face(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, each face wrote an audit entry that changed nothing."""
+    for name, face in faces(store, capsys).items():
+        entries = len(store.audit("cz"))
+        said = face("unpin", {"id": "cz", "reason": "never pinned"})
+        assert said is not None and said[0] == "" and "is not pinned" in said[1], (name, said)
+        assert face("pin", {"id": "cz", "reason": "keep it"}) is None, name
+        said = face("pin", {"id": "cz", "reason": "again"})
+        assert said is not None and "pinned until unpinned already" in said[1], (name, said)
+        assert face("unpin", {"id": "cz", "reason": "let go"}) is None, name
+        assert len(store.audit("cz")) == entries + 2, name  # the pin and the unpin, nothing for the refusals
 
 
 def test_a_status_or_new_id_with_the_wrong_verdict_is_refused(store: MemoryStore) -> None:

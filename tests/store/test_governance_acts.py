@@ -312,3 +312,46 @@ def test_every_verifier_timeout_a_store_takes_can_be_waited_for(make_store: Call
     with pytest.raises(ValidationError) as err:
         make_store(verifier_timeout=1e10)
     assert err.value.field == "verifier_timeout"
+
+
+def test_pinning_twice_or_unpinning_what_no_pin_holds_is_a_conflict(make_store: Callable[..., MemoryStore]) -> None:
+    """As resolving twice is: before, each wrote an audit entry that changed nothing (an
+    'unpinned' entry for a memory nobody had pinned)."""
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(pin_evidence=2))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    with pytest.raises(ConflictError, match="not pinned"):
+        s.unpin("water", reason="never pinned")
+    s.pin("water", reason="keep it")
+    with pytest.raises(ConflictError, match="pinned until unpinned already"):
+        s.pin("water", reason="again")
+    s.unpin("water", reason="let go")
+    with pytest.raises(ConflictError, match="not pinned"):
+        s.unpin("water", reason="again")
+    assert [e.action for e in s.audit("water")] == ["pin", "unpin"]
+    s.set_status("prague", "suppressed", reason="by hand")  # a decision pins it for 2 retrievals ...
+    assert s.pin("prague", reason="for good").settings["pin"] == {"until": None}  # ... a pin makes it for good
+    s.set_status("methods", "suppressed", reason="by hand")
+    s.set_status("methods", "active", reason="back")
+    for _ in range(2):  # the decision's pin runs out after its 2 retrievals
+        s.record(s.recall("python list methods append extend", k=1), success=True)
+    assert s.report("methods").pin is None
+    with pytest.raises(ConflictError, match="not pinned"):
+        s.unpin("methods", reason="nothing holds it")
+
+
+def test_a_later_decision_does_not_shorten_an_explicit_pin(make_store: Callable[..., MemoryStore]) -> None:
+    """A person pinned a memory "whatever the outcomes"; someone flags it, and it is confirmed
+    in review. Before, the verdict's pin (pin_evidence retrievals) replaced the explicit one,
+    so governance acted on the memory again without anyone unpinning it."""
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(pin_evidence=3))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    explicit = s.pin("czechoslovakia", reason="keep it whatever the outcomes")
+    s.set_standing("czechoslovakia", "re-verify", reason="looks stale")
+    s.resolve("czechoslovakia", "confirmed", reason="still right")
+    for _ in range(25):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    report = s.report("czechoslovakia")
+    assert report.pin is not None and report.pin.seq == explicit.seq and report.pin.until is None
+    assert report.proposal is None and report.held is not None
+    s.unpin("czechoslovakia", reason="let governance decide")
+    assert s.report("czechoslovakia").proposal is not None

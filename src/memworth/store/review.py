@@ -118,7 +118,7 @@ class ReviewMixin(StoreState):
         unused = [("text", text, "edited"), ("new_id", new_id, "edited"), ("status", status, "stale")]
         for name, value, takes in unused:
             if value is not None and verdict != takes:
-                raise ValidationError(name, f"only a {takes} verdict takes a {name}, not {verdict} (got {value!r})")
+                raise ValidationError(name, f"only the {takes} verdict takes a {name}, not {verdict} (got {value!r})")
         reason = check_text(reason, "reason")
         memory = self.get(memory_id, namespace=namespace)
         if memory.status != "active" or memory.standing != "re-verify":
@@ -186,12 +186,30 @@ class ReviewMixin(StoreState):
         )  # fmt: skip
 
     def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Keep governance away from a memory until :meth:`unpin` (audited)."""
+        """Keep governance away from a memory until :meth:`unpin` (audited). A memory pinned
+        so already is a ConflictError (nothing written); one a person's decision pinned for a
+        number of retrievals is pinned until unpinned from now on."""
+        reason = check_text(reason, "reason")
+        held = self._pin_of(memory_id, namespace)
+        if held is not None and held.until is None:
+            raise ConflictError(
+                f"memory {memory_id!r} is pinned until unpinned already (audit entry {held.seq}: {held.action})"
+            )
         return self._note(memory_id, "pin", "pinned", reason, namespace, {"pin": {"until": None}})
 
     def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """End a memory's pin (an explicit one, or the one a person's decision set); audited."""
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited.
+        A memory no pin holds is a ConflictError (nothing written)."""
+        reason = check_text(reason, "reason")
+        if self._pin_of(memory_id, namespace) is None:
+            raise ConflictError(f"memory {memory_id!r} is not pinned: there is nothing to unpin")
         return self._note(memory_id, "unpin", "unpinned", reason, namespace, {"pin": None})
+
+    def _pin_of(self, memory_id: str, namespace: str) -> decisions.Pin | None:
+        """The pin that holds a memory now (as its report shows it), or None."""
+        memory = self.get(memory_id, namespace=namespace)
+        pin = decisions.pins(self.backend.audit_log(namespace, memory.id)).get(memory.id)
+        return pin if pin is not None and pin.holds(memory.counts.n) else None
 
     def _note(
         self, memory_id: str, action: str, new: str, reason: str, namespace: str, settings: dict[str, Any]

@@ -130,3 +130,26 @@ def test_a_status_or_new_id_with_the_wrong_verdict_is_refused(store: MemoryStore
         assert getattr(err.value, "field", None) == field
     assert state(store) == before
     assert store.resolve("water", "stale", reason="gone").new == "suppressed"  # the default status
+
+
+def test_every_face_resolves_stale_as_deprecated_and_edited_under_a_chosen_id(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The library's whole verdict on each face: before, MCP's resolve_memory took neither a
+    status nor a new id, so an agent could only suppress, and its edits got generated ids."""
+    for name, face in faces(store, capsys).items():
+        old, stale = f"old-{name}", f"stale-{name}"
+        store.add_many([{"id": old, "text": f"Prague ({name}) was a capital."}, {"id": stale, "text": "Gone."}])
+        for mid in (old, stale):
+            store.set_standing(mid, "re-verify", reason="check it")
+        assert face("resolve", {"id": stale, "verdict": "stale", "reason": "gone", "status": "deprecated"}) is None
+        edited = {
+            "id": old,
+            "verdict": "edited",
+            "reason": "reworded",
+            "text": f"Prague ({name}).",
+            "new_id": f"new-{name}",
+        }
+        assert face("resolve", edited) is None, name
+        assert store.get(stale).status == "deprecated", name
+        assert store.get(f"new-{name}").derived_from == (old,) and store.get(old).status == "archived", name

@@ -364,11 +364,23 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         ],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
         text: Annotated[str | None, Field(description="with edited: the corrected text")] = None,
+        new_id: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="with edited: the new memory's id")
+        ] = None,
+        status: Annotated[
+            Literal["suppressed", "deprecated"] | None,
+            Field(description="with stale: suppressed (the default) or deprecated"),
+        ] = None,
     ) -> DecisionView:
         """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
         and sticks: governance proposes nothing for the memory until new evidence comes."""
         return change(
-            lambda: DecisionView.of(store.resolve(id, verdict, reason=reason, text=text, namespace=namespace)), "id"
+            lambda: DecisionView.of(
+                store.resolve(
+                    id, verdict, reason=reason, text=text, new_id=new_id, status=status, namespace=namespace
+                )
+            ),
+            "id",
         )
 
     @tool(writes)

@@ -499,6 +499,38 @@ class Sidecar:
         """Undo one audited change."""
         return self.store.restore(audit_seq, reason=reason, namespace=namespace)
 
+    # -- review (the store's verification queue and pins) -----------------------------
+
+    def queue(self, *, namespace: str = "default") -> list[MemoryReport]:
+        """Memories quarantined for re-verification (:meth:`retrieve` serves them only as probes), with their reports."""
+        return self.store.queue(namespace=namespace)
+
+    def resolve(
+        self,
+        memory_id: str,
+        verdict: str,
+        *,
+        reason: str,
+        text: str | None = None,
+        new_id: str | None = None,
+        status: str | None = None,
+        namespace: str = "default",
+    ) -> AuditEntry:
+        """Resolve a quarantined memory, audited and pinned (:meth:`MemoryStore.resolve`):
+        ``confirmed``, ``stale`` (``status``: suppressed, the default, or deprecated) or
+        ``edited`` (``text`` becomes a new memory kept here, ``new_id``)."""
+        return self.store.resolve(
+            memory_id, verdict, reason=reason, text=text, new_id=new_id, status=status, namespace=namespace
+        )
+
+    def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited)."""
+        return self.store.pin(memory_id, reason=reason, namespace=namespace)
+
+    def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited."""
+        return self.store.unpin(memory_id, reason=reason, namespace=namespace)
+
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> list[AuditEntry]:
         """The audit log of a namespace (or one memory), oldest first."""
         return self.store.audit(memory_id, namespace=namespace)

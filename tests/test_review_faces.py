@@ -4,6 +4,7 @@ is refused naming the same field, the same act twice is the same conflict, and n
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,27 @@ def test_every_face_resolves_stale_as_deprecated_and_edited_under_a_chosen_id(
         assert face("resolve", edited) is None, name
         assert store.get(stale).status == "deprecated", name
         assert store.get(f"new-{name}").derived_from == (old,) and store.get(old).status == "archived", name
+
+
+def test_a_probe_is_marked_in_the_recall_of_every_face(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """A quarantined memory served as a probe says so wherever recall answers: before,
+    ``memworth recall`` (text and --json) left the mark out, so a person at the shell saw a
+    quarantined memory as an ordinary answer."""
+    store.configure({"recall.probe_share": 1.0}, actor="test")  # kept: every face opens it so
+    query = {"query": "water boils degrees celsius sea level", "k": 1}
+    (recalled,) = store.recall(query["query"], k=1).results
+    assert recalled.memory.id == "water" and recalled.probe
+    http = TestClient(create_app(store)).post(
+        "/v1/recall", json=query, headers={"X-API-Key": create_key(store, "default", "t")}
+    )
+    mcp = asyncio.run(create_server(store).call_tool("recall", query)).structured_content
+    assert main(["recall", query["query"], "-k", "1", "--json", "--store", store.backend.url]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert main(["recall", query["query"], "-k", "1", "--store", store.backend.url]) == 0
+    text = capsys.readouterr().out
+    assert mcp is not None
+    rows = {"http": http.json()["results"][0], "mcp": mcp["results"][0], "cli": cli["results"][0]}
+    for name, row in rows.items():
+        assert (row["id"], row.get("probe")) == ("water", True), name
+        assert set(row) == set(rows["http"]), name
+    assert "(probe: quarantined, treat with doubt)  water:" in text

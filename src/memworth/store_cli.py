@@ -328,26 +328,12 @@ def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             raise ValidationError("--where", f"is not JSON: {exc.msg} at character {exc.pos}") from None
     recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace, where=where)
-    rows = [
-        {
-            "id": r.memory.id,
-            "text": r.memory.text,
-            "similarity": r.similarity,
-            "worth": r.worth,
-            "lower": r.lower,
-            "upper": r.upper,
-            "class": r.value_class,
-            "score": r.score,
-            "propensity": r.propensity,
-            "explored": r.explored,
-        }
-        for r in recall
-    ]
+    rows = [r.row() for r in recall]
     lines = [f"episode {recall.episode.id}"]
     lines += [
         f"{i + 1}. [{r['score']:.3f}] sim {r['similarity']:.3f} worth {r['worth']:.3f} "
-        f"[{r['lower']:.2f}, {r['upper']:.2f}] {r['class']}{' (explored)' if r['explored'] else ''}  "
-        f"{r['id']}: {r['text']}"
+        f"[{r['lower']:.2f}, {r['upper']:.2f}] {r['class']}{' (explored)' if r['explored'] else ''}"
+        f"{' (probe: quarantined, treat with doubt)' if r['probe'] else ''}  {r['id']}: {r['text']}"
         for i, r in enumerate(rows)
     ]
     _emit(args, {"episode": recall.episode.id, "results": rows}, "\n".join(lines))

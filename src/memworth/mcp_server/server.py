@@ -285,22 +285,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         """The k best active memories for a query, ranked by similarity and worth, and the id of
         the episode that logs this recall: report its outcome with report_outcome."""
         r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier, where=where), "query")
-        results = [
-            RecalledView(
-                id=x.memory.id,
-                text=x.memory.text,
-                similarity=x.similarity,
-                worth=x.worth,
-                lower=x.lower,
-                upper=x.upper,
-                value_class=x.value_class,
-                score=x.score,
-                propensity=x.propensity,
-                explored=x.explored,
-                probe=x.probe,
-            )
-            for x in r
-        ]
+        results = [RecalledView.model_validate(x.row()) for x in r]
         return RecallView(episode=r.episode.id, results=results, diagnostics=r.diagnostics)
 
     @tool(writes)

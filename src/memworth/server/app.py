@@ -670,26 +670,7 @@ def create_app(
                 body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
             ),
         )
-        return {
-            "episode": r.episode.id,
-            "results": [
-                {
-                    "id": x.memory.id,
-                    "text": x.memory.text,
-                    "similarity": x.similarity,
-                    "worth": x.worth,
-                    "lower": x.lower,
-                    "upper": x.upper,
-                    "class": x.value_class,
-                    "score": x.score,
-                    "propensity": x.propensity,
-                    "explored": x.explored,
-                    "probe": x.probe,
-                }
-                for x in r
-            ],
-            "diagnostics": r.diagnostics,
-        }
+        return {"episode": r.episode.id, "results": [x.row() for x in r], "diagnostics": r.diagnostics}
 
     @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429), response_model=dict[str, Any])
     def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> Response:

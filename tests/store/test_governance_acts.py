@@ -355,3 +355,32 @@ def test_a_later_decision_does_not_shorten_an_explicit_pin(make_store: Callable[
     assert report.proposal is None and report.held is not None
     s.unpin("czechoslovakia", reason="let governance decide")
     assert s.report("czechoslovakia").proposal is not None
+
+
+@pytest.mark.parametrize("meanwhile", ["resolved", "erased"])
+def test_a_memory_someone_else_settles_while_the_verifier_works_is_left_to_them(
+    make_store: Callable[..., MemoryStore], meanwhile: str
+) -> None:
+    """The verifier takes its time; meanwhile a person resolves (or erases) the memory. Before,
+    govern then audited 'verifier failed' on a memory nothing had failed on (the person's
+    verdict won), or, for an erased one, raised ErasedMemoryError half way through govern."""
+    stores: list[MemoryStore] = []
+
+    def verifier(report: MemoryReport) -> object:
+        if report.id == "water":
+            if meanwhile == "resolved":
+                stores[0].resolve("water", "stale", reason="a person was quicker")
+            else:
+                stores[0].delete("water", reason="asked to forget")
+        return "confirmed"
+
+    s = make_store(exploration=0.0, seed=0, verifier=verifier, verifier_timeout=5.0)
+    stores.append(s)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid in ("water", "prague"):
+        s.set_standing(mid, "re-verify", reason="check it")
+    applied = s.govern(apply=True).applied
+    assert [(e.memory_id, e.action) for e in applied] == [("prague", "resolve")]
+    if meanwhile == "resolved":
+        assert s.get("water").status == "suppressed"
+        assert [e.action for e in s.audit("water")] == ["set-standing", "resolve"]

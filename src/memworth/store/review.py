@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from memworth.errors import ConflictError, ValidationError
+from memworth.errors import ConflictError, UnknownMemoryError, ValidationError
 from memworth.store import decisions
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.report import MemoryReport
@@ -221,10 +221,16 @@ class ReviewMixin(StoreState):
         entry = AuditEntry(0, memory.id, namespace, action, field_name, "", new, reason, settings, self.clock())
         return self.backend.change(entry)
 
+    def _queued(self, memory_id: str, namespace: str) -> bool:
+        """Whether the memory exists and still awaits verification (as :meth:`queue` lists it)."""
+        found = self.backend.memories(namespace, [memory_id])
+        return bool(found) and (found[0].status, found[0].standing) == ("active", "re-verify")
+
     def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]:
         """Ask the ``verifier`` about each quarantined memory (once per flag): resolve on its
         verdict, or audit its failure (an exception, a bad answer, no answer within
-        ``verifier_timeout`` seconds) and leave the memory as it is."""
+        ``verifier_timeout`` seconds) and leave the memory as it is. A memory someone else
+        resolved, changed or erased while the verifier worked is left to them: nothing failed."""
         assert self.verifier is not None
         done: builtins.list[AuditEntry] = []
         audit = self.backend.audit_log(namespace)
@@ -238,6 +244,8 @@ class ReviewMixin(StoreState):
                 verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
                 done.append(self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace))
             except Exception as exc:
+                if isinstance(exc, (ConflictError, UnknownMemoryError)) and not self._queued(report.id, namespace):
+                    continue  # resolved, changed or erased by someone else while the verifier worked: nothing failed
                 failure = str(exc) if isinstance(exc, _Raised) else f"{type(exc).__name__}: {exc}"
                 why = f"verifier failed: {failure}"[:2000]
                 done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))

@@ -178,3 +178,30 @@ def test_a_probe_is_marked_in_the_recall_of_every_face(store: MemoryStore, capsy
         assert (row["id"], row.get("probe")) == ("water", True), name
         assert set(row) == set(rows["http"]), name
     assert "(probe: quarantined, treat with doubt)  water:" in text
+
+
+def test_every_face_names_who_gave_a_verdict_or_pinned(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """A verdict is a person's decision that sticks; its audit entry names who gave it, as a
+    status set by hand does. Before, no face recorded anyone, and a person's verdict and the
+    verifier's differed only in a reason a person could type too."""
+    expected = {"python": "alice", "http": "alice (api key t)", "mcp": "alice", "cli": "alice"}
+    for name, face in faces(store, capsys).items():
+        mid = f"m-{name}"
+        store.add(f"A fact seen through {name}.", id=mid)
+        store.set_standing(mid, "re-verify", reason="check it")
+        assert face("resolve", {"id": mid, "verdict": "confirmed", "reason": "fine", "actor": "alice"}) is None
+        assert face("pin", {"id": mid, "reason": "keep", "actor": "alice"}) is None
+        assert face("unpin", {"id": mid, "reason": "let go", "actor": "alice"}) is None
+        entries = [e for e in store.audit(mid) if e.action in ("resolve", "pin", "unpin")]
+        assert [e.settings.get("actor") for e in entries] == [expected[name]] * 3, name
+
+
+def test_the_verifiers_verdict_names_the_verifier(tmp_path: Path) -> None:
+    s = MemoryStore.open(
+        f"sqlite:///{tmp_path / 'v.db'}", encoder=HashingEncoder(), verifier=lambda report: "confirmed", seed=0
+    )
+    s.add("Water boils at 100 degrees Celsius at sea level.", id="water")
+    s.set_standing("water", "re-verify", reason="check it")
+    (entry,) = s.govern(apply=True).applied
+    assert entry.action == "resolve" and entry.settings["actor"] == "verifier"
+    s.close()

@@ -629,6 +629,7 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text", help="with edited: the corrected text (a new memory replaces this one)")
     p.add_argument("--new-id", help="with edited: the new memory's id (default <id>~<8 hex>)")
     p.add_argument("--status", choices=["suppressed", "deprecated"], help="with stale (default suppressed)")
+    _actor_arg(p)
 
 
 def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -639,6 +640,7 @@ def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
         text=args.text,
         new_id=args.new_id,
         status=args.status,
+        actor=args.actor,
         namespace=args.namespace,
     )
     _emit(args, e, _decision_line(e))
@@ -764,16 +766,17 @@ def _expire(store: MemoryStore, args: argparse.Namespace) -> int:
 def _pin_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="memory id")
     p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    _actor_arg(p)
 
 
 def _pin(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.pin(args.id, reason=args.reason, namespace=args.namespace)
+    e = store.pin(args.id, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, _decision_line(e))
     return 0
 
 
 def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.unpin(args.id, reason=args.reason, namespace=args.namespace)
+    e = store.unpin(args.id, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, _decision_line(e))
     return 0
 

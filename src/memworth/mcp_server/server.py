@@ -356,13 +356,21 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             Literal["suppressed", "deprecated"] | None,
             Field(description="with stale: suppressed (the default) or deprecated"),
         ] = None,
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
         and sticks: governance proposes nothing for the memory until new evidence comes."""
         return change(
             lambda: DecisionView.of(
                 store.resolve(
-                    id, verdict, reason=reason, text=text, new_id=new_id, status=status, namespace=namespace
+                    id,
+                    verdict,
+                    reason=reason,
+                    text=text,
+                    new_id=new_id,
+                    status=status,
+                    actor=actor,
+                    namespace=namespace,
                 )
             ),
             "id",
@@ -372,17 +380,19 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     def pin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """Keep governance away from a memory (no proposals for it) until it is unpinned."""
-        return change(lambda: DecisionView.of(store.pin(id, reason=reason, namespace=namespace)), "id")
+        return change(lambda: DecisionView.of(store.pin(id, reason=reason, actor=actor, namespace=namespace)), "id")
 
     @tool(writes)
     def unpin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""
-        return change(lambda: DecisionView.of(store.unpin(id, reason=reason, namespace=namespace)), "id")
+        return change(lambda: DecisionView.of(store.unpin(id, reason=reason, actor=actor, namespace=namespace)), "id")
 
     destroys = ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False

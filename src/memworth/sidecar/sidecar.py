@@ -514,22 +514,23 @@ class Sidecar:
         text: str | None = None,
         new_id: str | None = None,
         status: str | None = None,
+        actor: str | None = None,
         namespace: str = "default",
     ) -> AuditEntry:
-        """Resolve a quarantined memory, audited and pinned (:meth:`MemoryStore.resolve`):
+        """Resolve a quarantined memory, audited (naming ``actor``) and pinned (:meth:`MemoryStore.resolve`):
         ``confirmed``, ``stale`` (``status``: suppressed, the default, or deprecated) or
         ``edited`` (``text`` becomes a new memory kept here, ``new_id``)."""
         return self.store.resolve(
-            memory_id, verdict, reason=reason, text=text, new_id=new_id, status=status, namespace=namespace
+            memory_id, verdict, reason=reason, text=text, new_id=new_id, status=status, actor=actor, namespace=namespace
         )
 
-    def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Keep governance away from a memory until :meth:`unpin` (audited)."""
-        return self.store.pin(memory_id, reason=reason, namespace=namespace)
+    def pin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited, naming ``actor``)."""
+        return self.store.pin(memory_id, reason=reason, actor=actor, namespace=namespace)
 
-    def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """End a memory's pin (an explicit one, or the one a person's decision set); audited."""
-        return self.store.unpin(memory_id, reason=reason, namespace=namespace)
+    def unpin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited, naming ``actor``."""
+        return self.store.unpin(memory_id, reason=reason, actor=actor, namespace=namespace)
 
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> list[AuditEntry]:
         """The audit log of a namespace (or one memory), oldest first."""

@@ -19,7 +19,7 @@ from memworth.store import decisions
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.report import MemoryReport
 from memworth.store.state import StoreState
-from memworth.validation import check_memory_id, check_text
+from memworth.validation import check_actor, check_memory_id, check_text
 
 __all__ = ["VERDICTS", "ReviewMixin"]
 
@@ -87,9 +87,11 @@ class ReviewMixin(StoreState):
         text: str | None = None,
         new_id: str | None = None,
         status: str | None = None,
+        actor: str | None = None,
         namespace: str = "default",
     ) -> AuditEntry:
-        """Resolve a quarantined memory, audited and pinned (a person's or a verifier's decision).
+        """Resolve a quarantined memory, audited and pinned (a person's or a verifier's decision),
+        the audit entry naming who gave the verdict (``actor``; the verifier's say ``verifier``).
 
         ``confirmed``: back to standing ``normal``, its counters (and the fall they showed)
         kept. ``stale``: ``status`` (``suppressed``, the default, or ``deprecated``). ``edited``:
@@ -120,6 +122,7 @@ class ReviewMixin(StoreState):
             if value is not None and verdict != takes:
                 raise ValidationError(name, f"only the {takes} verdict takes a {name}, not {verdict} (got {value!r})")
         reason = check_text(reason, "reason")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         memory = self.get(memory_id, namespace=namespace)
         if memory.status != "active" or memory.standing != "re-verify":
             raise ConflictError(
@@ -131,7 +134,7 @@ class ReviewMixin(StoreState):
         if verdict == "confirmed":
             return self._change(
                 memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
-                action="resolve", expected="re-verify", pin=True, requires=queued,
+                action="resolve", expected="re-verify", pin=True, requires=queued, settings=who,
             )  # fmt: skip
         if verdict == "stale":
             status = "suppressed" if status is None else status
@@ -139,12 +142,12 @@ class ReviewMixin(StoreState):
                 raise ValidationError("status", f"must be 'suppressed' or 'deprecated', got {status!r}")
             return self._change(
                 memory.id, "status", status, reason=f"stale: {reason}", namespace=namespace,
-                action="resolve", expected="active", pin=True, requires=queued,
+                action="resolve", expected="active", pin=True, requires=queued, settings=who,
             )  # fmt: skip
         if text is None:
             raise ValidationError("text", "an edited memory needs its new text")
         return self._replace(
-            memory, text, new_id, reason=reason, action="resolve", namespace=namespace, requires=queued
+            memory, text, new_id, reason=reason, action="resolve", namespace=namespace, requires=queued, settings=who
         )
 
     def _replace(
@@ -185,25 +188,27 @@ class ReviewMixin(StoreState):
             expected=memory.status, pin=True, with_new=[new], requires=requires,
         )  # fmt: skip
 
-    def pin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """Keep governance away from a memory until :meth:`unpin` (audited). A memory pinned
-        so already is a ConflictError (nothing written); one a person's decision pinned for a
-        number of retrievals is pinned until unpinned from now on."""
+    def pin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited, naming who: ``actor``).
+        A memory pinned so already is a ConflictError (nothing written); one a person's
+        decision pinned for a number of retrievals is pinned until unpinned from now on."""
         reason = check_text(reason, "reason")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         held = self._pin_of(memory_id, namespace)
         if held is not None and held.until is None:
             raise ConflictError(
                 f"memory {memory_id!r} is pinned until unpinned already (audit entry {held.seq}: {held.action})"
             )
-        return self._note(memory_id, "pin", "pinned", reason, namespace, {"pin": {"until": None}})
+        return self._note(memory_id, "pin", "pinned", reason, namespace, {"pin": {"until": None}, **who})
 
-    def unpin(self, memory_id: str, *, reason: str, namespace: str = "default") -> AuditEntry:
-        """End a memory's pin (an explicit one, or the one a person's decision set); audited.
-        A memory no pin holds is a ConflictError (nothing written)."""
+    def unpin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited,
+        naming who (``actor``). A memory no pin holds is a ConflictError (nothing written)."""
         reason = check_text(reason, "reason")
+        who = {} if actor is None else {"actor": check_actor(actor)}
         if self._pin_of(memory_id, namespace) is None:
             raise ConflictError(f"memory {memory_id!r} is not pinned: there is nothing to unpin")
-        return self._note(memory_id, "unpin", "unpinned", reason, namespace, {"pin": None})
+        return self._note(memory_id, "unpin", "unpinned", reason, namespace, {"pin": None, **who})
 
     def _pin_of(self, memory_id: str, namespace: str) -> decisions.Pin | None:
         """The pin that holds a memory now (as its report shows it), or None."""
@@ -242,11 +247,17 @@ class ReviewMixin(StoreState):
                 continue  # pinned, or the verifier already failed on this flag
             try:
                 verdict, text = _call_with_timeout(self.verifier, report, self.verifier_timeout)
-                done.append(self.resolve(report.id, verdict, reason="verifier", text=text, namespace=namespace))
+                done.append(
+                    self.resolve(
+                        report.id, verdict, reason="verifier", text=text, actor="verifier", namespace=namespace
+                    )
+                )
             except Exception as exc:
                 if isinstance(exc, (ConflictError, UnknownMemoryError)) and not self._queued(report.id, namespace):
                     continue  # resolved, changed or erased by someone else while the verifier worked: nothing failed
                 failure = str(exc) if isinstance(exc, _Raised) else f"{type(exc).__name__}: {exc}"
                 why = f"verifier failed: {failure}"[:2000]
-                done.append(self._note(report.id, "verifier-failed", "unresolved", why, namespace, {}))
+                done.append(
+                    self._note(report.id, "verifier-failed", "unresolved", why, namespace, {"actor": "verifier"})
+                )
         return done

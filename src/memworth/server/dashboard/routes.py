@@ -194,7 +194,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace),
+                lambda s: s.resolve(
+                    memory_id, verdict, reason=reason, text=text, actor=who.actor, namespace=who.namespace
+                ),
                 lambda entry: f"{ROOT}/governance",
             )
         except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
@@ -215,7 +217,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
         return changed(
             who.namespace,
-            lambda s: (s.pin if verb == "pin" else s.unpin)(memory_id, reason=reason, namespace=who.namespace),
+            lambda s: (s.pin if verb == "pin" else s.unpin)(
+                memory_id, reason=reason, actor=who.actor, namespace=who.namespace
+            ),
             lambda entry: memory_url(memory_id),
         )
 

@@ -3,6 +3,7 @@ human decisions that stick, continuous governance (run against every backend).""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -384,3 +385,36 @@ def test_a_memory_someone_else_settles_while_the_verifier_works_is_left_to_them(
     if meanwhile == "resolved":
         assert s.get("water").status == "suppressed"
         assert [e.action for e in s.audit("water")] == ["set-standing", "resolve"]
+
+
+def test_governance_does_not_overrule_a_verdict_given_after_it_read_the_memory(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """The probe test says suppress; before govern writes it, a person confirms the memory
+    (on another face, in another process). Before, the suppress was written anyway (it
+    checked only that the status was still active): the person's verdict, which is to
+    stick, was overruled on stale evidence. Now a proposal is written only if the memory
+    still has the status and standing it was proposed for; otherwise it is skipped."""
+    s = make_store(exploration=0.0, seed=0, probe_share=1.0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    s.set_standing("czechoslovakia", "re-verify", reason="check it")
+    for _ in range(6):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    assert s.report("czechoslovakia").proposal.action == "suppress"
+    change = s.backend.change
+
+    def person_first(entry: AuditEntry) -> AuditEntry:
+        if entry.action == "suppress":
+            change(dataclasses.replace(entry, action="resolve", field="standing", old="re-verify", new="normal",
+                                       reason="confirmed: a person checked it", settings={}))  # fmt: skip
+        return change(entry)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(s.backend, "change", person_first)
+    try:
+        report = s.govern(apply=True)
+    finally:
+        monkey.undo()
+    assert (s.get("czechoslovakia").status, s.get("czechoslovakia").standing) == ("active", "normal")
+    assert [p.action for p, why in report.skipped if p.memory_id == "czechoslovakia"] == ["suppress"]
+    assert all(e.memory_id != "czechoslovakia" for e in report.applied)

@@ -250,6 +250,7 @@ class GovernanceMixin(StoreState):
         elif apply is None or apply:
             active = [m for m in memories if m.status == "active"]
             standing = {m.id: m.standing for m in active}
+            read = {m.id: {"status": m.status, "standing": m.standing} for m in memories}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
             budget = self.policy.quarantine_budget(len(active))
             todo = sorted(proposals, key=lambda p: p.action == "re-verify")  # what frees the budget first
@@ -266,7 +267,7 @@ class GovernanceMixin(StoreState):
                     skipped.append((p, why))
                     continue
                 try:
-                    applied.append(self._apply(p, namespace))
+                    applied.append(self._apply(p, namespace, requires=read.get(p.memory_id)))
                 except StoreError as exc:  # rate-limited, or changed by someone else since we read it
                     skipped.append((p, str(exc)))
                     continue
@@ -485,12 +486,20 @@ class GovernanceMixin(StoreState):
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        entry = self._apply(p, namespace, pin=True)  # a person approved it: the decision sticks
+        state = {"status": memory.status, "standing": memory.standing}
+        entry = self._apply(p, namespace, pin=True, requires=state)  # a person approved it: the decision sticks
         self._refresh_hot(namespace)
         return entry
 
-    def _apply(self, p: Proposal, namespace: str, *, pin: bool = False) -> AuditEntry:
-        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited."""
+    def _apply(
+        self, p: Proposal, namespace: str, *, pin: bool = False, requires: dict[str, str] | None = None
+    ) -> AuditEntry:
+        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited.
+
+        ``requires``: the status and standing the memory had when ``p`` was proposed for it;
+        the backend writes the change only if it still has both (ChangedError otherwise), so
+        a decision made meanwhile (a person's verdict, on another face or in another process)
+        is never overruled on what was read before it."""
         if p.action in RATE_LIMITED:
             day_ago = self.clock() - 86400
             changes = [
@@ -510,6 +519,7 @@ class GovernanceMixin(StoreState):
             settings={"policy": self.policy.settings(), "numbers": p.numbers},
             expected=p.old,
             pin=pin,
+            requires=requires,
         )
 
     def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:

@@ -205,3 +205,24 @@ def test_the_verifiers_verdict_names_the_verifier(tmp_path: Path) -> None:
     (entry,) = s.govern(apply=True).applied
     assert entry.action == "resolve" and entry.settings["actor"] == "verifier"
     s.close()
+
+
+def test_continuous_governance_counts_the_outcomes_memworth_record_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each ``memworth record`` opens a store object, records one outcome and closes. Before,
+    each object counted only its own outcomes towards ``govern_every``, so a store whose
+    outcomes came through the CLI (or any short-lived worker) never governed itself, while
+    the same outcomes through one Python store object suppressed the memory."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    s = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0, govern_every=5, seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    s.add("Water boils at 100 degrees Celsius at sea level, always.", id="spare")
+    for _ in range(15):
+        assert main(["recall", "capital of czechoslovakia", "-k", "1", "--json", "--store", url]) == 0
+        episode = json.loads(capsys.readouterr().out)["episode"]
+        assert main(["record", episode, "failure", "--store", url]) == 0
+        capsys.readouterr()
+    assert s.get("cz").status == "suppressed"
+    assert [e.action for e in s.audit("cz")] == ["suppress"]
+    s.close()

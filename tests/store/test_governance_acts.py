@@ -418,3 +418,4 @@ def test_governance_does_not_overrule_a_verdict_given_after_it_read_the_memory(
     assert (s.get("czechoslovakia").status, s.get("czechoslovakia").standing) == ("active", "normal")
     assert [p.action for p, why in report.skipped if p.memory_id == "czechoslovakia"] == ["suppress"]
     assert all(e.memory_id != "czechoslovakia" for e in report.applied)
+

@@ -268,8 +268,9 @@ class AutomationSettings:
     Parameters
     ----------
     govern_every
-        Govern a namespace after this many outcomes recorded there by one store object
-        (``None``: only when asked).
+        Govern a namespace after this many outcomes recorded there (a store object counts
+        the others' since the last automatic round at its first outcome there, then its
+        own; ``None``: only when asked).
     verifier_timeout
         Seconds a verifier may take before its verdict counts as failed: more than 0, at most
         :data:`MAX_VERIFIER_TIMEOUT` (a week; govern holds its writes open meanwhile).

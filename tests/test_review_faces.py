@@ -226,3 +226,34 @@ def test_continuous_governance_counts_the_outcomes_memworth_record_reports(
     assert s.get("cz").status == "suppressed"
     assert [e.action for e in s.audit("cz")] == ["suppress"]
     s.close()
+
+
+def test_every_face_names_who_approved_or_undid_a_change(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An approval and a restore are a person's decisions that stick, like a verdict: their
+    audit entries name who made them (before, no face recorded anyone)."""
+    client = TestClient(create_app(store))
+    headers = {"X-API-Key": create_key(store, "default", "t")}
+    undone = []
+    for name in ("python", "http", "cli"):
+        entry = store.set_status("cz", "suppressed", reason=f"by hand before {name}")
+        if name == "python":
+            undone.append(store.restore(entry.seq, reason="undo", actor="alice"))
+        elif name == "http":
+            r = client.post(
+                f"/v1/audit/{entry.seq}/restore", json={"reason": "undo", "actor": "alice"}, headers=headers
+            )
+            assert r.status_code == 200, r.text
+            undone.append(store.audit("cz")[-1])
+        else:
+            assert main(["restore", str(entry.seq), "--actor", "alice", "--store", store.backend.url]) == 0
+            capsys.readouterr()
+            undone.append(store.audit("cz")[-1])
+    assert [e.action for e in undone] == ["restore"] * 3
+    assert [e.settings.get("actor") for e in undone] == ["alice", "alice (api key t)", "alice"]
+    store.unpin("cz", reason="let governance decide")
+    for _ in range(20):
+        store.record(store.recall("capital of czechoslovakia", k=1), success=False)
+    action = store.report("cz").proposal.action
+    assert store.approve("cz", action, actor="bob").settings["actor"] == "bob"

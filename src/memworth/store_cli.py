@@ -599,10 +599,11 @@ def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
 def _restore_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("seq", type=int, help="audit entry number (see show)")
     p.add_argument("--reason", default="restored by hand", help="why")
+    _actor_arg(p)
 
 
 def _restore(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.restore(args.seq, reason=args.reason, namespace=args.namespace)
+    e = store.restore(args.seq, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, f"#{e.seq} {e.memory_id}: {e.field} {e.old} -> {e.new}")
     return 0
 

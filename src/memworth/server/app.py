@@ -235,6 +235,9 @@ class PinRequest(_Strict):
 
 class RestoreRequest(_Strict):
     reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
+    )
 
 
 def _error(
@@ -779,10 +782,11 @@ def create_app(
         )
 
     @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429), response_model=dict[str, Any])
-    def restore(seq: int, body: RestoreRequest, namespace: Writer) -> Response:
+    def restore(seq: int, body: RestoreRequest, namespace: Writer, request: Request) -> Response:
+        who = _actor(request, body.actor)
         return write(
             namespace,
-            lambda s: entry_row(s.restore(seq, reason=body.reason, namespace=namespace)),
+            lambda s: entry_row(s.restore(seq, reason=body.reason, actor=who, namespace=namespace)),
             counted=count_action,
         )
 

@@ -495,9 +495,11 @@ class Sidecar:
         """Suppress, deprecate, archive or reactivate a memory by hand, audited."""
         return self.store.set_status(memory_id, status, reason=reason, namespace=namespace)
 
-    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
-        """Undo one audited change."""
-        return self.store.restore(audit_seq, reason=reason, namespace=namespace)
+    def restore(
+        self, audit_seq: int, *, reason: str = "restored", actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Undo one audited change, naming who undid it (``actor``)."""
+        return self.store.restore(audit_seq, reason=reason, actor=actor, namespace=namespace)
 
     # -- review (the store's verification queue and pins) -----------------------------
 

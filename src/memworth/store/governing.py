@@ -461,8 +461,11 @@ class GovernanceMixin(StoreState):
             assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories
         ]
 
-    def approve(self, memory_id: str, action: str, *, namespace: str = "default") -> AuditEntry:
-        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would.
+    def approve(
+        self, memory_id: str, action: str, *, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would,
+        the audit entry naming who approved it (``actor``).
 
         ``action`` must be what :meth:`govern` proposes for the memory at this moment, so a
         stale approval changes nothing (ValidationError); the rate limit and the audit entry
@@ -481,18 +484,25 @@ class GovernanceMixin(StoreState):
         >>> entry.action, entry.new, store.get("cz").status
         ('deprecate', 'deprecated', 'deprecated')
         """
+        who = check_actor(actor)
         memory = self.get(memory_id, namespace=namespace)
         p = self.proposals([memory], namespace=namespace)[memory.id]
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
         state = {"status": memory.status, "standing": memory.standing}
-        entry = self._apply(p, namespace, pin=True, requires=state)  # a person approved it: the decision sticks
+        entry = self._apply(p, namespace, pin=True, requires=state, actor=who)  # a person approved it: it sticks
         self._refresh_hot(namespace)
         return entry
 
     def _apply(
-        self, p: Proposal, namespace: str, *, pin: bool = False, requires: dict[str, str] | None = None
+        self,
+        p: Proposal,
+        namespace: str,
+        *,
+        pin: bool = False,
+        requires: dict[str, str] | None = None,
+        actor: str | None = None,
     ) -> AuditEntry:
         """Make one proposed change, audited with the policy's settings; StoreError when rate-limited.
 
@@ -509,6 +519,7 @@ class GovernanceMixin(StoreState):
             ]
             if len(changes) >= self.policy.limits.max_changes_per_day:
                 raise RateLimitError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
+        who = {} if actor is None else {"actor": actor}
         return self._change(
             p.memory_id,
             p.field,
@@ -516,17 +527,21 @@ class GovernanceMixin(StoreState):
             reason=p.reason,
             namespace=namespace,
             action=p.action,
-            settings={"policy": self.policy.settings(), "numbers": p.numbers},
+            settings={"policy": self.policy.settings(), "numbers": p.numbers, **who},
             expected=p.old,
             pin=pin,
             requires=requires,
         )
 
-    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
-        """Undo one audited change (the memory must still be as that change left it)."""
+    def restore(
+        self, audit_seq: int, *, reason: str = "restored", actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Undo one audited change (the memory must still be as that change left it), the
+        audit entry naming who undid it (``actor``)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
         reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
+        who = {} if actor is None else {"actor": check_actor(actor)}
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
@@ -557,6 +572,7 @@ class GovernanceMixin(StoreState):
             action="restore",
             expected=entry.new,  # changed again meanwhile: StoreError, as above
             pin=True,  # a person undid it: governance does not redo it on the same evidence
+            settings=who,
         )
 
     def may_consolidate(self, memory_id: str, *, namespace: str = "default") -> bool:

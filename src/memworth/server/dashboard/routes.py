@@ -178,7 +178,7 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.approve(memory_id, action, namespace=who.namespace),
+                lambda s: s.approve(memory_id, action, actor=who.actor, namespace=who.namespace),
                 lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
             )
         except StoreError as exc:  # rate-limited, or changed meanwhile
@@ -280,7 +280,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace),
+                lambda s: s.restore(
+                    int(seq), reason="undone in the dashboard", actor=who.actor, namespace=who.namespace
+                ),
                 lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
             )
         except StoreError as exc:  # the memory changed since that entry

@@ -85,6 +85,9 @@ def test_settings_round_trip_through_json_with_every_kind_of_value() -> None:
         ({"governance.change.threshold.x": 1}, "governance.change.threshold.x"),
         ({"holdout.share": 1.0}, "holdout.share"),
         ({"automation.govern_every": 0}, "automation.govern_every"),
+        # a wait no thread can make (every verdict failed with OverflowError) is refused when set
+        ({"automation.verifier_timeout": 1e10}, "automation.verifier_timeout"),
+        ({"automation.verifier_timeout": 7 * 86400 + 1}, "automation.verifier_timeout"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_it(changes: dict[str, Any], field: str) -> None:

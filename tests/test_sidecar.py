@@ -296,3 +296,16 @@ def test_the_sidecar_package_keeps_its_public_names() -> None:
     )
     for module in (arguments, records, sidecar):
         assert module.__all__ == sorted(module.__all__) and all(hasattr(module, n) for n in module.__all__)
+
+
+def test_the_verification_queue_and_pins_on_the_sidecar(sidecar: Sidecar) -> None:
+    """Pin and unpin, list the queue and resolve on the sidecar itself, as on every face
+    (before, a sidecar user had to reach into ``sidecar.store`` for them)."""
+    sidecar.register(["doc-1", "doc-2"])
+    sidecar.store.set_standing("doc-1", "re-verify", reason="the page changed")
+    assert [r.id for r in sidecar.queue()] == ["doc-1"]
+    assert sidecar.filter(["doc-1", "doc-2"]) == ["doc-2"]  # quarantined: served only as a probe
+    entry = sidecar.resolve("doc-1", "stale", reason="outdated", status="deprecated")
+    assert entry.new == "deprecated" and sidecar.queue() == [] and sidecar.worth("doc-1").pin is not None
+    assert sidecar.pin("doc-2", reason="keep").action == "pin" and sidecar.worth("doc-2").pin.until is None
+    assert sidecar.unpin("doc-2", reason="let go").action == "unpin" and sidecar.worth("doc-2").pin is None

@@ -268,10 +268,12 @@ class AutomationSettings:
     Parameters
     ----------
     govern_every
-        Govern a namespace after this many outcomes recorded there by one store object
-        (``None``: only when asked).
+        Govern a namespace after this many outcomes recorded there (a store object counts
+        the others' since the last automatic round at its first outcome there, then its
+        own; ``None``: only when asked).
     verifier_timeout
-        Seconds a verifier may take before its verdict counts as failed.
+        Seconds a verifier may take before its verdict counts as failed: more than 0, at most
+        :data:`MAX_VERIFIER_TIMEOUT` (a week; govern holds its writes open meanwhile).
     """
 
     govern_every: int | None = None
@@ -281,6 +283,16 @@ class AutomationSettings:
         if self.govern_every is not None:
             _count(self.govern_every, "govern_every", low=1)
         _number(self.verifier_timeout, "verifier_timeout", low=0.0, open_low=True)
+        if self.verifier_timeout > MAX_VERIFIER_TIMEOUT:  # a thread cannot wait longer than the platform's limit
+            raise ValidationError(
+                "verifier_timeout", f"must be at most {MAX_VERIFIER_TIMEOUT:g} s (a week), got {self.verifier_timeout!r}"
+            )
+
+
+MAX_VERIFIER_TIMEOUT = 7 * 86400.0
+"""The longest ``verifier_timeout``: a longer wait is a mistake (govern holds its writes open
+while the verifier works), and from about 1e10 s no thread can wait that long at all (every
+verdict would fail with OverflowError)."""
 
 
 PARTS: dict[str, type] = {

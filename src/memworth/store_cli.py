@@ -328,26 +328,12 @@ def _recall(store: MemoryStore, args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             raise ValidationError("--where", f"is not JSON: {exc.msg} at character {exc.pos}") from None
     recall = store.recall(args.query, args.k, context=args.context, namespace=args.namespace, where=where)
-    rows = [
-        {
-            "id": r.memory.id,
-            "text": r.memory.text,
-            "similarity": r.similarity,
-            "worth": r.worth,
-            "lower": r.lower,
-            "upper": r.upper,
-            "class": r.value_class,
-            "score": r.score,
-            "propensity": r.propensity,
-            "explored": r.explored,
-        }
-        for r in recall
-    ]
+    rows = [r.row() for r in recall]
     lines = [f"episode {recall.episode.id}"]
     lines += [
         f"{i + 1}. [{r['score']:.3f}] sim {r['similarity']:.3f} worth {r['worth']:.3f} "
-        f"[{r['lower']:.2f}, {r['upper']:.2f}] {r['class']}{' (explored)' if r['explored'] else ''}  "
-        f"{r['id']}: {r['text']}"
+        f"[{r['lower']:.2f}, {r['upper']:.2f}] {r['class']}{' (explored)' if r['explored'] else ''}"
+        f"{' (probe: quarantined, treat with doubt)' if r['probe'] else ''}  {r['id']}: {r['text']}"
         for i, r in enumerate(rows)
     ]
     _emit(args, {"episode": recall.episode.id, "results": rows}, "\n".join(lines))
@@ -613,10 +599,11 @@ def _holdout(store: MemoryStore, args: argparse.Namespace) -> int:
 def _restore_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("seq", type=int, help="audit entry number (see show)")
     p.add_argument("--reason", default="restored by hand", help="why")
+    _actor_arg(p)
 
 
 def _restore(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.restore(args.seq, reason=args.reason, namespace=args.namespace)
+    e = store.restore(args.seq, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, f"#{e.seq} {e.memory_id}: {e.field} {e.old} -> {e.new}")
     return 0
 
@@ -642,7 +629,8 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", required=True, help="why (kept in the audit log)")
     p.add_argument("--text", help="with edited: the corrected text (a new memory replaces this one)")
     p.add_argument("--new-id", help="with edited: the new memory's id (default <id>~<8 hex>)")
-    p.add_argument("--status", choices=["suppressed", "deprecated"], default="suppressed", help="with stale")
+    p.add_argument("--status", choices=["suppressed", "deprecated"], help="with stale (default suppressed)")
+    _actor_arg(p)
 
 
 def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
@@ -653,6 +641,7 @@ def _resolve(store: MemoryStore, args: argparse.Namespace) -> int:
         text=args.text,
         new_id=args.new_id,
         status=args.status,
+        actor=args.actor,
         namespace=args.namespace,
     )
     _emit(args, e, _decision_line(e))
@@ -778,16 +767,17 @@ def _expire(store: MemoryStore, args: argparse.Namespace) -> int:
 def _pin_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("id", help="memory id")
     p.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    _actor_arg(p)
 
 
 def _pin(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.pin(args.id, reason=args.reason, namespace=args.namespace)
+    e = store.pin(args.id, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, _decision_line(e))
     return 0
 
 
 def _unpin(store: MemoryStore, args: argparse.Namespace) -> int:
-    e = store.unpin(args.id, reason=args.reason, namespace=args.namespace)
+    e = store.unpin(args.id, reason=args.reason, actor=args.actor, namespace=args.namespace)
     _emit(args, e, _decision_line(e))
     return 0
 

@@ -285,22 +285,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         """The k best active memories for a query, ranked by similarity and worth, and the id of
         the episode that logs this recall: report its outcome with report_outcome."""
         r = call(lambda: store.recall(query, k, context=context, namespace=namespace, tier=tier, where=where), "query")
-        results = [
-            RecalledView(
-                id=x.memory.id,
-                text=x.memory.text,
-                similarity=x.similarity,
-                worth=x.worth,
-                lower=x.lower,
-                upper=x.upper,
-                value_class=x.value_class,
-                score=x.score,
-                propensity=x.propensity,
-                explored=x.explored,
-                probe=x.probe,
-            )
-            for x in r
-        ]
+        results = [RecalledView.model_validate(x.row()) for x in r]
         return RecallView(episode=r.episode.id, results=results, diagnostics=r.diagnostics)
 
     @tool(writes)
@@ -364,28 +349,50 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
         ],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
         text: Annotated[str | None, Field(description="with edited: the corrected text")] = None,
+        new_id: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="with edited: the new memory's id")
+        ] = None,
+        status: Annotated[
+            Literal["suppressed", "deprecated"] | None,
+            Field(description="with stale: suppressed (the default) or deprecated"),
+        ] = None,
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """Resolve a quarantined memory. The decision is audited, can be undone with a restore,
         and sticks: governance proposes nothing for the memory until new evidence comes."""
         return change(
-            lambda: DecisionView.of(store.resolve(id, verdict, reason=reason, text=text, namespace=namespace)), "id"
+            lambda: DecisionView.of(
+                store.resolve(
+                    id,
+                    verdict,
+                    reason=reason,
+                    text=text,
+                    new_id=new_id,
+                    status=status,
+                    actor=actor,
+                    namespace=namespace,
+                )
+            ),
+            "id",
         )
 
     @tool(writes)
     def pin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """Keep governance away from a memory (no proposals for it) until it is unpinned."""
-        return change(lambda: DecisionView.of(store.pin(id, reason=reason, namespace=namespace)), "id")
+        return change(lambda: DecisionView.of(store.pin(id, reason=reason, actor=actor, namespace=namespace)), "id")
 
     @tool(writes)
     def unpin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
         reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        actor: Actor = "mcp",
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""
-        return change(lambda: DecisionView.of(store.unpin(id, reason=reason, namespace=namespace)), "id")
+        return change(lambda: DecisionView.of(store.unpin(id, reason=reason, actor=actor, namespace=namespace)), "id")
 
     destroys = ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False

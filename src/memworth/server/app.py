@@ -220,15 +220,24 @@ class ResolveRequest(_Strict):
     reason: str = Field(min_length=1, max_length=2000)
     text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
     new_id: str | None = Field(default=None, min_length=1, max_length=200)
-    status: Literal["suppressed", "deprecated"] = "suppressed"
+    status: Literal["suppressed", "deprecated"] | None = None  # with stale (default suppressed)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
+    )
 
 
 class PinRequest(_Strict):
     reason: str = Field(min_length=1, max_length=2000)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
+    )
 
 
 class RestoreRequest(_Strict):
     reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
+    actor: str | None = Field(
+        default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
+    )
 
 
 def _error(
@@ -670,26 +679,7 @@ def create_app(
                 body.query, body.k, context=body.context, namespace=namespace, tier=body.tier, where=body.where
             ),
         )
-        return {
-            "episode": r.episode.id,
-            "results": [
-                {
-                    "id": x.memory.id,
-                    "text": x.memory.text,
-                    "similarity": x.similarity,
-                    "worth": x.worth,
-                    "lower": x.lower,
-                    "upper": x.upper,
-                    "class": x.value_class,
-                    "score": x.score,
-                    "propensity": x.propensity,
-                    "explored": x.explored,
-                    "probe": x.probe,
-                }
-                for x in r
-            ],
-            "diagnostics": r.diagnostics,
-        }
+        return {"episode": r.episode.id, "results": [x.row() for x in r], "diagnostics": r.diagnostics}
 
     @app.post("/v1/episodes/{episode_id}/outcome", responses=errors(409, 429), response_model=dict[str, Any])
     def record(episode_id: str, body: OutcomeRequest, namespace: Writer) -> Response:
@@ -750,9 +740,10 @@ def create_app(
         return pool.long(namespace, long_calls.queue)
 
     @app.post("/v1/memories/{memory_id:path}/resolve", responses=errors(409, 429), response_model=dict[str, Any])
-    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer) -> Response:
-        """Resolve a quarantined memory: confirmed, stale or edited (audited; a person's decision sticks)."""
+    def resolve(memory_id: PathId, body: ResolveRequest, namespace: Writer, request: Request) -> Response:
+        """Resolve a quarantined memory: confirmed, stale or edited (audited, naming who; a person's decision sticks)."""
         mid = path_id(memory_id)
+        who = _actor(request, body.actor)
         return write(
             namespace,
             lambda s: entry_row(
@@ -763,6 +754,7 @@ def create_app(
                     text=body.text,
                     new_id=body.new_id,
                     status=body.status,
+                    actor=who,
                     namespace=namespace,
                 )
             ),
@@ -770,26 +762,31 @@ def create_app(
         )
 
     @app.post("/v1/memories/{memory_id:path}/pin", responses=errors(409), response_model=dict[str, Any])
-    def pin(memory_id: PathId, body: PinRequest, namespace: Writer) -> Response:
-        """Keep governance away from a memory until it is unpinned (audited)."""
-        mid = path_id(memory_id)
+    def pin(memory_id: PathId, body: PinRequest, namespace: Writer, request: Request) -> Response:
+        """Keep governance away from a memory until it is unpinned (audited, naming who)."""
+        mid, who = path_id(memory_id), _actor(request, body.actor)
         return write(
-            namespace, lambda s: entry_row(s.pin(mid, reason=body.reason, namespace=namespace)), counted=count_action
+            namespace,
+            lambda s: entry_row(s.pin(mid, reason=body.reason, actor=who, namespace=namespace)),
+            counted=count_action,
         )
 
     @app.post("/v1/memories/{memory_id:path}/unpin", responses=errors(409), response_model=dict[str, Any])
-    def unpin(memory_id: PathId, body: PinRequest, namespace: Writer) -> Response:
-        """End a memory's pin (audited)."""
-        mid = path_id(memory_id)
+    def unpin(memory_id: PathId, body: PinRequest, namespace: Writer, request: Request) -> Response:
+        """End a memory's pin (audited, naming who)."""
+        mid, who = path_id(memory_id), _actor(request, body.actor)
         return write(
-            namespace, lambda s: entry_row(s.unpin(mid, reason=body.reason, namespace=namespace)), counted=count_action
+            namespace,
+            lambda s: entry_row(s.unpin(mid, reason=body.reason, actor=who, namespace=namespace)),
+            counted=count_action,
         )
 
     @app.post("/v1/audit/{seq}/restore", responses=errors(409, 429), response_model=dict[str, Any])
-    def restore(seq: int, body: RestoreRequest, namespace: Writer) -> Response:
+    def restore(seq: int, body: RestoreRequest, namespace: Writer, request: Request) -> Response:
+        who = _actor(request, body.actor)
         return write(
             namespace,
-            lambda s: entry_row(s.restore(seq, reason=body.reason, namespace=namespace)),
+            lambda s: entry_row(s.restore(seq, reason=body.reason, actor=who, namespace=namespace)),
             counted=count_action,
         )
 

@@ -495,9 +495,44 @@ class Sidecar:
         """Suppress, deprecate, archive or reactivate a memory by hand, audited."""
         return self.store.set_status(memory_id, status, reason=reason, namespace=namespace)
 
-    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
-        """Undo one audited change."""
-        return self.store.restore(audit_seq, reason=reason, namespace=namespace)
+    def restore(
+        self, audit_seq: int, *, reason: str = "restored", actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Undo one audited change, naming who undid it (``actor``)."""
+        return self.store.restore(audit_seq, reason=reason, actor=actor, namespace=namespace)
+
+    # -- review (the store's verification queue and pins) -----------------------------
+
+    def queue(self, *, namespace: str = "default") -> list[MemoryReport]:
+        """Memories quarantined for re-verification (:meth:`retrieve` serves them only as probes), with their reports."""
+        return self.store.queue(namespace=namespace)
+
+    def resolve(
+        self,
+        memory_id: str,
+        verdict: str,
+        *,
+        reason: str,
+        text: str | None = None,
+        new_id: str | None = None,
+        status: str | None = None,
+        actor: str | None = None,
+        namespace: str = "default",
+    ) -> AuditEntry:
+        """Resolve a quarantined memory, audited (naming ``actor``) and pinned (:meth:`MemoryStore.resolve`):
+        ``confirmed``, ``stale`` (``status``: suppressed, the default, or deprecated) or
+        ``edited`` (``text`` becomes a new memory kept here, ``new_id``)."""
+        return self.store.resolve(
+            memory_id, verdict, reason=reason, text=text, new_id=new_id, status=status, actor=actor, namespace=namespace
+        )
+
+    def pin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """Keep governance away from a memory until :meth:`unpin` (audited, naming ``actor``)."""
+        return self.store.pin(memory_id, reason=reason, actor=actor, namespace=namespace)
+
+    def unpin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
+        """End a memory's pin (an explicit one, or the one a person's decision set); audited, naming ``actor``."""
+        return self.store.unpin(memory_id, reason=reason, actor=actor, namespace=namespace)
 
     def audit(self, memory_id: str | None = None, *, namespace: str = "default") -> list[AuditEntry]:
         """The audit log of a namespace (or one memory), oldest first."""

@@ -19,20 +19,23 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, ValidationError
+from memworth.errors import ChangedError, DuplicateError, ValidationError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
 __all__ = [
     "ERASE",
     "NOTE_FIELDS",
+    "REQUIRES",
     "Backend",
     "Increment",
     "NewMemory",
+    "changed",
     "episodes_from_rows",
     "erased_key",
     "joined",
     "outcome_from_row",
     "redact",
+    "required",
     "reused",
     "reweigh",
     "reweighted_rows",
@@ -41,9 +44,14 @@ __all__ = [
 
 SCHEMA_VERSION = 8
 NOTE_FIELDS = ("pin", "verification")
+"""Audit entries that record a decision without changing a column (pins, verifier failures)."""
 ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
-"""Audit entries that record a decision without changing a column (pins, verifier failures)."""
+REQUIRES = "requires"
+"""The key of an audit entry's ``settings`` naming what else its memory must hold for the
+change to be made, ``{"status": ..., "standing": ...}`` (either may be left out): checked by
+:meth:`Backend.change` in the same statement as ``old`` (a verdict on a quarantined memory
+needs it still active and under re-verify: two people resolving it at once must not both win)."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +243,8 @@ class Backend(Protocol):
 
     def change(self, entry: AuditEntry) -> AuditEntry:
         """Set ``entry.field`` (status or standing) from ``entry.old`` to ``entry.new`` and append the
-        audit entry, atomically; StoreError if the field no longer holds ``old``. Returns it with its seq.
+        audit entry, atomically; ChangedError if the field no longer holds ``old``, or the memory
+        no longer holds what ``entry.settings[REQUIRES]`` names (:func:`required`). Returns it with its seq.
 
         A field of :data:`NOTE_FIELDS` (a pin, a verifier's failure) changes no column: the
         entry is appended if the memory exists (else UnknownMemoryError)."""
@@ -316,6 +325,36 @@ def erased_key(namespace: str) -> str:
     """The meta key that counts erasures in ``namespace`` (a vector index built before its last
     change still holds an erased vector and must be rebuilt)."""
     return f"erased:{namespace}"
+
+
+def required(entry: AuditEntry) -> tuple[str | None, str | None]:
+    """The status and the standing ``entry`` requires of its memory besides its ``old`` value
+    (None: any), from ``entry.settings[REQUIRES]``; ValidationError for anything else.
+
+    Examples
+    --------
+    >>> from memworth.store.records import AuditEntry
+    >>> e = AuditEntry(0, "m", "default", "resolve", "status", "active", "suppressed", "stale", {}, 0.0)
+    >>> required(e), required(replace(e, settings={"requires": {"standing": "re-verify"}}))
+    ((None, None), (None, 're-verify'))
+    """
+    want = entry.settings.get(REQUIRES) if isinstance(entry.settings, Mapping) else None
+    if want is None:
+        return None, None
+    if not isinstance(want, Mapping) or not set(want) <= {"status", "standing"}:
+        raise ValidationError(REQUIRES, f"must map status and/or standing to a value, got {want!r}")
+    return want.get("status"), want.get("standing")
+
+
+def changed(entry: AuditEntry) -> ChangedError:
+    """The error for a change whose memory no longer holds what it was made for (every backend
+    says it the same way): ``old`` in its field, or what :func:`required` names."""
+    held = {entry.field: entry.old}
+    for name, value in zip(("status", "standing"), required(entry), strict=True):
+        if value is not None:
+            held.setdefault(name, value)
+    was = ", ".join(f"{name} {value!r}" for name, value in held.items())
+    return ChangedError(f"memory {entry.memory_id!r} is no longer {was}; nothing changed")
 
 
 def reused(memory_id: str, namespace: str, seq: int) -> DuplicateError:

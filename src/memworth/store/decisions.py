@@ -8,7 +8,8 @@ the namespace's audit log and outcome history and applies what they say.
   entry as ``settings["pin"]``: ``{"until": n}`` (governance proposes nothing for the memory
   until it has ``n`` retrievals; ``n`` is its retrievals at the decision plus the policy's
   ``pin_evidence``) or ``{"until": None}`` (an explicit pin: until unpinned). An unpin
-  entry carries ``settings["pin"] = None``. The latest such entry of a memory is its pin.
+  entry carries ``settings["pin"] = None``. The latest such entry of a memory is its pin,
+  except that a decision does not shorten an explicit pin: only an unpin ends it.
 * **Flags.** The latest audit entry that set a memory's standing to ``re-verify`` is its
   flag: when it was raised and the numbers that raised it.
 * **Rollbacks.** When the holdout guard fires, the changes governance made by itself
@@ -56,7 +57,10 @@ class Pin:
 
 
 def pins(audit: Sequence[AuditEntry]) -> dict[str, Pin]:
-    """Each memory's standing pin (latest pinning or unpinning entry wins), by id.
+    """Each memory's standing pin, by id: the latest pinning or unpinning entry wins, except
+    that an explicit pin (until unpinned) ends only with an unpin, not with a later decision
+    that pins for a number of retrievals (a person who pinned a memory "whatever the
+    outcomes" and later confirms it in review still has it pinned).
 
     Examples
     --------
@@ -66,6 +70,8 @@ def pins(audit: Sequence[AuditEntry]) -> dict[str, Pin]:
     (True, False)
     >>> pins([e(1, {"until": None}), e(2, None)])
     {}
+    >>> pins([e(1, {"until": None}), e(2, {"until": 30.0})])["m"].seq
+    1
     """
     out: dict[str, Pin] = {}
     for entry in audit:
@@ -74,9 +80,12 @@ def pins(audit: Sequence[AuditEntry]) -> dict[str, Pin]:
         pin = entry.settings["pin"]
         if pin is None:
             out.pop(entry.memory_id, None)
-        else:
-            until = pin.get("until")
-            out[entry.memory_id] = Pin(None if until is None else float(until), entry.seq, entry.action, entry.reason)
+            continue
+        until = pin.get("until")
+        held = out.get(entry.memory_id)
+        if until is not None and held is not None and held.until is None:
+            continue  # an explicit pin holds until unpinned
+        out[entry.memory_id] = Pin(None if until is None else float(until), entry.seq, entry.action, entry.reason)
     return out
 
 

@@ -34,7 +34,7 @@ from memworth.progress import Bar, Progress
 from memworth.progress import bar as progress_bar
 from memworth.signals.sources import BurstAlert
 from memworth.store import decisions
-from memworth.store.backend import ERASE, NewMemory
+from memworth.store.backend import ERASE, REQUIRES, NewMemory
 from memworth.store.followed import Followed
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
@@ -167,13 +167,18 @@ class GovernanceMixin(StoreState):
         expected: str | None = None,
         pin: bool = False,
         with_new: builtins.list[NewMemory] | None = None,
+        requires: dict[str, str] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
         for ``policy.limits.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
-        ``with_new``, those memories are inserted in the same transaction (an edit)."""
+        ``with_new``, those memories are inserted in the same transaction (an edit); with
+        ``requires`` (``{"status": ..., "standing": ...}``), the backend makes the change only if
+        the memory still holds those too, in the same statement (ChangedError otherwise)."""
         reason = check_text(reason, "reason")
         current = self.get(memory_id, namespace=namespace)
         settings = dict(settings or {})
+        if requires:
+            settings[REQUIRES] = dict(requires)
         if pin:
             settings["pin"] = {"until": current.counts.n + float(self.policy.limits.pin_evidence)}
         settings["settings_version"] = self._settings_version  # the kept settings it was made under
@@ -245,6 +250,7 @@ class GovernanceMixin(StoreState):
         elif apply is None or apply:
             active = [m for m in memories if m.status == "active"]
             standing = {m.id: m.standing for m in active}
+            read = {m.id: {"status": m.status, "standing": m.standing} for m in memories}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
             budget = self.policy.quarantine_budget(len(active))
             todo = sorted(proposals, key=lambda p: p.action == "re-verify")  # what frees the budget first
@@ -261,7 +267,7 @@ class GovernanceMixin(StoreState):
                     skipped.append((p, why))
                     continue
                 try:
-                    applied.append(self._apply(p, namespace))
+                    applied.append(self._apply(p, namespace, requires=read.get(p.memory_id)))
                 except StoreError as exc:  # rate-limited, or changed by someone else since we read it
                     skipped.append((p, str(exc)))
                     continue
@@ -455,8 +461,11 @@ class GovernanceMixin(StoreState):
             assess(self.policy, m, found[m.id].proposal, pin=found[m.id].pin, held=found[m.id].held) for m in memories
         ]
 
-    def approve(self, memory_id: str, action: str, *, namespace: str = "default") -> AuditEntry:
-        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would.
+    def approve(
+        self, memory_id: str, action: str, *, actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Apply the one change governance proposes now for one memory, as ``govern(apply=True)`` would,
+        the audit entry naming who approved it (``actor``).
 
         ``action`` must be what :meth:`govern` proposes for the memory at this moment, so a
         stale approval changes nothing (ValidationError); the rate limit and the audit entry
@@ -475,17 +484,32 @@ class GovernanceMixin(StoreState):
         >>> entry.action, entry.new, store.get("cz").status
         ('deprecate', 'deprecated', 'deprecated')
         """
+        who = check_actor(actor)
         memory = self.get(memory_id, namespace=namespace)
         p = self.proposals([memory], namespace=namespace)[memory.id]
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        entry = self._apply(p, namespace, pin=True)  # a person approved it: the decision sticks
+        state = {"status": memory.status, "standing": memory.standing}
+        entry = self._apply(p, namespace, pin=True, requires=state, actor=who)  # a person approved it: it sticks
         self._refresh_hot(namespace)
         return entry
 
-    def _apply(self, p: Proposal, namespace: str, *, pin: bool = False) -> AuditEntry:
-        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited."""
+    def _apply(
+        self,
+        p: Proposal,
+        namespace: str,
+        *,
+        pin: bool = False,
+        requires: dict[str, str] | None = None,
+        actor: str | None = None,
+    ) -> AuditEntry:
+        """Make one proposed change, audited with the policy's settings; StoreError when rate-limited.
+
+        ``requires``: the status and standing the memory had when ``p`` was proposed for it;
+        the backend writes the change only if it still has both (ChangedError otherwise), so
+        a decision made meanwhile (a person's verdict, on another face or in another process)
+        is never overruled on what was read before it."""
         if p.action in RATE_LIMITED:
             day_ago = self.clock() - 86400
             changes = [
@@ -495,6 +519,7 @@ class GovernanceMixin(StoreState):
             ]
             if len(changes) >= self.policy.limits.max_changes_per_day:
                 raise RateLimitError(f"rate limit: {len(changes)} promote/demote changes in the last 24 h")
+        who = {} if actor is None else {"actor": actor}
         return self._change(
             p.memory_id,
             p.field,
@@ -502,16 +527,21 @@ class GovernanceMixin(StoreState):
             reason=p.reason,
             namespace=namespace,
             action=p.action,
-            settings={"policy": self.policy.settings(), "numbers": p.numbers},
+            settings={"policy": self.policy.settings(), "numbers": p.numbers, **who},
             expected=p.old,
             pin=pin,
+            requires=requires,
         )
 
-    def restore(self, audit_seq: int, *, reason: str = "restored", namespace: str = "default") -> AuditEntry:
-        """Undo one audited change (the memory must still be as that change left it)."""
+    def restore(
+        self, audit_seq: int, *, reason: str = "restored", actor: str | None = None, namespace: str = "default"
+    ) -> AuditEntry:
+        """Undo one audited change (the memory must still be as that change left it), the
+        audit entry naming who undid it (``actor``)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
         reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
+        who = {} if actor is None else {"actor": check_actor(actor)}
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
             raise UnknownEntryError(audit_seq, namespace)
@@ -542,6 +572,7 @@ class GovernanceMixin(StoreState):
             action="restore",
             expected=entry.new,  # changed again meanwhile: StoreError, as above
             pin=True,  # a person undid it: governance does not redo it on the same evidence
+            settings=who,
         )
 
     def may_consolidate(self, memory_id: str, *, namespace: str = "default") -> bool:

@@ -18,8 +18,19 @@ from typing import Any
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError
-from memworth.store.backend import ERASE, NOTE_FIELDS, SCHEMA_VERSION, Increment, NewMemory, erased_key, reused, reweigh
+from memworth.errors import DuplicateError, StoreError, UnknownMemoryError
+from memworth.store.backend import (
+    ERASE,
+    NOTE_FIELDS,
+    SCHEMA_VERSION,
+    Increment,
+    NewMemory,
+    changed,
+    erased_key,
+    required,
+    reused,
+    reweigh,
+)
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow, Verification
 
 __all__ = ["MemoryBackend"]
@@ -339,8 +350,11 @@ class MemoryBackend:
         m = self._memories.get((entry.namespace, entry.memory_id))
         if m is None:
             raise UnknownMemoryError(entry.memory_id)
-        if entry.field not in NOTE_FIELDS and getattr(m, entry.field) != entry.old:
-            raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+        if entry.field in NOTE_FIELDS:
+            return m
+        status, standing = required(entry)
+        if getattr(m, entry.field) != entry.old or status not in (None, m.status) or standing not in (None, m.standing):
+            raise changed(entry)
         return m
 
     def change(self, entry: AuditEntry) -> AuditEntry:

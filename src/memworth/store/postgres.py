@@ -59,7 +59,6 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import (
-    ChangedError,
     DuplicateError,
     StoreError,
     UnavailableError,
@@ -76,12 +75,14 @@ from memworth.store.backend import (
     Increment,
     NewMemory,
     ambiguous_episode,
+    changed,
     episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
     outcome_from_row,
     redact,
+    required,
     reused,
     reweighted_rows,
 )
@@ -1419,13 +1420,14 @@ def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
         saved = yield from _audit_steps(entry)
         return saved
     yield from _bump_steps([entry.namespace])
-    changed = yield Query(
-        f"UPDATE memories SET {column} = %s WHERE namespace = %s AND id = %s AND {column} = %s",
-        (entry.new, entry.namespace, entry.memory_id, entry.old),
+    count = yield Query(  # what else the change requires (null: anything) in the same statement
+        f"UPDATE memories SET {column} = %s WHERE namespace = %s AND id = %s AND {column} = %s"
+        " AND status = COALESCE(%s, status) AND standing = COALESCE(%s, standing)",
+        (entry.new, entry.namespace, entry.memory_id, entry.old, *required(entry)),
         "count",
     )
-    if changed != 1:
-        raise ChangedError(f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed")
+    if count != 1:
+        raise changed(entry)
     yield Query(
         "UPDATE counters SET updated = %s WHERE namespace = %s AND id = %s",
         (entry.at, entry.namespace, entry.memory_id),

@@ -27,7 +27,22 @@ from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_confidence, check_name, check_storable
 
-__all__ = ["DEFAULT_SOURCES", "VERIFIED", "RecordingMixin", "check_used", "credit_increments", "with_used"]
+__all__ = [
+    "DEFAULT_SOURCES",
+    "VERIFIED",
+    "RecordingMixin",
+    "check_used",
+    "credit_increments",
+    "governed_key",
+    "with_used",
+]
+
+
+def governed_key(namespace: str) -> str:
+    """The ``meta`` key holding ``namespace``'s outcome count when continuous governance
+    (``govern_every``) last ran there."""
+    return f"auto-governed:{namespace}"
+
 
 DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
 """Outcome sources and their confidence (note 003): an outcome adds ``weight x confidence``
@@ -381,13 +396,28 @@ class RecordingMixin(StoreState):
         self._advance_live(credited)
         if self.govern_every is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
-                seen = self._outcomes_since_govern.get(ns, 0) + sum(1 for ep in episodes if ep.namespace == ns)
+                if ns in self._outcomes_since_govern:
+                    seen = self._outcomes_since_govern[ns] + sum(1 for ep in episodes if ep.namespace == ns)
+                else:  # this object's first outcome here: what every face logged since the last automatic govern
+                    seen = yield Blocking(self._logged_since_govern, (ns,))
                 if seen >= self.govern_every:
                     self._outcomes_since_govern[ns] = 0
-                    yield Blocking(self._govern, (ns, AUTOMATIC))
+                    yield Blocking(self._govern_by_itself, (ns,))
                 else:
                     self._outcomes_since_govern[ns] = seen
         return checks
+
+    def _logged_since_govern(self, namespace: str) -> int:
+        """Outcomes logged in ``namespace`` (this batch included) since continuous governance
+        last ran there, by any store object: a store object that records a few outcomes and
+        closes (``memworth record``, a short-lived worker) counts the others' too."""
+        mark = self.backend.get_meta(governed_key(namespace))
+        return max(0, self.backend.outcome_count(namespace) - int(mark or 0))
+
+    def _govern_by_itself(self, namespace: str) -> None:
+        """Continuous governance's round (:data:`AUTOMATIC` actions), and its mark in the store."""
+        self._govern(namespace, AUTOMATIC)
+        self.backend.set_meta(governed_key(namespace), str(self.backend.outcome_count(namespace)))
 
     def _append_call(
         self,

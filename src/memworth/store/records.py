@@ -168,6 +168,22 @@ class Recalled:
     probe: bool = False
     """A quarantined memory (standing ``re-verify``) served as a probe: treat its text with doubt."""
 
+    def row(self) -> dict[str, Any]:
+        """The JSON shape every face shows a recalled memory in (HTTP, MCP, ``memworth recall --json``)."""
+        return {
+            "id": self.memory.id,
+            "text": self.memory.text,
+            "similarity": self.similarity,
+            "worth": self.worth,
+            "lower": self.lower,
+            "upper": self.upper,
+            "class": self.value_class,
+            "score": self.score,
+            "propensity": self.propensity,
+            "explored": self.explored,
+            "probe": self.probe,
+        }
+
 
 @dataclass(frozen=True)
 class AuditEntry:

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownMemoryError, ValidationError
+from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
 from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
@@ -45,11 +45,13 @@ from memworth.store.backend import (
     SCHEMA_VERSION,
     Increment,
     NewMemory,
+    changed,
     episodes_from_rows,
     erased_key,
     joined,
     memories_from_rows,
     outcome_from_row,
+    required,
     reused,
     reweighted_rows,
 )
@@ -884,14 +886,13 @@ class SQLiteBackend:
             if found is None:
                 raise UnknownMemoryError(entry.memory_id)
         else:
-            cur = db.execute(
-                f"UPDATE memories SET {column} = ? WHERE namespace = ? AND id = ? AND {column} = ?",
-                (entry.new, entry.namespace, entry.memory_id, entry.old),
+            cur = db.execute(  # what else the change requires (null: anything) in the same statement
+                f"UPDATE memories SET {column} = ? WHERE namespace = ? AND id = ? AND {column} = ?"
+                " AND status = COALESCE(?, status) AND standing = COALESCE(?, standing)",
+                (entry.new, entry.namespace, entry.memory_id, entry.old, *required(entry)),
             )
             if cur.rowcount != 1:
-                raise ChangedError(
-                    f"memory {entry.memory_id!r} is no longer {entry.field} {entry.old!r}; nothing changed"
-                )
+                raise changed(entry)
             db.execute(
                 "UPDATE counters SET updated = ? WHERE namespace = ? AND id = ?",
                 (entry.at, entry.namespace, entry.memory_id),

@@ -195,10 +195,12 @@ class MemoryStore(
         answers something else or takes longer than ``verifier_timeout`` seconds leaves
         the memory as it is, with an audited ``verifier-failed`` entry.
     govern_every
-        Continuous governance (off by default): after every ``govern_every`` outcomes this
-        store object records in a namespace, it governs that namespace, applying the
-        protective actions (re-verify, suppress, deprecate) and the probe test's releases,
-        and only proposing promote and demote.
+        Continuous governance (off by default): after every ``govern_every`` outcomes in a
+        namespace, this store object governs that namespace, applying the protective actions
+        (re-verify, suppress, deprecate) and the probe test's releases, and only proposing
+        promote and demote. It counts, from its first outcome in the namespace, the outcomes
+        logged there by any store object since continuous governance last ran (the store
+        keeps that mark), then the ones it records itself.
     probe_share
         Quarantine: a memory whose standing is ``re-verify`` is not served as an answer; on
         this share of the recalls it is allowed back as a probe (marked ``probe`` in the

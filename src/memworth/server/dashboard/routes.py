@@ -178,7 +178,7 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.approve(memory_id, action, namespace=who.namespace),
+                lambda s: s.approve(memory_id, action, actor=who.actor, namespace=who.namespace),
                 lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
             )
         except StoreError as exc:  # rate-limited, or changed meanwhile
@@ -194,7 +194,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.resolve(memory_id, verdict, reason=reason, text=text, namespace=who.namespace),
+                lambda s: s.resolve(
+                    memory_id, verdict, reason=reason, text=text, actor=who.actor, namespace=who.namespace
+                ),
                 lambda entry: f"{ROOT}/governance",
             )
         except ConflictError as exc:  # not awaiting verification (resolved meanwhile)
@@ -215,7 +217,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         memory_id, reason = fields.get("memory_id", ""), fields.get("reason") or f"{verb}ned in the dashboard"
         return changed(
             who.namespace,
-            lambda s: (s.pin if verb == "pin" else s.unpin)(memory_id, reason=reason, namespace=who.namespace),
+            lambda s: (s.pin if verb == "pin" else s.unpin)(
+                memory_id, reason=reason, actor=who.actor, namespace=who.namespace
+            ),
             lambda entry: memory_url(memory_id),
         )
 
@@ -276,7 +280,9 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         try:
             return changed(
                 who.namespace,
-                lambda s: s.restore(int(seq), reason="undone in the dashboard", namespace=who.namespace),
+                lambda s: s.restore(
+                    int(seq), reason="undone in the dashboard", actor=who.actor, namespace=who.namespace
+                ),
                 lambda entry: safe_next(fields.get("next") or f"{ROOT}/governance"),
             )
         except StoreError as exc:  # the memory changed since that entry

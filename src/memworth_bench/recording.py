@@ -353,10 +353,11 @@ def measure(kind: str, settings: Settings) -> Section:
             "knows them",
             *(
                 [
-                    "per transaction the store sets every counter of the batch in one statement (rows locked in "
-                    "memory-id order, each memory's increments added in order) and COPYs the outcome rows; the bare "
-                    "loop sends one upsert per retrieved memory and one insert per outcome (pipelined); since schema "
-                    "8 the store's counters have a narrow table of their own, as the bare loop's do"
+                    "per transaction the store reads the episodes, then one statement, committed by itself, sets "
+                    "every counter of the batch (rows locked in memory-id order, each memory's increments added in "
+                    "order) and appends the outcome rows: two round trips; the bare loop sends BEGIN, one upsert per "
+                    "retrieved memory (pipelined), one insert per outcome and COMMIT: four; since schema 8 the "
+                    "store's counters have a narrow table of their own, as the bare loop's do"
                 ]
                 if kind == "postgres"
                 else [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -19,7 +19,7 @@ from memworth.errors import StoreError, ValidationError
 from memworth.governance.replay import ReplaySettings
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
-from memworth.signals.change_detection import OutcomeStream
+from memworth.signals.change_detection import CusumState, OutcomeStream
 from memworth.signals.context_adjusted import EpisodeStats
 from memworth.signals.coretrieval import AlarmSplitter
 from memworth.signals.holdout import Lift
@@ -170,13 +170,27 @@ class LogMixin(StoreState):
         """The namespace's change detectors over its whole history, advanced from where this
         store object last left them (run again from the start when the policy changed)."""
         with self._follow_lock:
-            followed = self._history(namespace)
-            if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(followed):
-                followed.whole()  # a new scan reads every outcome
-                followed.scan = NamespaceScan(self.policy, columns=followed, lock=self._follow_lock)
-            found = followed.scan.read()  # advances over the outcomes it has not read
-            followed.scanned = len(followed)
-            return found
+            return self._advanced_scan(namespace).read()
+
+    def _advanced_scan(self, namespace: str) -> NamespaceScan:
+        """The namespace's scan, advanced over every outcome of its history (held: the follow lock)."""
+        followed = self._history(namespace)
+        if followed.scan is None or followed.scan.policy != self.policy or followed.scanned > len(followed):
+            followed.whole()  # a new scan reads every outcome
+            followed.scan = NamespaceScan(self.policy, columns=followed, lock=self._follow_lock)
+        followed.scan.catch_up()  # advances over the outcomes it has not read
+        followed.scanned = len(followed)
+        return followed.scan
+
+    def _start_live_scan(self, namespace: str) -> None:
+        """Start the AlarmSplitter's live statistics of ``namespace`` from its detectors advanced
+        over the log: what :meth:`outcome_streams` gives it, without reading every memory's
+        stream (its CUSUM reading, a baseline per memory: half the first record's time on a
+        log of 600 outcomes), which recording does not need."""
+        with self._follow_lock:
+            scan = self._advanced_scan(namespace)
+            live = _live_alarms(scan, scan.state if scan.episodes else None, scan.columns.ids)
+        self._go_live(namespace, live)
 
     def recent_counts(self, namespace: str = "default", window: int | None = None) -> dict[str, Counts]:
         """Each memory's counts over its last ``window`` direct retrievals with an outcome."""
@@ -229,12 +243,15 @@ class LogMixin(StoreState):
             with self._follow_lock:
                 scan = self._followed[namespace].scan
                 assert scan is not None
-                state = found.state if found.state is not None else scan.detector.start(0)
-                live = LiveAlarms(scan.detector, found.ids, state.copy(), scan.reference.copy(), scan.episodes)
-            with self._live_lock:
-                self._live[namespace] = live
-                self._watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
+                live = _live_alarms(scan, found.state, found.ids)
+            self._go_live(namespace, live)
         return found.streams
+
+    def _go_live(self, namespace: str, live: LiveAlarms) -> None:
+        """Give the AlarmSplitter ``live``, the live statistics of ``namespace``."""
+        with self._live_lock:
+            self._live[namespace] = live
+            self._watch({(namespace, mid): stat for mid, stat in live.statistics().items()})
 
     def burst_alerts(self, *, namespace: str = "default") -> builtins.list[BurstAlert]:
         """Memories whose worth the outcomes of the last ``burst.window`` seconds moved further
@@ -348,3 +365,10 @@ class LogMixin(StoreState):
                 self.backend.write_counts(ns, fixes)
             self._forget_followed()
         return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
+
+
+def _live_alarms(scan: NamespaceScan, state: CusumState | None, ids: Sequence[str]) -> LiveAlarms:
+    """Live statistics starting where ``scan`` stands: its CUSUM ``state`` (None: no outcome yet)
+    over the memories ``ids``, copied with its reference rate."""
+    start = state if state is not None else scan.detector.start(0)
+    return LiveAlarms(scan.detector, ids, start.copy(), scan.reference.copy(), scan.episodes)

@@ -73,9 +73,10 @@ class Plan:
     """What one backend method does in the database.
 
     ``mode``: ``"read"`` (one autocommit connection: no BEGIN and COMMIT round trips),
-    ``"write"`` (one transaction) or ``"pipeline"`` (one transaction whose statements go
-    out together). ``on_unique``: the plan whose answer is the error to raise when the
-    transaction hits a unique violation (rolled back: nothing was written). ``then``:
+    ``"statement"`` (a write made of one statement, atomic on its own: run as ``"read"`` is,
+    so it commits by itself, in one round trip), ``"write"`` (one transaction) or
+    ``"pipeline"`` (one transaction whose statements go out together). ``on_unique``: the
+    plan whose answer is the error to raise when the transaction hits a unique violation (rolled back: nothing was written). ``then``:
     called with the answer once the transaction committed.
 
     Inside a sync :meth:`memworth.store.postgres.PostgresBackend.transaction` block every
@@ -86,7 +87,7 @@ class Plan:
     """
 
     steps: Statements
-    mode: Literal["read", "write", "pipeline"] = "read"
+    mode: Literal["read", "statement", "write", "pipeline"] = "read"
     on_unique: Callable[[Exception], Plan] | None = None
     then: Callable[[Any], None] | None = field(default=None)
 

@@ -472,11 +472,11 @@ class PostgresBackend:
         :meth:`transaction` that transaction's, each plan a savepoint of it (a read too: it
         sees what the block wrote so far, and a failed statement leaves the block usable),
         so a rollback of the block undoes every write made through a plan; else one from the
-        pool for the plan, a read in autocommit."""
+        pool for the plan, a read (and a write of one statement) in autocommit."""
         inside = getattr(self._held, "conn", None) is not None
         try:
             with self._connection() as conn:
-                if plan.mode == "read" and not inside:
+                if plan.mode in ("read", "statement") and not inside:
                     conn.autocommit = True
                     try:
                         answer = execute(conn, plan.steps)
@@ -919,7 +919,9 @@ class PostgresBackend:
         increments: Sequence[Increment],
         reweighted: Sequence[Episode] = (),
     ) -> None:
-        """One transaction, three statements whatever the batch size (see the module docstring).
+        """One transaction, three statements whatever the batch size (see the module docstring);
+        a plain batch (outcomes only: no verification, no ``used`` reweighting, the recording
+        hot path) makes steps 2 and 3 as one statement, committed by itself (:data:`_RECORD`).
 
         1. the verifications (usually none or one), refused if the episode has one already;
         2. every counter of the batch in one statement (:data:`_COUNTERS`): the rows are
@@ -950,6 +952,13 @@ class PostgresBackend:
         if unnamed is not None:  # the unique key is (namespace, episode_id): '' would escape it
             raise ValidationError("namespace", f"the outcome of episode {unnamed!r} names no namespace")
         recorded = outcomes[-1].recorded if outcomes else 0.0
+        keys = [(o.namespace, o.episode_id) for o in outcomes]
+        if outcomes and not verifications and not reweighted:  # a plain record: one statement
+            return Plan(
+                _record_outcomes(outcomes, increments, recorded),
+                "statement",
+                on_unique=lambda exc: self._duplicate_outcome(keys, exc),
+            )
 
         def steps() -> Statements:
             if verifications:
@@ -982,7 +991,6 @@ class PostgresBackend:
                     ],
                 )
 
-        keys = [(o.namespace, o.episode_id) for o in outcomes]
         return Plan(steps(), "write", on_unique=lambda exc: self._duplicate_outcome(keys, exc))
 
     def _duplicate_outcome(self, keys: Sequence[tuple[str, str]], exc: Exception) -> Plan:
@@ -1287,19 +1295,26 @@ def _vector_text(vector: np.ndarray) -> str:
 # One statement for every counter a batch of outcomes changes. ``inc`` is the batch's
 # increments in the order given (``ord``). ``locked`` locks the counter rows in (namespace, id)
 # order, so two batches over the same hot memories cannot deadlock; under READ COMMITTED
-# a locking read returns each row's newest committed version. ``total`` adds, per memory,
+# a locking read returns each row's newest committed version. It locks them one memory at a
+# time (a LATERAL lookup, so a nested loop over the sorted distinct keys: one primary-key probe
+# each); written as ``IN (SELECT ... FROM inc)``, the planner, which cannot know how few keys
+# ``inc`` holds, scanned the whole table (a seq scan of 1,000 rows per outcome, 0.2 ms, in
+# memworth bench's store). ``total`` adds, per memory,
 # the current value and then the increments in the order given: ``sum(x ORDER BY ord)``
 # over float8 is float8pl applied left to right from the first value, the very additions
 # one UPDATE per increment would make. A memory that does not exist has no locked row and
 # so matches no row to update: it is missing from RETURNING.
-_COUNTERS = """
+_LOCKED_TOTALS = """
 WITH inc AS (
     SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[], %b::float8[])
         WITH ORDINALITY AS t(namespace, id, success, failure, n, ord)
 ), locked AS (
-    SELECT m.namespace, m.id, m.success, m.failure, m.n FROM counters m
-    WHERE (m.namespace, m.id) IN (SELECT namespace, id FROM inc)
-    ORDER BY m.namespace, m.id FOR NO KEY UPDATE
+    SELECT m.namespace, m.id, m.success, m.failure, m.n
+    FROM (SELECT DISTINCT namespace, id FROM inc ORDER BY namespace, id) AS k,
+        LATERAL (
+            SELECT c.namespace, c.id, c.success, c.failure, c.n FROM counters c
+            WHERE c.namespace = k.namespace AND c.id = k.id FOR NO KEY UPDATE
+        ) AS m
 ), total AS (
     SELECT namespace, id, sum(success ORDER BY ord) AS success, sum(failure ORDER BY ord) AS failure,
         sum(n ORDER BY ord) AS n
@@ -1308,11 +1323,84 @@ WITH inc AS (
         UNION ALL SELECT namespace, id, success, failure, n, ord FROM inc
     ) AS x
     GROUP BY namespace, id
-)
+)"""
+_COUNTERS = (
+    _LOCKED_TOTALS
+    + """
 UPDATE counters m SET success = t.success, failure = t.failure, n = t.n, updated = %s
 FROM total t WHERE m.namespace = t.namespace AND m.id = t.id
 RETURNING m.namespace, m.id
 """
+)
+
+
+# One statement for a plain batch of outcomes (no verification, no ``used`` reweighting): the
+# counters as :data:`_COUNTERS` sets them, then the outcome rows, made alone in autocommit (one
+# round trip: no BEGIN, COMMIT). Statements in WITH run concurrently in no set order, so the
+# order is forced: ``logged``'s one-time filter reads ``missing`` (so ``locked``: every lock is
+# taken) and ``counted`` (initplans, each run to its end before the first outcome row is made),
+# so every counter row is locked and set before an outcome takes its sequence number, as when
+# the two were statements of one transaction: two records that share a memory take their
+# sequence numbers in the order they changed it, which is what makes a replay add the same
+# numbers in the same order (tests/store/test_postgres_batch.py fails without it). A memory
+# missing from ``counters`` (erased) makes both write nothing and is returned: the caller
+# refuses the batch, with nothing written. An episode with an outcome already fails the statement on the unique
+# key (nothing written). ``counted`` sets the totals through the primary key (ON CONFLICT ...
+# DO UPDATE; every row exists, locked above, so none is inserted): an UPDATE joined to
+# ``total`` was planned as a seq scan of the table, as ``locked`` was. Under READ COMMITTED
+# the conflict path updates the row's newest version, which ``locked`` holds.
+_RECORD = (
+    _LOCKED_TOTALS
+    + """, missing AS (
+    SELECT namespace, id FROM inc EXCEPT SELECT namespace, id FROM locked
+), counted AS (
+    INSERT INTO counters AS m (namespace, id, success, failure, n, updated)
+    SELECT namespace, id, success, failure, n, %s FROM total WHERE NOT EXISTS (SELECT FROM missing)
+    ON CONFLICT (namespace, id) DO UPDATE
+    SET success = excluded.success, failure = excluded.failure, n = excluded.n, updated = excluded.updated
+    RETURNING m.id
+), logged AS (
+    INSERT INTO outcomes (episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
+        settings_version)
+    SELECT episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version
+    FROM unnest(%b::text[], %b::bool[], %b::text[], %b::float8[], %b::float8[], %b::text[], %s::float8[],
+        %s::int4[], %s::int4[])
+        WITH ORDINALITY AS o(episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
+            settings_version, ord)
+    WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing)
+    ORDER BY ord
+    RETURNING 1
+)
+SELECT namespace, id FROM missing
+"""
+)
+
+
+def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
+    """Apply ``increments`` and append ``outcomes`` in one statement (:data:`_RECORD`);
+    UnknownMemoryError (first in id order) if a memory is missing, with nothing written."""
+    missing = yield Query(
+        _RECORD,
+        (
+            [i.namespace for i in increments],
+            [i.memory_id for i in increments],
+            [float(i.success) for i in increments],
+            [float(i.failure) for i in increments],
+            [float(i.n) for i in increments],
+            recorded,
+            [o.episode_id for o in outcomes],
+            [o.success for o in outcomes],
+            [o.source for o in outcomes],
+            [o.confidence for o in outcomes],
+            [o.recorded for o in outcomes],
+            [o.namespace for o in outcomes],
+            [o.propagation for o in outcomes],
+            [o.max_hops for o in outcomes],
+            [o.settings_version for o in outcomes],
+        ),
+    )
+    if missing:
+        raise UnknownMemoryError(min(missing)[1])  # in Python's order, as _add_to_counters names it
 
 
 def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:

@@ -90,7 +90,7 @@ class AsyncPlans:
         Errors are the sync backend's: StoreError, UnavailableError, the plan's own."""
         try:
             async with self.pool.connection() as conn:
-                if plan.mode == "read":  # the pool's connections are in autocommit (open_async_pool)
+                if plan.mode in ("read", "statement"):  # the pool's connections are in autocommit
                     answer = await aexecute(conn, plan.steps)
                 elif plan.mode == "pipeline":
                     async with conn.pipeline(), conn.transaction():

@@ -452,7 +452,7 @@ class RecordingMixin(StoreState):
             return
         for ns in sorted(namespaces):
             if ns not in self._live:
-                self.outcome_streams(ns)
+                self._start_live_scan(ns)
                 self._checkpoint(ns)
 
     def _advance_live(self, credited: builtins.list[tuple[Episode, bool, float]]) -> None:

@@ -168,7 +168,7 @@ def fast_counts(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_episodes AS
             SELECT {namespace}, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
-                   min(o) = 1 AS success, min(confidence) AS confidence,
+                   min(o) = 1 AS success, {"min(confidence)" if "confidence" in present else "1.0"} AS confidence,
                    {_clash(present)} AS wrong, ({distinct}) AS certain
             FROM (SELECT *, hash(memory_id) AS h,
                          CASE WHEN coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) THEN 2 WHEN success THEN 1 ELSE 0 END AS o

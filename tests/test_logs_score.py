@@ -326,3 +326,26 @@ def test_repeated_text_columns_are_the_arrays_built_value_by_value() -> None:
     ids = ["m1", "ü2", "m3"]  # mostly distinct: the plain path, with a multi-byte id
     assert _arrow_repeated(ids).to_pylist() == ids and _arrow_strings(ids).to_pylist() == ids
     assert _arrow_repeated([]).to_pylist() == []
+
+
+def test_the_imports_run_ahead_of_the_sums_are_done_when_scoring_starts(tmp_path, monkeypatch) -> None:
+    """scipy and pyarrow are imported in a thread while DuckDB sums; the run waits for it before
+    it scores, and leaves no thread behind."""
+    import threading
+
+    import memworth.logs.score as score_module
+    from memworth.logs import ScoreSettings, score_files
+
+    started = []
+    real = score_module._import_ahead
+
+    def spy():
+        started.append(thread := real())
+        return thread
+
+    monkeypatch.setattr(score_module, "_import_ahead", spy)
+    path = tmp_path / "log.csv"
+    path.write_text("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne2,a,failure,2\n")
+    assert score_files([str(path)], ScoreSettings()).table.num_rows == 1
+    assert len(started) == 1 and not started[0].is_alive()
+    assert "memworth-import-ahead" not in {t.name for t in threading.enumerate()}

@@ -15,6 +15,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -118,6 +119,7 @@ def score_files(
         os.unlink(work)
         if Path(state).exists():
             shutil.copyfile(state, work)
+    ahead = _import_ahead()
     con = _connect(work, memory_limit)
     try:
         create_tables(con, settings.counting)
@@ -136,6 +138,7 @@ def score_files(
         else:  # a state to keep, a log to read later, credit to split, or a log to refuse: the checked path
             rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
             added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
+        ahead.join()
         table = score_state(con, settings, progress=progress)
         if state is not None:
             con.execute("CHECKPOINT")
@@ -152,6 +155,22 @@ def score_files(
                 if os.path.exists(leftover):
                     os.unlink(leftover)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _import_ahead() -> threading.Thread:
+    """Import what scoring needs after the SQL (scipy's special functions and pyarrow, about
+    half a second) in a thread, while DuckDB reads the logs (it lets go of the GIL meanwhile)."""
+
+    def load() -> None:
+        try:
+            import pyarrow  # noqa: F401
+            import scipy.special  # noqa: F401
+        except ImportError:  # pragma: no cover - said where they are used
+            pass
+
+    thread = threading.Thread(target=load, name="memworth-import-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 COLUMNS_OUT: tuple[tuple[str, str], ...] = (

@@ -414,3 +414,41 @@ def test_a_half_life_past_what_the_cutoff_can_pick_numbers_every_episode(tmp_pat
     })
     settings = ScoreSettings(counting=Counting(half_life=1e306), policy=GovernancePolicy(change_detection=False))
     assert score_files([path], settings).table.column("decayed_n").to_pylist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "spellings",
+    [
+        ["success", " Success ", "TRUE", "1", "failure", "FAILURE", " false", "0", "-1"],
+        [1, 1, 1, 1, 0, 0, 0, -1, -1],  # an integer column
+        [True, True, True, True, False, False, False, False, False],  # a boolean column
+    ],
+)
+def test_every_outcome_spelling_is_read_by_both_paths(tmp_path, monkeypatch, spellings) -> None:
+    """The two words as written are read first, the rest trimmed and lowered: each spelling, in a
+    text, integer or boolean column, counts as the outcome it names (4 successes, 5 failures)."""
+    n = len(spellings)
+    path = write(
+        tmp_path / "a.parquet",
+        {
+            "episode_id": [f"e{i}" for i in range(n)],
+            "memory_id": ["m"] * n,
+            "outcome": spellings,
+            "timestamp": [float(i) for i in range(n)],
+        },
+    )
+    fast, slow = fast_and_checked(monkeypatch, [path], ScoreSettings(policy=QUIET))
+    for got in (fast, slow):
+        assert (got["success"], got["failure"]) == ([4.0], [5.0])
+
+
+@pytest.mark.parametrize("word", ["succes", "", None, "success!"])
+def test_an_outcome_that_is_not_a_word_is_refused_by_both_paths(tmp_path, monkeypatch, word) -> None:
+    path = write(tmp_path / "a.parquet", spoiled("outcome", 3, word))
+    for fast_counts_on in (True, False):
+        with monkeypatch.context() as m:
+            if not fast_counts_on:
+                m.setattr(score_module, "fast_counts", lambda *a, **k: None)
+            with pytest.raises(LogError) as info:
+                score_files([path], ScoreSettings(policy=QUIET))
+        assert (info.value.row, info.value.column) == (3, "outcome") and "must be success or failure" in str(info.value)

@@ -304,3 +304,48 @@ def test_cli_refuses_a_bad_settings_file_naming_it(tmp_path, capsys, text, reaso
     assert main(["score", str(log), "--settings", str(path), "--quiet"]) != 0
     err = capsys.readouterr().err
     assert reason in err and "Traceback" not in err
+
+
+def test_repeated_text_columns_are_the_arrays_built_value_by_value() -> None:
+    """The scored table's class, action and reason columns are built from their distinct values
+    (encoded once, then taken by index) and the ids from one joined text; both give the array
+    that encoding each value gives: nulls, non-ASCII text, NumPy strings, and past the byte
+    limit the chunked column."""
+    from memworth.logs.score import _arrow_repeated, _arrow_strings
+
+    values = ["low", None, "héllo", np.str_("low"), "low", None, "héllo", "mixed"] * 3
+    want = [None if v is None else str(v) for v in values]
+    for build in (_arrow_repeated, _arrow_strings):
+        got = build(values)
+        assert isinstance(got, pa.Array) and got.type == pa.string() and got.to_pylist() == want
+        assert got.null_count == 6
+    assert _arrow_repeated(values).equals(_arrow_strings(values))
+    split = _arrow_repeated(values, limit=12)  # past the limit: the chunked column _arrow_strings makes
+    assert isinstance(split, pa.ChunkedArray) and split.to_pylist() == want
+    assert split.equals(_arrow_strings(values, limit=12))
+    ids = ["m1", "ü2", "m3"]  # mostly distinct: the plain path, with a multi-byte id
+    assert _arrow_repeated(ids).to_pylist() == ids and _arrow_strings(ids).to_pylist() == ids
+    assert _arrow_repeated([]).to_pylist() == []
+
+
+def test_the_imports_run_ahead_of_the_sums_are_done_when_scoring_starts(tmp_path, monkeypatch) -> None:
+    """scipy and pyarrow are imported in a thread while DuckDB sums; the run waits for it before
+    it scores, and leaves no thread behind."""
+    import threading
+
+    import memworth.logs.score as score_module
+    from memworth.logs import ScoreSettings, score_files
+
+    started = []
+    real = score_module._import_ahead
+
+    def spy():
+        started.append(thread := real())
+        return thread
+
+    monkeypatch.setattr(score_module, "_import_ahead", spy)
+    path = tmp_path / "log.csv"
+    path.write_text("episode_id,memory_id,outcome,timestamp\ne1,a,success,1\ne2,a,failure,2\n")
+    assert score_files([str(path)], ScoreSettings()).table.num_rows == 1
+    assert len(started) == 1 and not started[0].is_alive()
+    assert "memworth-import-ahead" not in {t.name for t in threading.enumerate()}

@@ -63,3 +63,23 @@ def test_propose_table_fires_every_rule() -> None:
 def test_propose_table_refuses_a_list() -> None:
     with pytest.raises(ValidationError, match="counts"):
         GovernancePolicy().propose_table([Counts(1.0, 0.0, 1)])  # type: ignore[arg-type]
+
+
+def test_propose_table_writes_each_repeated_reason_once_and_keeps_signed_zeros_apart() -> None:
+    """Repeated counts share one reason text (written once per distinct numbers, found by their
+    bits); a worth of -0.0 prints '-0.000' as ``propose`` prints it, not 0.0's text; an e-BH
+    test handed in (``tested``) gives what running it again gives."""
+    policy = GovernancePolicy(change_detection=False, min_evidence=1.0)
+    rows = [Counts(-0.0, 40.0, 40), Counts(0.0, 40.0, 40), Counts(-0.0, 40.0, 40), Counts(39.0, 1.0, 40)] * 3
+    flags = policy.worth_flags(rows)
+    want = []
+    for i, c in enumerate(rows):
+        p = policy.propose(f"m{i}", c, "active", "normal", None, worth_flag=flags[i])
+        want.append((None, None, None) if p is None else (p.action, p.new, p.reason))
+    table = _table(rows)
+    for tested in (None, policy.worth_test(table)):
+        action, new, reason = policy.propose_table(table, tested=tested)
+        assert list(zip(action.tolist(), new.tolist(), reason.tolist(), strict=True)) == want
+    sequential_off = GovernancePolicy(change_detection=False, deprecation="fixed", min_evidence=1e9)
+    _, _, reason = sequential_off.propose_table(table)
+    assert reason[0] != reason[1] and "-0.000" in reason[0] and reason[0] == reason[2]

@@ -654,7 +654,11 @@ class GovernancePolicy:
         return None
 
     def propose_table(
-        self, counts: CountsTable, recent: CountsTable | None = None
+        self,
+        counts: CountsTable,
+        recent: CountsTable | None = None,
+        *,
+        tested: tuple[np.ndarray, list[np.ndarray], float, int] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`propose` for many ``active`` memories of standing ``normal`` without outcome
         streams, at once (how ``memworth score`` proposes when change detection is off).
@@ -664,7 +668,8 @@ class GovernancePolicy:
         the whole table. ``recent``: each memory's window counts (``n`` 0: none). Returns
         the action, the new status or standing and the reason, as object arrays with
         ``None`` where nothing is proposed. The rules are :meth:`propose`'s, over arrays; a
-        Hypothesis test holds the two equal.
+        Hypothesis test holds the two equal. ``tested``: what :meth:`worth_test` gave for
+        this same table, if the caller has it already (the test is then not run again).
         """
         check_counts(counts, CountsTable)
         success, failure, n = (np.atleast_1d(np.asarray(c, dtype=float)) for c in counts)
@@ -686,7 +691,7 @@ class GovernancePolicy:
                 reason[i] = self._window_reason(float(rn[i]), float(now[i]), float(worth[i]), "")
             todo &= ~fired
         if self.low_worth.rule == "sequential":
-            flags, evalues, level, tests = self.worth_test(table)
+            flags, evalues, level, tests = self.worth_test(table) if tested is None else tested
             for i in np.flatnonzero(todo & (flags != None)).tolist():  # noqa: E711 - elementwise
                 act = str(flags[i])
                 e = float(evalues[1][i] if act == "deprecate" else evalues[0][i])
@@ -709,9 +714,20 @@ class GovernancePolicy:
         s = self.standing
         rule2 = DecisionRule(s.promote_above, s.demote_below, s.min_confidence, evidence="retrievals")
         decided, _, conf = rule2.decide_table(table)
-        for i in np.flatnonzero(todo & (decided != "neutral")).tolist():
-            action[i] = str(decided[i])
-            reason[i] = rule2.reason(action[i], float(worth[i]), float(conf[i]))
+        # A large table repeats its counts: each reason is written once per (action, worth, confidence),
+        # keyed by the numbers' bits (-0.0 and 0.0 print apart).
+        rows = np.flatnonzero(todo & (decided != "neutral"))
+        conf = np.ascontiguousarray(np.atleast_1d(np.asarray(conf, dtype=float)))
+        bits = zip(
+            decided[rows].tolist(), worth[rows].view(np.int64).tolist(), conf[rows].view(np.int64).tolist(), strict=True
+        )
+        said: dict[tuple[str, int, int], str] = {}
+        for i, key in zip(rows.tolist(), bits, strict=True):
+            text = said.get(key)
+            if text is None:
+                text = said[key] = rule2.reason(str(key[0]), float(worth[i]), float(conf[i]))
+            action[i] = str(key[0])
+            reason[i] = text
         new = np.full(size, None, dtype=object)
         for act, (_, value) in ACTIONS.items():
             new[action == act] = value

@@ -106,9 +106,11 @@ def _same_parquet(files: Sequence[str], fmt: str | None, con: Any) -> dict[str, 
 
 def _clash(present: set[str]) -> str:
     """SQL over an episode's rows: true if they disagree on a column the logs have (as
-    :func:`memworth.logs.read.check_episodes` asks); a column a log lacks is one default value."""
-    names = ["success"] + [c for c in ("confidence", "source", "context") if c in present]
-    parts = [f"coalesce(min({c}) <> max({c}), false)" for c in names]  # null: no value (a null success is a bad row)
+    :func:`memworth.logs.read.check_episodes` asks) or one is unusable; a column a log lacks
+    is one default value. The outcome and whether the row is usable are one small integer
+    ``o`` (2: unusable, else 1 success, 0 failure), so two aggregates ask both."""
+    names = [c for c in ("confidence", "source", "context") if c in present]
+    parts = ["max(o) = 2", "min(o) <> max(o)"] + [f"coalesce(min({c}) <> max({c}), false)" for c in names]
     if "context" in present:  # a context beside none also disagrees
         parts.append("(count(context) > 0 AND count(context) < count(*))")
     return "(" + " OR ".join(parts) + ")"
@@ -142,6 +144,10 @@ def fast_counts(
     )
     rows = f"(SELECT {_select('__file', exprs, checks)} FROM {source}) AS r({_ROW_COLUMNS})"
     hl = float(half_life)
+    # Logs without a namespace column have every row in 'default': the ids alone key episodes
+    # and memories, and the group-bys and the join skip a constant second key.
+    one = "namespace" not in present
+    namespace = "'default' AS namespace" if one else "namespace"
     recent = recent_episodes(hl)
     # The M-th newest first timestamp of each namespace with more than M episodes (the others
     # are numbered whole). max(ets, M) holds M values per namespace from the start, so it is
@@ -156,16 +162,17 @@ def fast_counts(
     distinct = " OR ".join(  # k distinct bits: k distinct memory ids (equal ids hash alike)
         f"bit_count(bit_or(1::UBIGINT << ((h >> {6 * i}) & 63))) = count(*)" for i in range(_BITMAPS)
     )
-    term = decay_term("d", hl)  # null (adds nothing) for an episode not numbered: its term is 0.0
+    term = decay_term("r.d", hl)  # null (adds nothing) for an episode not numbered: its term is 0.0
     try:
         con.execute(  # the episodes, and whether anything is wrong: read before anything is summed
             f"""
             CREATE OR REPLACE TEMP TABLE fast_episodes AS
-            SELECT namespace, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
-                   min(success) AS success, min(confidence) AS confidence,
-                   bool_or(unusable) OR {_clash(present)} AS wrong, ({distinct}) AS certain
-            FROM (SELECT *, hash(memory_id) AS h, coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) AS unusable
-                  FROM {rows}) GROUP BY {EPISODE_KEY}
+            SELECT {namespace}, episode_id, count(*) AS k, min(ts) AS ets, min(file::BIGINT * {_ROWS} + row) AS first,
+                   min(o) = 1 AS success, {"min(confidence)" if "confidence" in present else "1.0"} AS confidence,
+                   {_clash(present)} AS wrong, ({distinct}) AS certain
+            FROM (SELECT *, hash(memory_id) AS h,
+                         CASE WHEN coalesce(bad OR file IS NULL OR row >= {_ROWS}, true) THEN 2 WHEN success THEN 1 ELSE 0 END AS o
+                  FROM {rows}) GROUP BY {"episode_id" if one else EPISODE_KEY}
             """
         )
         wrong, k_max, episodes = first_row(con, "SELECT bool_or(wrong), max(k), count(*) FROM fast_episodes")
@@ -179,6 +186,8 @@ def fast_counts(
             return None
         # Each row joined to its episode's credit (1/k x confidence, as the checked path multiplies
         # them), outcome and distance from the newest (numbered episodes only), summed per memory.
+        # What each sum adds is worked out once per episode (null: adds nothing, as a FILTER
+        # leaves it out), so the rows carry values, not conditions.
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE fast_counts AS
@@ -190,21 +199,25 @@ def fast_counts(
                 FROM fast_episodes e LEFT JOIN clock c ON e.namespace = c.namespace
                 WHERE c.cutoff IS NULL OR e.ets >= c.cutoff
             ),
-            placed AS (
-                SELECT e.namespace, e.episode_id, (1.0 / e.k) * e.confidence AS credit, e.success, e.certain, r.d
+            credited AS (
+                SELECT e.namespace, e.episode_id, (1.0 / e.k) * e.confidence AS credit, e.success, e.certain,
+                       {term} AS term
                 FROM fast_episodes e LEFT JOIN recent r ON r.namespace = e.namespace AND r.episode_id = e.episode_id
+            ),
+            placed AS (
+                SELECT namespace, episode_id,
+                       CASE WHEN success THEN credit END AS s, CASE WHEN NOT success THEN credit END AS f,
+                       CASE WHEN success THEN credit * term END AS ds, CASE WHEN NOT success THEN credit * term END AS df,
+                       term AS dn, CASE WHEN NOT certain THEN episode_id END AS unsure
+                FROM credited
             )
-            SELECT x.namespace, x.memory_id,
-                   fsum(p.credit) FILTER (WHERE p.success) AS success,
-                   fsum(p.credit) FILTER (WHERE NOT p.success) AS failure,
-                   count(*) AS n,
-                   fsum(p.credit * {term}) FILTER (WHERE p.success AND d IS NOT NULL) AS decayed_success,
-                   fsum(p.credit * {term}) FILTER (WHERE NOT p.success AND d IS NOT NULL) AS decayed_failure,
-                   fsum({term}) FILTER (WHERE d IS NOT NULL) AS decayed_n,
-                   list(p.episode_id) FILTER (WHERE NOT p.certain) AS unsure
+            SELECT {"'default' AS namespace" if one else "x.namespace"}, x.memory_id,
+                   fsum(p.s) AS success, fsum(p.f) AS failure, count(*) AS n,
+                   fsum(p.ds) AS decayed_success, fsum(p.df) AS decayed_failure, fsum(p.dn) AS decayed_n,
+                   list(p.unsure) FILTER (WHERE p.unsure IS NOT NULL) AS unsure
             FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
-            JOIN placed p ON p.namespace = x.namespace AND p.episode_id = x.episode_id
-            GROUP BY x.namespace, x.memory_id
+            JOIN placed p ON p.episode_id = x.episode_id {"" if one else "AND p.namespace = x.namespace"}
+            GROUP BY {"" if one else "x.namespace, "}x.memory_id
             """
         )
         con.execute("DROP TABLE fast_episodes")

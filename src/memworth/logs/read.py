@@ -261,17 +261,23 @@ def _mapping(
             else:
                 checks.append((label, f"{value} < 0", raw, "must be >= 0"))
         elif col.kind == "outcome":
-            words = ", ".join(f"'{w}'" for w in OUTCOME_WORDS)
             text = f"lower(trim(CAST({raw} AS VARCHAR)))"
             value = (
                 "CASE "
                 + " ".join(f"WHEN {text} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items())
                 + " END"
             )
+            # The two words nearly every log writes, as written, are read first: the rest (and
+            # only the rest) are trimmed and lowered. A value is null exactly when the outcome
+            # is missing or not one of the words, so that is the check (one expression for both).
+            exact = " ".join(
+                f"WHEN CAST({raw} AS VARCHAR) = '{w}' THEN {str(OUTCOME_WORDS[w]).upper()}" for w in ("success", "failure")
+            )
+            value = f"CASE {exact} ELSE {value} END"
             checks.append(
                 (
                     label,
-                    f"{raw} IS NULL OR {text} NOT IN ({words})",
+                    f"({value}) IS NULL",
                     raw,
                     "must be success or failure (success/failure, true/false, 1/0/-1)",
                 )

@@ -15,8 +15,10 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ __all__ = [
     "STRING_BYTES",
     "ScoreSettings",
     "Scored",
+    "distinct_rows",
     "per_distinct_counts",
     "score_files",
     "score_namespace",
@@ -116,6 +119,7 @@ def score_files(
         os.unlink(work)
         if Path(state).exists():
             shutil.copyfile(state, work)
+    ahead = _import_ahead()
     con = _connect(work, memory_limit)
     try:
         create_tables(con, settings.counting)
@@ -134,6 +138,7 @@ def score_files(
         else:  # a state to keep, a log to read later, credit to split, or a log to refuse: the checked path
             rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
             added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
+        ahead.join()
         table = score_state(con, settings, progress=progress)
         if state is not None:
             con.execute("CHECKPOINT")
@@ -150,6 +155,22 @@ def score_files(
                 if os.path.exists(leftover):
                     os.unlink(leftover)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _import_ahead() -> threading.Thread:
+    """Import what scoring needs after the SQL (scipy's special functions and pyarrow, about
+    half a second) in a thread, while DuckDB reads the logs (it lets go of the GIL meanwhile)."""
+
+    def load() -> None:
+        try:
+            import pyarrow  # noqa: F401
+            import scipy.special  # noqa: F401
+        except ImportError:  # pragma: no cover - said where they are used
+            pass
+
+    thread = threading.Thread(target=load, name="memworth-import-ahead", daemon=True)
+    thread.start()
+    return thread
 
 
 COLUMNS_OUT: tuple[tuple[str, str], ...] = (
@@ -212,8 +233,8 @@ def to_arrow(parts: Sequence[dict[str, Any]]) -> Any:
     for name, kind in COLUMNS_OUT:
         values = [part[name] for part in parts]
         if kind == "string":
-            flat = [v for chunk in values for v in (chunk.tolist() if isinstance(chunk, np.ndarray) else chunk)]
-            columns[name] = _arrow_strings(flat)
+            flat = list(chain.from_iterable(c.tolist() if isinstance(c, np.ndarray) else c for c in values))
+            columns[name] = _arrow_strings(flat) if name == "memory_id" else _arrow_repeated(flat)
         else:
             arr = np.concatenate([np.asarray(v) for v in values]) if values else np.zeros(0)
             columns[name] = _arrow_numbers(arr, kind, arr < 0 if name == "change_point" else None)
@@ -278,10 +299,16 @@ def _arrow_strings(values: Sequence[Any], limit: int = STRING_BYTES) -> Any:
     import pyarrow as pa
 
     null = np.fromiter((v is None for v in values), dtype=bool, count=len(values))
-    encoded = [b"" if v is None else str(v).encode() for v in values]
+    texts = ["" if v is None else str(v) for v in values] if null.any() else list(map(str, values))
+    joined = "".join(texts)
+    data_bytes = joined.encode()
+    if len(data_bytes) == len(joined):  # ASCII (nearly every id): a text's bytes are its characters
+        sizes = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    else:
+        sizes = np.fromiter((len(t.encode()) for t in texts), dtype=np.int64, count=len(texts))
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(values)), out=offsets[1:])
-    data = pa.py_buffer(b"".join(encoded))
+    np.cumsum(sizes, out=offsets[1:])
+    data = pa.py_buffer(data_bytes)
     parts = []
     for start, end in string_chunks(offsets, limit):
         part = null[start:end]
@@ -293,6 +320,22 @@ def _arrow_strings(values: Sequence[Any], limit: int = STRING_BYTES) -> Any:
         ]
         parts.append(pa.Array.from_buffers(pa.string(), end - start, buffers, int(part.sum())))
     return parts[0] if len(parts) == 1 else pa.chunked_array(parts, type=pa.string())
+
+
+def _arrow_repeated(values: Sequence[Any], limit: int = STRING_BYTES) -> Any:
+    """:func:`_arrow_strings` of a column that repeats a few values (a class, an action, a
+    reason): each distinct value is encoded once and the array is taken from them by index,
+    the same array as :func:`_arrow_strings` gives (which this falls back to when most values
+    differ, or when the text is past ``limit`` bytes)."""
+    distinct = list(dict.fromkeys(values))
+    if 2 * len(distinct) > len(values):
+        return _arrow_strings(values, limit)
+    index = {v: i for i, v in enumerate(distinct)}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    sizes = np.fromiter((0 if v is None else len(str(v).encode()) for v in distinct), dtype=np.int64, count=len(distinct))
+    if int(np.bincount(codes, minlength=len(distinct)) @ sizes) > limit:
+        return _arrow_strings(values, limit)
+    return _arrow_strings(distinct, limit).take(_arrow_numbers(codes, "int64", None))
 
 
 def score_namespace(
@@ -328,7 +371,8 @@ def score_namespace(
     decayed = CountsTable(
         *(np.asarray(counts[c], dtype=float) for c in ("decayed_success", "decayed_failure", "decayed_n"))
     )
-    beta_lo, beta_hi = per_distinct_counts(table, BetaBound(level=settings.level).interval)
+    rows = distinct_rows(table)  # the intervals below run once per distinct counts
+    beta_lo, beta_hi = per_distinct_counts(table, BetaBound(level=settings.level).interval, rows)
     z = float(_normal_quantile(settings.level))
     wilson_lo, wilson_hi = WilsonBound(z=z).interval(table)
     size = memory.size
@@ -357,8 +401,9 @@ def score_namespace(
     change_point = np.full(size, -1, dtype=np.int64)
     held_by: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
-    seq_lo, seq_hi = per_distinct_counts(table, rule.sequence().interval)
-    worth_actions = policy.worth_test(table)[0]  # the namespace's e-BH test of low worth, as the store runs it
+    seq_lo, seq_hi = per_distinct_counts(table, rule.sequence().interval, rows)
+    tested = policy.worth_test(table)  # the namespace's e-BH test of low worth, as the store runs it (run once)
+    worth_actions = tested[0]
     seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
     if found.state is not None:
         where = {mid: i for i, mid in enumerate(found.ids)}
@@ -377,8 +422,8 @@ def score_namespace(
         window = CountsTable(
             *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
-    action, proposed, reason = (list(a) for a in policy.propose_table(table, window))  # memories without a stream
-    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None]
+    action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested))  # memories without a stream
+    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None] if found.streams else []
     if streamed:  # change detection on: those with an outcome stream go one by one
         counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
         worth_flags = policy.worth_flags(counted)  # e-BH over the namespace
@@ -413,8 +458,37 @@ _KEY_LIMIT = 2**63
 """Distinct keys one int64 holds: :func:`per_distinct_counts` numbers rows by one past it."""
 
 
+def distinct_rows(table: CountsTable) -> tuple[np.ndarray, np.ndarray]:
+    """One row of ``table`` per distinct (success, failure, n), and each row's place among them:
+    ``(first, back)``, so that row ``i`` has the counts of row ``first[back[i]]``.
+
+    Examples
+    --------
+    >>> t = CountsTable(np.array([3.0, 1.0, 3.0]), np.array([1.0, 0.0, 1.0]), np.array([4.0, 1.0, 4.0]))
+    >>> [x.tolist() for x in distinct_rows(t)]
+    [[1, 0], [1, 0, 1]]
+    """
+    columns = [np.asarray(c, dtype=float).reshape(-1) for c in (table.success, table.failure, table.n)]
+    size = columns[0].size
+    if size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    # Each column's values numbered and the three numbers made one integer key: sorting one
+    # integer column is far faster than np.unique(axis=0) on rows of floats.
+    codes = [np.unique(column, return_inverse=True) for column in columns]
+    if math.prod(distinct.size for distinct, _ in codes) < _KEY_LIMIT:
+        key = np.zeros(size, dtype=np.int64)
+        for distinct, code in codes:
+            key = key * distinct.size + code.reshape(size)
+        first, back = np.unique(key, return_index=True, return_inverse=True)[1:]
+    else:  # too many distinct values for one int64 key: rows of floats
+        first, back = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)[1:]
+    return first, back.reshape(size)
+
+
 def per_distinct_counts(
-    table: CountsTable, interval: Callable[[CountsTable], tuple[Any, Any]]
+    table: CountsTable,
+    interval: Callable[[CountsTable], tuple[Any, Any]],
+    rows: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``interval`` (lower and upper end, one per memory) of every row of ``table``, computed
     once per distinct (success, failure, n).
@@ -422,7 +496,9 @@ def per_distinct_counts(
     An interval is a function of a memory's counts alone, and a large log repeats them
     (under uniform credit with one k, every count is a multiple of 1/k), so the inverse
     Beta functions and the confidence sequence's bisection run on the distinct rows only;
-    each memory gets exactly the numbers its own row would give.
+    each memory gets exactly the numbers its own row would give. ``rows``: what
+    :func:`distinct_rows` gave for ``table``, if the caller has it (several intervals of one
+    table find its distinct rows once).
 
     Examples
     --------
@@ -437,17 +513,7 @@ def per_distinct_counts(
     if size == 0:
         lo, hi = interval(table)
         return np.asarray(lo, dtype=float).reshape(0), np.asarray(hi, dtype=float).reshape(0)
-    # Each column's values numbered and the three numbers made one integer key: sorting one
-    # integer column is far faster than np.unique(axis=0) on rows of floats.
-    codes = [np.unique(column, return_inverse=True) for column in columns]
-    if math.prod(distinct.size for distinct, _ in codes) < _KEY_LIMIT:
-        key = np.zeros(size, dtype=np.int64)
-        for distinct, code in codes:
-            key = key * distinct.size + code.reshape(size)
-        first, back = np.unique(key, return_index=True, return_inverse=True)[1:]
-    else:  # too many distinct values for one int64 key: rows of floats
-        first, back = np.unique(np.stack(columns, axis=1), axis=0, return_index=True, return_inverse=True)[1:]
-    back = back.reshape(size)
+    first, back = distinct_rows(table) if rows is None else rows
     lo, hi = interval(CountsTable(*(c[first] for c in columns)))
     return np.asarray(lo, dtype=float).reshape(first.size)[back], np.asarray(hi, dtype=float).reshape(first.size)[back]
 

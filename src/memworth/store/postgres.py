@@ -1376,17 +1376,24 @@ SELECT namespace, id FROM missing
 )
 
 
+def _increment_arrays(increments: Sequence[Increment]) -> tuple[list[str], list[str], list[float], list[float], list[float]]:
+    """The increments as the five arrays ``inc`` unnests (namespace, id, success, failure, n), in the order given."""
+    return (
+        [i.namespace for i in increments],
+        [i.memory_id for i in increments],
+        [float(i.success) for i in increments],
+        [float(i.failure) for i in increments],
+        [float(i.n) for i in increments],
+    )
+
+
 def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
     """Apply ``increments`` and append ``outcomes`` in one statement (:data:`_RECORD`);
     UnknownMemoryError (first in id order) if a memory is missing, with nothing written."""
     missing = yield Query(
         _RECORD,
         (
-            [i.namespace for i in increments],
-            [i.memory_id for i in increments],
-            [float(i.success) for i in increments],
-            [float(i.failure) for i in increments],
-            [float(i.n) for i in increments],
+            *_increment_arrays(increments),
             recorded,
             [o.episode_id for o in outcomes],
             [o.success for o in outcomes],
@@ -1405,17 +1412,7 @@ def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increm
 
 def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:
     """Apply ``increments`` in one statement; UnknownMemoryError (first in id order) if a memory is missing."""
-    rows = yield Query(
-        _COUNTERS,
-        (
-            [i.namespace for i in increments],
-            [i.memory_id for i in increments],
-            [float(i.success) for i in increments],
-            [float(i.failure) for i in increments],
-            [float(i.n) for i in increments],
-            recorded,
-        ),
-    )
+    rows = yield Query(_COUNTERS, (*_increment_arrays(increments), recorded))
     found = {(ns, mid) for ns, mid in rows}
     for ns, mid in sorted({(i.namespace, i.memory_id) for i in increments}):
         if (ns, mid) not in found:

@@ -228,6 +228,38 @@ def test_continuous_governance_counts_the_outcomes_memworth_record_reports(
     s.close()
 
 
+def test_two_store_objects_past_the_same_threshold_govern_once(tmp_path: Path) -> None:
+    """Continuous governance runs once per ``govern_every`` outcomes whichever objects logged
+    them. Before, an object that had started counting went on counting its own outcomes after
+    another object's round, and governed again right after it (found in review: rounds at 10
+    and 11 outcomes with ``govern_every`` 5)."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    a = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0, govern_every=5, seed=0)
+    b = MemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0, govern_every=5, seed=0)
+    a.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    rounds: list[tuple[str, int]] = []
+    for name, s in (("a", a), ("b", b)):
+        govern = s._govern
+
+        def counted(namespace: str, *args: Any, _s: MemoryStore = s, _name: str = name, _g: Any = govern) -> Any:
+            rounds.append((_name, _s.backend.outcome_count(namespace)))
+            return _g(namespace, *args)
+
+        setattr(s, "_govern", counted)  # noqa: B010 (a method replaced on one object)
+
+    def record(s: MemoryStore, n: int) -> None:
+        for _ in range(n):
+            s.record(s.recall("water boils at sea level", k=1), success=True)
+
+    record(a, 1)
+    record(b, 9)  # b's first record counts a's outcome too: b governs at 5 and 10
+    record(a, 4)  # a counted 1, then 4 of its own: 15 in all, 5 since b's last round
+    record(a, 1)
+    assert rounds == [("b", 5), ("b", 10), ("a", 15)]
+    a.close()
+    b.close()
+
+
 def test_every_face_names_who_approved_or_undid_a_change(
     store: MemoryStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -401,10 +401,8 @@ class RecordingMixin(StoreState):
                 else:  # this object's first outcome here: what every face logged since the last automatic govern
                     seen = yield Blocking(self._logged_since_govern, (ns,))
                 if seen >= self.govern_every:
-                    self._outcomes_since_govern[ns] = 0
-                    yield Blocking(self._govern_by_itself, (ns,))
-                else:
-                    self._outcomes_since_govern[ns] = seen
+                    seen = yield Blocking(self._govern_by_itself, (ns,))
+                self._outcomes_since_govern[ns] = seen
         return checks
 
     def _logged_since_govern(self, namespace: str) -> int:
@@ -414,10 +412,21 @@ class RecordingMixin(StoreState):
         mark = self.backend.get_meta(governed_key(namespace))
         return max(0, self.backend.outcome_count(namespace) - int(mark or 0))
 
-    def _govern_by_itself(self, namespace: str) -> None:
-        """Continuous governance's round (:data:`AUTOMATIC` actions), and its mark in the store."""
-        self._govern(namespace, AUTOMATIC)
-        self.backend.set_meta(governed_key(namespace), str(self.backend.outcome_count(namespace)))
+    def _govern_by_itself(self, namespace: str) -> int:
+        """Continuous governance's round (:data:`AUTOMATIC` actions), once per ``govern_every``
+        outcomes whichever store objects logged them: the round is claimed by moving the
+        store's mark (compare and set) before governing, so of two objects that count past the
+        same threshold (each from its own outcomes, or both at once) one governs; the other
+        finds the mark moved and counts from it. Returns the outcomes counted since the mark."""
+        key = governed_key(namespace)
+        mark = self.backend.get_meta(key)
+        logged = self.backend.outcome_count(namespace)
+        since = max(0, logged - int(mark or 0))
+        if self.govern_every is not None and since < self.govern_every:  # another store object governed since this one started counting
+            return since
+        if self.backend.set_meta_if(key, mark, str(logged)):
+            self._govern(namespace, AUTOMATIC)
+        return 0
 
     def _append_call(
         self,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memworth.errors import ValidationError
+from memworth.outputs import file_to_write, written_whole
 from memworth.progress import on_terminal
 
 if TYPE_CHECKING:  # imported when a command runs, so `memworth --help` stays fast
@@ -76,9 +77,12 @@ def _resolve_options(args: argparse.Namespace) -> ConfigFile | None:
     return found
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, namespaced: bool = True) -> None:
+    """The options every store command takes; ``--namespace`` only where the command reads it
+    (a store-wide command given one would silently act on every namespace)."""
     p.add_argument("--store", help=f"store URL (default: $MEMWORTH_STORE or {DEFAULT_URL})")
-    p.add_argument("--namespace", default="default", help="tenant namespace (default: default)")
+    if namespaced:
+        p.add_argument("--namespace", default="default", help="tenant namespace (default: default)")
     p.add_argument(
         "--encoder",
         choices=["minilm", "hashing"],
@@ -149,10 +153,11 @@ def register(commands: Any) -> None:
         ("keys", "create, list or revoke API keys, each bound to a namespace", _keys_args, _keys),
         ("serve", "serve the HTTP API (FastAPI + uvicorn) over the store", _serve_args, _serve),
     ]
+    store_wide = {"config", "replay", "serve"}  # settings, counters and the server are the store's, not a namespace's
     for name, help_text, add_args, handler in spec:
         p = commands.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
         add_args(p)
-        _common(p)
+        _common(p, namespaced=name not in store_wide)
         p.set_defaults(handler=_with_store(handler))
 
 
@@ -861,6 +866,8 @@ def _export(store: MemoryStore, args: argparse.Namespace) -> int:
         from memworth.logs.command import export_command
 
         return export_command(store, args)
+    if args.out is not None:
+        file_to_write(args.out, "out")  # before the store is read
     lines = [json.dumps({"type": "memory", **_memory_dict(store, m)}) for m in store.list(namespace=args.namespace)]
     for o, ep in store.backend.history(args.namespace):
         lines.append(json.dumps({"type": "outcome", **dataclasses.asdict(o), "episode": dataclasses.asdict(ep)}))
@@ -869,7 +876,8 @@ def _export(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(body)
     else:
-        args.out.write_text(body)
+        with written_whole(args.out, "out") as part:
+            part.write_text(body, encoding="utf-8")
         print(f"wrote {len(lines)} lines to {args.out}", file=sys.stderr)
     return 0
 

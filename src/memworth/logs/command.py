@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memworth.errors import MemworthError, ValidationError
+from memworth.outputs import file_to_write, folder_to_write
 from memworth.progress import on_terminal
 
 if TYPE_CHECKING:
@@ -151,6 +152,11 @@ def _score(args: argparse.Namespace) -> int:
     from memworth.logs.score import score_files
 
     progress = on_terminal(args.quiet)
+    # Where the results go is checked before the logs are read: a run refused for it writes nothing.
+    if args.out is not None:
+        folder_to_write(args.out, "out")
+    if args.state is not None:
+        file_to_write(args.state, "state")
     if args.engine == "spark":
         for flag, given in (("state", args.state), ("memory_limit", args.memory_limit)):
             if given is not None:

@@ -6,20 +6,30 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from memworth.errors import ValidationError
+from memworth.outputs import folder_to_write, written_whole
+
 __all__ = ["draw_figure", "summary", "write_tables"]
 
 CLASS_COLOURS = {"high": "tab:green", "mixed": "tab:orange", "low": "tab:red", "uncertain": "tab:gray"}
 
 
 def write_tables(table: Any, out: Path) -> list[Path]:
-    """Write ``worth.parquet`` and ``worth.csv`` into ``out`` (made if missing); return the paths."""
+    """Write ``worth.parquet`` and ``worth.csv`` into ``out`` (made if missing), each whole or
+    not at all (:func:`memworth.outputs.written_whole`); return the paths."""
     import pyarrow.csv as pv
     import pyarrow.parquet as pq
 
-    out.mkdir(parents=True, exist_ok=True)
+    folder_to_write(out, "out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError("out", f"cannot make the folder {out}: {exc.strerror or exc}") from None
     parquet, csv = out / "worth.parquet", out / "worth.csv"
-    pq.write_table(table, parquet)
-    pv.write_csv(table, csv)
+    with written_whole(parquet, "out") as part:
+        pq.write_table(table, part)
+    with written_whole(csv, "out") as part:
+        pv.write_csv(table, part)
     return [parquet, csv]
 
 
@@ -96,6 +106,9 @@ def draw_figure(table: Any, path: Path, names: int = 12) -> Path:
     if rows:
         ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        with written_whole(path, "out") as part:
+            fig.savefig(part, dpi=120, format="png")
+    finally:
+        plt.close(fig)
     return path

@@ -33,6 +33,7 @@ from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
 from memworth.logs.streams import Streams, namespace_streams, reads_log
+from memworth.outputs import file_to_write
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 
@@ -114,6 +115,7 @@ def score_files(
     scratch = tempfile.mkdtemp(prefix="memworth-score-")
     work: str | None = os.path.join(scratch, "work.duckdb")
     if state is not None:
+        file_to_write(state, "state")
         fd, work = tempfile.mkstemp(prefix=Path(state).name + ".", suffix=".tmp", dir=Path(state).resolve().parent)
         os.close(fd)
         os.unlink(work)

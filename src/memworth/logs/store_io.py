@@ -22,6 +22,7 @@ from memworth.logs.format import NAMES
 from memworth.logs.read import FORMATS, in_namespace, read_logs
 from memworth.logs.score import ScoreSettings, _connect
 from memworth.logs.state import create_tables, ingest
+from memworth.outputs import file_to_write, written_whole
 from memworth.progress import Progress
 from memworth.progress import bar as progress_bar
 from memworth.store.backend import Backend, NewMemory
@@ -63,24 +64,26 @@ def export_log(backend: Backend, path: str | Path, fmt: str, namespace: str | No
     """Write the store's log to ``path`` as ``fmt`` (parquet, jsonl or csv); return the rows written."""
     if fmt not in FORMATS:
         raise ValidationError("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    file_to_write(path, "out")  # before the log is read
     rows = list(log_rows(backend, namespace))
-    if fmt == "jsonl":
-        with open(path, "w", encoding="utf-8") as fh:
-            for r in rows:
-                fh.write(json.dumps(r) + "\n")
-        return len(rows)
-    import pyarrow as pa
+    with written_whole(path, "out") as part:
+        if fmt == "jsonl":
+            with open(part, "w", encoding="utf-8") as fh:
+                for r in rows:
+                    fh.write(json.dumps(r) + "\n")
+            return len(rows)
+        import pyarrow as pa
 
-    types = {"timestamp": pa.float64(), "weight": pa.float64(), "confidence": pa.float64()}
-    table = pa.table({c: pa.array([r[c] for r in rows], type=types.get(c, pa.string())) for c in _EXPORTED})
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
+        types = {"timestamp": pa.float64(), "weight": pa.float64(), "confidence": pa.float64()}
+        table = pa.table({c: pa.array([r[c] for r in rows], type=types.get(c, pa.string())) for c in _EXPORTED})
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
 
-        pq.write_table(table, path)
-    else:
-        import pyarrow.csv as pv
+            pq.write_table(table, part)
+        else:
+            import pyarrow.csv as pv
 
-        pv.write_csv(table, path)
+            pv.write_csv(table, part)
     return len(rows)
 
 

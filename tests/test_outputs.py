@@ -121,3 +121,13 @@ def test_checks_name_the_field(tmp_path) -> None:
     with pytest.raises(ValidationError, match=r"^out: cannot make the folder .*file/x: .*file is a file"):
         folder_to_write(tmp_path / "file" / "x", "out")
     assert folder_to_write(tmp_path / "new" / "deeper", "out") == tmp_path / "new" / "deeper"
+
+
+@pytest.mark.parametrize("argv", [["reproduce", "exp1", "--quick"], ["demo", "--episodes", "200"]])
+def test_reproduce_and_demo_refuse_an_out_that_is_a_file_before_running(tmp_path, capsys, argv) -> None:
+    taken = tmp_path / "taken.csv"
+    taken.write_text("keep me")
+    assert main([*argv, "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memworth: error: --out: cannot write into") and "Traceback" not in err
+    assert taken.read_text() == "keep me"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memworth import ValidationError
+from memworth.outputs import folder_to_write
 from memworth_experiments.common import (
     EXPERIMENTS,
     PAPER_EXPERIMENTS,
@@ -63,6 +64,7 @@ def handle(args: argparse.Namespace) -> int:
     missed = 0
     results = []
     base = args.out if args.out is not None else Path("results")
+    folder_to_write(base, "--out")  # before minutes of work, not after
     for name in names:
         out = base / name if (args.out is None or len(names) > 1) else base
         result = reproduce(

@@ -23,6 +23,7 @@ import numpy as np
 
 from memworth import MemoryStore, Recall, ValidationError
 from memworth.embed.encoders import Encoder
+from memworth.outputs import folder_to_write
 from memworth_experiments.common import GuardWatch, guard_note, load_world
 from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
 
@@ -152,6 +153,7 @@ def handle(args: argparse.Namespace) -> int:
         raise ValidationError("--govern-every", f"must be at least 1, got {args.govern_every}")
     cfg = load_world("agent")
     shift = cfg["run"]["phase_shift"]
+    folder_to_write(args.out, "--out")
     if args.out.exists():
         for name in ("governed.db", "ungoverned.db"):
             for suffix in ("", "-wal", "-shm"):

@@ -131,3 +131,26 @@ def test_reproduce_and_demo_refuse_an_out_that_is_a_file_before_running(tmp_path
     err = capsys.readouterr().err
     assert err.startswith("memworth: error: --out: cannot write into") and "Traceback" not in err
     assert taken.read_text() == "keep me"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda s: s.govern(apply="no"), "apply"),
+        (lambda s: s.govern(apply=1), "apply"),
+        (lambda s: s.replay(apply="yes"), "apply"),
+        (lambda s: s.follow_settings(now=None), "now"),
+        (lambda s: s.edit("water", "boils at 100 C at sea level", reason="r", keep_old="no"), "keep_old"),
+    ],
+)
+def test_switches_take_true_or_false_only(call, field) -> None:
+    # govern(apply="no") applied every proposal: a non-empty string is truthy.
+    from memworth import HashingEncoder, MemoryStore
+
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), exploration=0.0)
+    store.add("water boils at 100 C", id="water")
+    for _ in range(30):
+        store.record(store.recall("water", k=1).episode, success=False)
+    with pytest.raises(ValidationError, match=f"^{field}: must be true or false"):
+        call(store)
+    assert store.get("water").status == "active" and store.audit() == []

@@ -415,3 +415,21 @@ def _where(field: str, path: tuple[object, ...]) -> str:
     """``field.a.b[0]...``: the first three steps to the place that is too deep."""
     steps = "".join(f"[{p}]" if isinstance(p, int) else f".{str(p)[:40]}" for p in path[:3])
     return f"{field}{steps}" + ("..." if len(path) > 3 else "")
+
+
+def check_flag(value: object, field_name: str) -> bool:
+    """``value`` as a yes/no switch: ``True`` or ``False`` only (``"no"``, ``1`` or ``None``
+    would otherwise pass for one of them).
+
+    Examples
+    --------
+    >>> check_flag(False, "apply")
+    False
+    >>> check_flag("no", "apply")
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: apply: must be true or false, got 'no'
+    """
+    if not isinstance(value, bool):
+        raise ValidationError(field_name, f"must be true or false, got {value!r}")
+    return value

@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from memworth.errors import AuthError, ConflictError, NotFoundError, ReadOnlyError, ValidationError
 from memworth.store import MemoryStore
-from memworth.validation import check_name
+from memworth.validation import check_flag, check_name
 
 __all__ = [
     "KeyInfo",
@@ -199,10 +199,8 @@ def create_key(
     check_name(namespace, "namespace")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise ValidationError("name", "must be a non-empty label of at most 200 characters")
-    if not isinstance(read_only, bool):
-        raise ValidationError("read_only", f"must be true or false, got {read_only!r}")
-    if not isinstance(admin, bool):
-        raise ValidationError("admin", f"must be true or false, got {admin!r}")
+    check_flag(read_only, "read_only")
+    check_flag(admin, "admin")
     if admin and read_only:
         raise ValidationError("admin", "an admin key changes settings: it cannot be read-only")
     if expires is not None and (isinstance(expires, bool) or not isinstance(expires, (int, float))):

@@ -29,7 +29,7 @@ from memworth.signals.coretrieval import AblationPlanner, AlarmSplitter, RecallP
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
 from memworth.store.steps import Call, Steps, run
-from memworth.validation import check_actor
+from memworth.validation import check_actor, check_flag
 
 R = TypeVar("R")
 
@@ -282,7 +282,7 @@ class ConfigMixin(StoreState):
         replaces it like any other, so every outcome is credited under the kept version
         its time names.
         """
-        return run(self._follow_settings_steps(now), self.backend)
+        return run(self._follow_settings_steps(check_flag(now, "now")), self.backend)
 
     def _follow_settings_steps(self, now: bool = False) -> Steps[bool]:
         """:meth:`follow_settings` as steps (:mod:`memworth.store.steps`)."""

@@ -25,13 +25,13 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from memworth.errors import ConflictError, StoreError, ValidationError
+from memworth.errors import ConflictError, StoreError
 from memworth.estimators import RawWorth
 from memworth.store.backend import ERASE
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
-from memworth.validation import check_actor, check_name, check_text, check_ttl
+from memworth.validation import check_actor, check_flag, check_name, check_text, check_ttl
 
 __all__ = ["EXPIRY_ACTOR", "ForgettingMixin"]
 
@@ -129,8 +129,7 @@ class ForgettingMixin(StoreState):
         """
         reason = check_text(reason, "reason")
         who = check_actor(actor)
-        if not isinstance(keep_old, bool):
-            raise ValidationError("keep_old", f"must be true or false, got {keep_old!r}")
+        check_flag(keep_old, "keep_old")
         memory = self.get(memory_id, namespace=namespace)
         if memory.status == "archived":
             raise ConflictError(f"memory {memory.id!r} is archived (replaced or retired already); edit its replacement")

@@ -40,7 +40,7 @@ from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
-from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
+from memworth.validation import MAX_TEXT, check_actor, check_flag, check_memory_id, check_name, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
 
@@ -223,7 +223,7 @@ class GovernanceMixin(StoreState):
 
         ``progress``: bars over the memories decided and the changes applied (:mod:`memworth.progress`).
         """
-        return self._govern(namespace, None if apply else frozenset(), progress)
+        return self._govern(namespace, None if check_flag(apply, "apply") else frozenset(), progress)
 
     def _govern(self, namespace: str, apply: frozenset[str] | None, progress: Progress = False) -> GovernanceReport:
         """:meth:`govern`, applying the proposals whose action is in ``apply`` (None: all),

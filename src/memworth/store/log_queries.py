@@ -32,7 +32,7 @@ from memworth.store.followed import Followed
 from memworth.store.outcome_log import PolicyReplayReport
 from memworth.store.records import AuditEntry, Episode, Memory, OutcomeRow
 from memworth.store.state import StoreState
-from memworth.validation import check_memory_id, check_name
+from memworth.validation import check_flag, check_memory_id, check_name
 
 __all__ = ["FOLLOW_BUDGET", "Followed", "LogMixin", "ReplayReport"]
 
@@ -331,6 +331,7 @@ class LogMixin(StoreState):
         """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences.
 
         ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`)."""
+        check_flag(apply, "apply")
         rebuilt: dict[tuple[str, str], list[float]] = {}
         log = list(self.backend.outcome_log())
         shown = progress_bar(len(log), "outcomes replayed", progress)

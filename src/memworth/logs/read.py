@@ -248,10 +248,20 @@ def _mapping(
             exprs[col.name] = "NULL"
             continue
         raw, kind = _ident(theirs), types[theirs]
+        # A JSON lines column whose rows mix kinds ("a" here, 5 there) is typed JSON: its text is
+        # the value's own (json_extract_string), not its JSON spelling ('"a"'); an object or a
+        # list (a nested column type, or such a row in a JSON column) is no single value.
+        text = f"json_extract_string({raw}, '$')" if kind == "JSON" else f"CAST({raw} AS VARCHAR)"
+        if col.kind != "number" and (kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION"))):
+            checks.append((label, f"{raw} IS NOT NULL", raw, f"must be a single value, not {kind}"))
+        elif kind == "JSON":
+            checks.append(
+                (label, f"json_type({raw}) IN ('OBJECT', 'ARRAY')", raw, "must be a single value, not a JSON object or list")
+            )
         if col.kind == "text":
-            value = f"CAST({raw} AS VARCHAR)"
+            value = text
             if col.required:
-                checks.append((label, _blank(f"CAST({raw} AS VARCHAR)", raw), raw, "is empty"))
+                checks.append((label, _blank(text, raw), raw, "is empty"))
         elif col.kind == "number":
             value = f"TRY_CAST({raw} AS DOUBLE)"
             checks.append((label, f"{raw} IS NOT NULL AND {value} IS NULL", raw, f"must be a number ({kind} given)"))
@@ -261,17 +271,17 @@ def _mapping(
             else:
                 checks.append((label, f"{value} < 0", raw, "must be >= 0"))
         elif col.kind == "outcome":
-            text = f"lower(trim(CAST({raw} AS VARCHAR)))"
+            folded = f"lower(trim({text}))"
             value = (
                 "CASE "
-                + " ".join(f"WHEN {text} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items())
+                + " ".join(f"WHEN {folded} = '{w}' THEN {str(ok).upper()}" for w, ok in OUTCOME_WORDS.items())
                 + " END"
             )
             # The two words nearly every log writes, as written, are read first: the rest (and
             # only the rest) are trimmed and lowered. A value is null exactly when the outcome
             # is missing or not one of the words, so that is the check (one expression for both).
             exact = " ".join(
-                f"WHEN CAST({raw} AS VARCHAR) = '{w}' THEN {str(OUTCOME_WORDS[w]).upper()}" for w in ("success", "failure")
+                f"WHEN {text} = '{w}' THEN {str(OUTCOME_WORDS[w]).upper()}" for w in ("success", "failure")
             )
             value = f"CASE {exact} ELSE {value} END"
             checks.append(
@@ -286,7 +296,6 @@ def _mapping(
             if kind.startswith(("TIMESTAMP", "DATE")):
                 value = f"epoch({raw})"
             elif kind in ("VARCHAR", "JSON"):
-                text = f"CAST({raw} AS VARCHAR)"
                 value = f"coalesce(TRY_CAST({text} AS DOUBLE), epoch(TRY_CAST({text} AS TIMESTAMPTZ)))"
             else:
                 value = f"TRY_CAST({raw} AS DOUBLE)"

@@ -289,3 +289,32 @@ def test_every_face_names_who_approved_or_undid_a_change(
         store.record(store.recall("capital of czechoslovakia", k=1), success=False)
     action = store.report("cz").proposal.action
     assert store.approve("cz", action, actor="bob").settings["actor"] == "bob"
+
+
+def test_one_reason_limit_on_every_face(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, HTTP and MCP refused a reason over 2,000 characters while Python and the CLI took
+    32,768: what a person could write depended on the face. Now one limit (``MAX_REASON``,
+    defined once in the library) and one refusal, naming the field and the limit, everywhere."""
+    from memworth.validation import MAX_REASON
+
+    longest, over = "r" * MAX_REASON, "r" * (MAX_REASON + 1)
+    for name, face in faces(store, capsys).items():
+        before = state(store)
+        for verb in ("pin", "unpin"):
+            said = face(verb, {"id": "cz", "reason": over})
+            assert said is not None and said[0] == "reason", (name, verb, said)
+            assert f"is {MAX_REASON + 1} characters; the limit is {MAX_REASON}" in said[1], (name, verb, said)
+        said = face("resolve", {"id": "water", "verdict": "confirmed", "reason": over})
+        assert said is not None and said[0] == "reason" and f"the limit is {MAX_REASON}" in said[1], (name, said)
+        assert state(store) == before, name
+        assert face("pin", {"id": "cz", "reason": longest}) is None, name
+        assert face("unpin", {"id": "cz", "reason": longest}) is None, name
+    client = TestClient(create_app(store))
+    headers = {"X-API-Key": create_key(store, "default", "t")}
+    r = client.delete("/v1/memories/cz", params={"reason": over}, headers=headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "reason", r.text
+    assert f"the limit is {MAX_REASON}" in r.json()["error"]["reason"]
+    with pytest.raises(ValueError, match=f"the limit is {MAX_REASON}"):
+        store.set_status("cz", "suppressed", reason=over)
+    entry = store.set_status("cz", "suppressed", reason=longest)
+    assert store.restore(entry.seq, reason=longest).reason == f"{longest} (undoes entry {entry.seq}: set-status)"

@@ -40,7 +40,7 @@ from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
-from memworth.validation import MAX_TEXT, check_actor, check_memory_id, check_name, check_text
+from memworth.validation import check_actor, check_memory_id, check_name, check_reason, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
 
@@ -127,6 +127,7 @@ class GovernanceMixin(StoreState):
         ``policy.limits.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True,
@@ -142,6 +143,7 @@ class GovernanceMixin(StoreState):
         verification, which a person, the verifier or the probe test then resolves."""
         if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id,
@@ -540,7 +542,7 @@ class GovernanceMixin(StoreState):
         audit entry naming who undid it (``actor``)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
-        reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
+        reason = check_reason(reason)  # bad input is refused before anything is looked up
         who = {} if actor is None else {"actor": check_actor(actor)}
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
@@ -558,16 +560,11 @@ class GovernanceMixin(StoreState):
             raise ChangedError(
                 f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
             )
-        suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
-        if len(check_text(reason, "reason")) + len(suffix) > MAX_TEXT:
-            raise ValidationError(
-                "reason", f"is {len(reason)} characters; a restore's limit is {MAX_TEXT - len(suffix)}"
-            )
         return self._change(
             entry.memory_id,
             entry.field,
             entry.old,
-            reason=reason + suffix,
+            reason=f"{reason} (undoes entry {audit_seq}: {entry.action})",  # the note is not counted in the limit
             namespace=namespace,
             action="restore",
             expected=entry.new,  # changed again meanwhile: StoreError, as above

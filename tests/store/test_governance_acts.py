@@ -419,3 +419,45 @@ def test_governance_does_not_overrule_a_verdict_given_after_it_read_the_memory(
     assert [p.action for p, why in report.skipped if p.memory_id == "czechoslovakia"] == ["suppress"]
     assert all(e.memory_id != "czechoslovakia" for e in report.applied)
 
+
+
+@pytest.mark.parametrize("decision", ["pin", "unpin-then-pin"])
+def test_governance_does_not_act_on_a_memory_pinned_after_it_read_the_audit_log(
+    make_store: Callable[..., MemoryStore], decision: str
+) -> None:
+    """A pin is an audit entry, not a column: before, govern read the audit log, a person
+    pinned the memory (through another store object, as another face or process would), and
+    govern's deprecate was written anyway, since the status and standing it checked had not
+    moved. Now the backend refuses the write in the same statement (no pin entry after the
+    audit entries govern read) and govern lists the proposal as skipped, saying why."""
+    from memworth import HashingEncoder
+
+    s = make_store(exploration=0.0, seed=0, policy=GovernancePolicy(pin_evidence=5))
+    person = MemoryStore(s.backend, encoder=HashingEncoder(), seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    if decision == "unpin-then-pin":  # a pin read by govern, ended, then set again: the last one counts
+        s.pin("czechoslovakia", reason="keep it for now")
+        s.unpin("czechoslovakia", reason="let governance decide")
+    for _ in range(20):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    assert s.report("czechoslovakia").proposal.action == "deprecate"
+    change = s.backend.change
+
+    def person_pins_first(entry: AuditEntry) -> AuditEntry:
+        if entry.action == "deprecate":
+            person.pin("czechoslovakia", reason="a person keeps it", actor="alice")
+        return change(entry)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(s.backend, "change", person_pins_first)
+    try:
+        report = s.govern(apply=True)
+    finally:
+        monkey.undo()
+    assert s.get("czechoslovakia").status == "active"
+    assert all(e.memory_id != "czechoslovakia" for e in report.applied)
+    (why,) = [why for p, why in report.skipped if p.memory_id == "czechoslovakia"]
+    pin = s.audit("czechoslovakia")[-1]
+    assert pin.action == "pin" and why.startswith(f"pinned by a person while govern ran (audit entry {pin.seq}: pin)")
+    assert [e.action for e in s.audit("czechoslovakia")][-1:] == ["pin"]  # nothing after the pin
+    assert s.report("czechoslovakia").proposal is None  # and the pin holds from now on

@@ -238,7 +238,7 @@ class GovernanceMixin(StoreState):
         progress_bar(0, "memories decided", progress).close()  # a bad progress is refused before any work
         memories = self.backend.memories(namespace)
         with progress_bar(len(memories), "memories decided", progress) as deciding:
-            found, guard = self._decide_all(memories, namespace, deciding)
+            found, guard, seen = self._decide_all(memories, namespace, deciding)
         proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
         skipped: list[tuple[Proposal, str]] = [
             (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
@@ -252,7 +252,9 @@ class GovernanceMixin(StoreState):
         elif apply is None or apply:
             active = [m for m in memories if m.status == "active"]
             standing = {m.id: m.standing for m in active}
-            read = {m.id: {"status": m.status, "standing": m.standing} for m in memories}
+            # what each proposal was made on: its status and standing, and no pin after the audit
+            # log read (a pin is an audit entry: the backend checks all three in the statement)
+            read = {m.id: {"status": m.status, "standing": m.standing, "no_pin_after": seen} for m in memories}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
             budget = self.policy.quarantine_budget(len(active))
             todo = sorted(proposals, key=lambda p: p.action == "re-verify")  # what frees the budget first
@@ -270,8 +272,8 @@ class GovernanceMixin(StoreState):
                     continue
                 try:
                     applied.append(self._apply(p, namespace, requires=read.get(p.memory_id)))
-                except StoreError as exc:  # rate-limited, or changed by someone else since we read it
-                    skipped.append((p, str(exc)))
+                except StoreError as exc:  # rate-limited, or changed (or pinned) by someone else since we read it
+                    skipped.append((p, self._pinned_meanwhile(p.memory_id, namespace, seen) or str(exc)))
                     continue
                 if p.action == "re-verify":
                     quarantined += 1
@@ -322,11 +324,20 @@ class GovernanceMixin(StoreState):
         with self._settled_reads():  # one read of the log for every part of the decision
             return self._decide_all(memories, namespace)[0]
 
+    def _pinned_meanwhile(self, memory_id: str, namespace: str, seen: int) -> str | None:
+        """Why govern skips a proposal whose write the backend refused, when the reason is a
+        pin a person set after govern read the audit log (up to entry ``seen``); else None."""
+        pin = decisions.pins(self.backend.audit_log(namespace, memory_id)).get(memory_id)
+        if pin is None or pin.seq <= seen:
+            return None
+        return f"pinned by a person while govern ran (audit entry {pin.seq}: {pin.action}) {_until(pin)}; nothing changed"
+
     def _decide_all(
         self, memories: Sequence[Memory] | None, namespace: str, shown: Bar | None = None
-    ) -> tuple[dict[str, _Decision], GuardReading | None]:
+    ) -> tuple[dict[str, _Decision], GuardReading | None, int]:
         """Each memory's proposal, the one a pin holds back, and its pin: the history and
-        the audit log read once.
+        the audit log read once (the last audit seq read is returned too: a change made on
+        these decisions requires no pin after it).
 
         A quarantined memory (standing ``re-verify``) is first put to the probe test
         (:meth:`GovernancePolicy.probe_test` over its outcomes since its flag): ``release``
@@ -388,7 +399,7 @@ class GovernanceMixin(StoreState):
                 out[m.id] = _Decision(p, None, None)
             if shown is not None:
                 shown.update(1)
-        return out, guard
+        return out, guard, max((e.seq for e in audit), default=0)
 
     def _probe_proposal(self, m: Memory, flag: AuditEntry, followed: Followed, others: set[str]) -> Proposal | None:
         """Release or suppress a quarantined memory when its probe outcomes decide (else None).

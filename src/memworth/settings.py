@@ -225,7 +225,10 @@ class SourceSettings:
             raise ValidationError("confidences", "must be a mapping of source name to confidence")
         for name, conf in self.confidences.items():
             check_name(name, "confidences")
-            check_confidence(conf)
+            try:
+                check_confidence(conf)
+            except ValidationError as exc:  # named by the setting, as every other refusal of it
+                raise ValidationError("confidences", f"{name!r}: {exc.reason}") from None
         known = set(DEFAULT_SOURCES) | set(self.confidences)
         if not isinstance(self.limits, Mapping):
             raise ValidationError("limits", "must be a mapping of source name to SourceLimit")

@@ -67,6 +67,7 @@ __all__ = [
     "check_store_settings",
     "check_text",
     "check_ttl",
+    "check_verifier",
 ]
 
 MAX_TEXT = 32_768
@@ -373,6 +374,12 @@ def check_store_settings(clock: object, seed: object) -> None:
         raise ValidationError("clock", f"must be a function returning seconds since the epoch, got {clock!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise ValidationError("seed", f"must be a non-negative integer or None, got {seed!r}")
+
+
+def check_verifier(verifier: object) -> None:
+    """Refuse a store's ``verifier`` that is not a function of a report (or None)."""
+    if verifier is not None and not callable(verifier):
+        raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
 
 
 MAX_METADATA_DEPTH = 32

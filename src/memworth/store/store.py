@@ -75,6 +75,7 @@ from memworth.validation import (
     check_store_settings,
     check_text,
     check_ttl,
+    check_verifier,
 )
 
 if TYPE_CHECKING:
@@ -275,8 +276,7 @@ class MemoryStore(
         check_store_settings(clock, seed)
         if settings is not None and not isinstance(settings, Settings):
             raise ValidationError("settings", f"must be a memworth.Settings, got {type(settings).__name__}")
-        if verifier is not None and not callable(verifier):
-            raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
+        check_verifier(verifier)
         self.backend = backend
         self.clock = clock
         self._seed = seed

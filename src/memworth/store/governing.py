@@ -169,7 +169,7 @@ class GovernanceMixin(StoreState):
         expected: str | None = None,
         pin: bool = False,
         with_new: builtins.list[NewMemory] | None = None,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
         for ``policy.limits.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
@@ -503,7 +503,7 @@ class GovernanceMixin(StoreState):
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        state = {"status": memory.status, "standing": memory.standing}
+        state: dict[str, object] = {"status": memory.status, "standing": memory.standing}
         entry = self._apply(p, namespace, pin=True, requires=state, actor=who)  # a person approved it: it sticks
         self._refresh_hot(namespace)
         return entry
@@ -514,7 +514,7 @@ class GovernanceMixin(StoreState):
         namespace: str,
         *,
         pin: bool = False,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
         actor: str | None = None,
     ) -> AuditEntry:
         """Make one proposed change, audited with the policy's settings; StoreError when rate-limited.

@@ -130,7 +130,7 @@ class ReviewMixin(StoreState):
             )
         # Checked again by the backend in the statement that makes the change: of two verdicts
         # given at once (two people, a person and the verifier), one wins, the other is a ConflictError.
-        queued = {"status": "active", "standing": "re-verify"}
+        queued: dict[str, object] = {"status": "active", "standing": "re-verify"}
         if verdict == "confirmed":
             return self._change(
                 memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
@@ -160,7 +160,7 @@ class ReviewMixin(StoreState):
         action: str,
         namespace: str,
         settings: dict[str, Any] | None = None,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
     ) -> AuditEntry:
         """The one edit: ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``)
         derived from ``memory``, with its metadata, contexts and time to live and fresh

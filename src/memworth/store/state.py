@@ -171,7 +171,7 @@ class StoreState:
             expected: str | None = None,
             pin: bool = False,
             with_new: builtins.list[NewMemory] | None = None,
-            requires: dict[str, str] | None = None,
+            requires: dict[str, object] | None = None,
         ) -> AuditEntry: ...
 
         def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]: ...

@@ -76,6 +76,7 @@ _WHERE = {
     "reliability": ("sources", "reliability"),
     "burst": ("sources", "burst"),
     "govern_every": ("automation", "govern_every"),
+    "govern_every_seconds": ("automation", "govern_every_seconds"),
     "verifier_timeout": ("automation", "verifier_timeout"),
 }
 """Where each store argument lives in the settings: (part, setting)."""
@@ -469,6 +470,7 @@ class ConfigMixin(StoreState):
         self.limits, self.reliability, self.burst = dict(s.limits), s.reliability, s.burst
         self.holdout, self._holdout_seed = settings.holdout.share, settings.holdout.seed
         self.govern_every = settings.automation.govern_every
+        self.govern_every_seconds = settings.automation.govern_every_seconds
         self.verifier_timeout = settings.automation.verifier_timeout
         self.policy = settings.governance
         if old is None or (old.recall.planner, old.recall.planner_share) != (r.planner, r.planner_share):

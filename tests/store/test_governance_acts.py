@@ -543,3 +543,32 @@ def test_two_store_objects_past_the_same_interval_govern_once(make_store: Callab
     now[0] = 85.5 + 60.0
     record(b)
     assert rounds == [("b", 61.0), ("a", 85.5), ("b", 145.5)]
+
+
+def test_a_hanging_verifier_holds_one_automatic_round_once_per_flag(make_store: Callable[..., MemoryStore]) -> None:
+    """The automatic round runs inside the ``record`` call that triggers it, verifier included
+    (documented): a verifier that hangs holds that call for ``verifier_timeout`` per quarantined
+    memory, and only once per flag, since the time-out is audited and a memory the verifier
+    failed on is not asked again until it is flagged again. The record itself is kept."""
+    import threading
+
+    release = threading.Event()
+    asked: list[str] = []
+
+    def verifier(report: MemoryReport) -> object:
+        asked.append(report.id)
+        release.wait(30)  # hangs until the test ends
+        return "confirmed"
+
+    s = make_store(exploration=0.0, seed=0, govern_every=2, verifier=verifier, verifier_timeout=0.05)
+    try:
+        s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+        s.set_standing("prague", "re-verify", reason="check it")
+        for _ in range(6):  # three automatic rounds
+            s.record(s.recall("water boils at sea level", k=1), success=True)
+        assert asked == ["prague"]  # asked in the first round only
+        assert [e.action for e in s.audit("prague")] == ["set-standing", "verifier-failed"]
+        assert "TimeoutError" in s.audit("prague")[-1].reason
+        assert s.get("water").counts.n == 6  # every outcome was recorded
+    finally:
+        release.set()

@@ -318,3 +318,35 @@ def test_one_reason_limit_on_every_face(store: MemoryStore, capsys: pytest.Captu
         store.set_status("cz", "suppressed", reason=over)
     entry = store.set_status("cz", "suppressed", reason=longest)
     assert store.restore(entry.seq, reason=longest).reason == f"{longest} (undoes entry {entry.seq}: set-status)"
+
+
+def test_a_pin_from_any_face_while_govern_runs_stops_its_change(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A person pins a memory on some face after a govern read the audit log and before it
+    writes. Before, the change was written anyway (a pin is an audit entry, and govern's
+    write checked only the status and standing it had read); now every face's pin stops it."""
+    store.add("Prague was the capital of Czechoslovakia, a country gone since 1993.", id="gone")
+    for _ in range(25):
+        store.record(store.recall("capital of czechoslovakia country gone", k=1), success=False)
+    assert store.report("gone").proposal.action == "deprecate"
+    change = store.backend.change
+    for name, face in faces(store, capsys).items():
+        pinned: list[bool] = []
+
+        def pin_first(entry: Any, _face: Any = face, pinned: list[bool] = pinned) -> Any:
+            if entry.action == "deprecate" and not pinned:
+                pinned.append(True)
+                assert _face("pin", {"id": "gone", "reason": "a person keeps it"}) is None
+            return change(entry)
+
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(store.backend, "change", pin_first)
+        try:
+            report = store.govern(apply=True)
+        finally:
+            monkey.undo()
+        assert pinned and store.get("gone").status == "active", name
+        (why,) = [why for p, why in report.skipped if p.memory_id == "gone"]
+        assert why.startswith("pinned by a person while govern ran"), (name, why)
+        store.unpin("gone", reason="let governance decide")

@@ -565,3 +565,47 @@ def test_a_phone_wide_window_and_the_dot_ids_in_a_real_browser(served: tuple[str
             fits()
     finally:
         d.set_window_size(1280, 1000)
+
+
+def test_the_queue_page_resolves_stale_as_deprecated_and_edited_under_a_chosen_id(
+    client: TestClient, store: MemoryStore
+) -> None:
+    """Before, the dashboard's queue could only suppress a stale memory and gave an edited one
+    a generated id, while every other face could deprecate it and name the new version. The
+    form now has both fields, sent to the one library call: what a verdict would not use is
+    refused (422, naming the field) with nothing changed, and a typed id is escaped."""
+    key = create_key(store, "team", "t")
+    for mid in ("old", "cz", "water"):
+        store.add(f"A fact called {mid}.", id=mid, namespace="team")
+        store.set_standing(mid, "re-verify", reason="check it", namespace="team")
+    csrf = sign_in(client, key)
+    page = client.get("/dashboard/governance").text
+    form = re.search(r'<tr data-id="cz">.*?</form>', page, re.S)
+    assert form is not None
+    assert '<option value="deprecated">' in form.group(0) and 'name="new_id"' in form.group(0)
+
+    def resolve(**fields: str) -> Any:
+        return client.post("/dashboard/queue/resolve", data={**fields, "csrf": csrf}, follow_redirects=False)
+
+    done = resolve(memory_id="cz", verdict="stale", reason="gone", status="deprecated")
+    assert done.status_code == 303 and store.get("cz", namespace="team").status == "deprecated"
+    default = resolve(memory_id="water", verdict="stale", reason="gone", status="")  # the select's default
+    assert default.status_code == 303 and store.get("water", namespace="team").status == "suppressed"
+    before = [(m.id, m.status, m.standing) for m in store.list(namespace="team")]
+    for fields, field in [
+        ({"verdict": "confirmed", "new_id": "old2"}, "new_id"),
+        ({"verdict": "confirmed", "status": "deprecated"}, "status"),
+        ({"verdict": "stale", "status": "archived"}, "status"),
+        ({"verdict": "edited", "text": "New text.", "new_id": " spaced"}, "new_id"),
+    ]:
+        refused = resolve(memory_id="old", reason="why", **fields)
+        assert refused.status_code == 422 and field in refused.text, (fields, refused.text)
+    assert [(m.id, m.status, m.standing) for m in store.list(namespace="team")] == before
+    edited = resolve(memory_id="old", verdict="edited", reason="reworded", text="The fact, reworded.", new_id="<b>2")
+    assert edited.status_code == 303 and store.get("old", namespace="team").status == "archived"
+    assert store.get("<b>2", namespace="team").derived_from == ("old",)
+    assert "<b>2" not in client.get(edited.headers["location"]).text  # escaped wherever it is shown
+    forged = client.post(
+        "/dashboard/queue/resolve", data={"memory_id": "x", "verdict": "stale", "status": "deprecated", "csrf": "x"}
+    )
+    assert forged.status_code == 403

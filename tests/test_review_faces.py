@@ -289,3 +289,64 @@ def test_every_face_names_who_approved_or_undid_a_change(
         store.record(store.recall("capital of czechoslovakia", k=1), success=False)
     action = store.report("cz").proposal.action
     assert store.approve("cz", action, actor="bob").settings["actor"] == "bob"
+
+
+def test_one_reason_limit_on_every_face(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, HTTP and MCP refused a reason over 2,000 characters while Python and the CLI took
+    32,768: what a person could write depended on the face. Now one limit (``MAX_REASON``,
+    defined once in the library) and one refusal, naming the field and the limit, everywhere."""
+    from memworth.validation import MAX_REASON
+
+    longest, over = "r" * MAX_REASON, "r" * (MAX_REASON + 1)
+    for name, face in faces(store, capsys).items():
+        before = state(store)
+        for verb in ("pin", "unpin"):
+            said = face(verb, {"id": "cz", "reason": over})
+            assert said is not None and said[0] == "reason", (name, verb, said)
+            assert f"is {MAX_REASON + 1} characters; the limit is {MAX_REASON}" in said[1], (name, verb, said)
+        said = face("resolve", {"id": "water", "verdict": "confirmed", "reason": over})
+        assert said is not None and said[0] == "reason" and f"the limit is {MAX_REASON}" in said[1], (name, said)
+        assert state(store) == before, name
+        assert face("pin", {"id": "cz", "reason": longest}) is None, name
+        assert face("unpin", {"id": "cz", "reason": longest}) is None, name
+    client = TestClient(create_app(store))
+    headers = {"X-API-Key": create_key(store, "default", "t")}
+    r = client.delete("/v1/memories/cz", params={"reason": over}, headers=headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "reason", r.text
+    assert f"the limit is {MAX_REASON}" in r.json()["error"]["reason"]
+    with pytest.raises(ValueError, match=f"the limit is {MAX_REASON}"):
+        store.set_status("cz", "suppressed", reason=over)
+    entry = store.set_status("cz", "suppressed", reason=longest)
+    assert store.restore(entry.seq, reason=longest).reason == f"{longest} (undoes entry {entry.seq}: set-status)"
+
+
+def test_a_pin_from_any_face_while_govern_runs_stops_its_change(
+    store: MemoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A person pins a memory on some face after a govern read the audit log and before it
+    writes. Before, the change was written anyway (a pin is an audit entry, and govern's
+    write checked only the status and standing it had read); now every face's pin stops it."""
+    store.add("Prague was the capital of Czechoslovakia, a country gone since 1993.", id="gone")
+    for _ in range(25):
+        store.record(store.recall("capital of czechoslovakia country gone", k=1), success=False)
+    assert store.report("gone").proposal.action == "deprecate"
+    change = store.backend.change
+    for name, face in faces(store, capsys).items():
+        pinned: list[bool] = []
+
+        def pin_first(entry: Any, _face: Any = face, pinned: list[bool] = pinned) -> Any:
+            if entry.action == "deprecate" and not pinned:
+                pinned.append(True)
+                assert _face("pin", {"id": "gone", "reason": "a person keeps it"}) is None
+            return change(entry)
+
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(store.backend, "change", pin_first)
+        try:
+            report = store.govern(apply=True)
+        finally:
+            monkey.undo()
+        assert pinned and store.get("gone").status == "active", name
+        (why,) = [why for p, why in report.skipped if p.memory_id == "gone"]
+        assert why.startswith("pinned by a person while govern ran"), (name, why)
+        store.unpin("gone", reason="let governance decide")

@@ -373,3 +373,55 @@ def test_memworth_serve_reads_a_configuration_file(tmp_path: Path) -> None:
     with MemoryStore.open(url) as store:
         assert store.exploration == 0.03
         assert store.settings_history()[-1]["actor"] == f"config file {path}"
+
+
+@pytest.mark.parametrize(
+    ("name", "bad", "good"),
+    [
+        ("probe_share", 5, 0.25),
+        ("exploration", -0.1, 0.0),
+        ("min_evidence", float("nan"), 3.0),
+        ("scoring", "blend", None),
+        ("index", "faster", "exact"),
+        ("index_threshold", 0, 10),
+        ("credit", "everyone", "score"),
+        ("w_min", 2.0, 0.1),
+        ("propagation", 1.0, 0.5),
+        ("max_hops", 11, 2),
+        ("sources", {"llm": 2.0}, {"llm": 0.3}),
+        ("limits", {"nobody": None}, {}),
+        ("reliability", "yes", None),
+        ("burst", 3, None),
+        ("holdout", 1.5, 0.2),
+        ("govern_every", 0, 7),
+        ("verifier_timeout", 0, 2.0),
+        ("policy", None, GovernancePolicy(pin_evidence=3)),
+        ("ablation", "everything", "none"),
+        ("verifier", 3, None),
+        ("clock", "noon", None),
+    ],
+)
+def test_a_setting_assigned_as_an_attribute_is_validated_like_open_and_configure(
+    name: str, bad: object, good: object
+) -> None:
+    """Before, ``store.probe_share = 5`` was taken as given (only ``open`` and ``configure``
+    checked a value): recall then served quarantined memories on every call and logged a
+    propensity above 1. Every setting a store takes is now checked on assignment by the one
+    validator, the error names it, and a refused assignment changes nothing."""
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0)
+    before, settings = getattr(s, name), s.settings.to_dict()
+    with pytest.raises(ValidationError) as err:
+        setattr(s, name, bad)
+    assert err.value.field == name
+    assert getattr(s, name) is before and s.settings.to_dict() == settings
+    if name not in ("holdout", "policy"):  # open reads None as "the kept one" for these two
+        with pytest.raises(ValidationError) as opened:  # the same words as opening a store with it
+            MemoryStore.open("memory://", encoder=HashingEncoder(), **{name: bad})
+        assert str(opened.value) == str(err.value)
+    if good is not None:
+        setattr(s, name, good)
+        if name == "sources":  # the attribute holds the default sources too
+            assert s.sources["llm"] == 0.3 and s.sources["explicit"] == 1.0
+        else:
+            assert getattr(s, name) == (None if name == "ablation" else good)
+        assert s.settings_version == 0  # in force on this object; configure keeps a version

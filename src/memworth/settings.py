@@ -225,7 +225,10 @@ class SourceSettings:
             raise ValidationError("confidences", "must be a mapping of source name to confidence")
         for name, conf in self.confidences.items():
             check_name(name, "confidences")
-            check_confidence(conf)
+            try:
+                check_confidence(conf)
+            except ValidationError as exc:  # named by the setting, as every other refusal of it
+                raise ValidationError("confidences", f"{name!r}: {exc.reason}") from None
         known = set(DEFAULT_SOURCES) | set(self.confidences)
         if not isinstance(self.limits, Mapping):
             raise ValidationError("limits", "must be a mapping of source name to SourceLimit")
@@ -271,6 +274,11 @@ class AutomationSettings:
         Govern a namespace after this many outcomes recorded there (a store object counts
         the others' since the last automatic round at its first outcome there, then its
         own; ``None``: only when asked).
+    govern_every_seconds
+        Govern a namespace at the first outcome recorded there once this many seconds (of
+        the store's ``clock``) have passed since the last automatic round there, whichever
+        trigger ran it (``None``, the default: off). The first outcome a store sees starts
+        the clock. More than 0, at most :data:`MAX_GOVERN_SECONDS` (a year).
     verifier_timeout
         Seconds a verifier may take before its verdict counts as failed: more than 0, at most
         :data:`MAX_VERIFIER_TIMEOUT` (a week; govern holds its writes open meanwhile).
@@ -278,16 +286,29 @@ class AutomationSettings:
 
     govern_every: int | None = None
     verifier_timeout: float = 30.0
+    govern_every_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.govern_every is not None:
             _count(self.govern_every, "govern_every", low=1)
+        if self.govern_every_seconds is not None:
+            _number(self.govern_every_seconds, "govern_every_seconds", low=0.0, open_low=True)
+            if self.govern_every_seconds > MAX_GOVERN_SECONDS:
+                raise ValidationError(
+                    "govern_every_seconds",
+                    f"must be at most {MAX_GOVERN_SECONDS:g} s (a year), got {self.govern_every_seconds!r}",
+                )
+            object.__setattr__(self, "govern_every_seconds", float(self.govern_every_seconds))
         _number(self.verifier_timeout, "verifier_timeout", low=0.0, open_low=True)
         if self.verifier_timeout > MAX_VERIFIER_TIMEOUT:  # a thread cannot wait longer than the platform's limit
             raise ValidationError(
                 "verifier_timeout", f"must be at most {MAX_VERIFIER_TIMEOUT:g} s (a week), got {self.verifier_timeout!r}"
             )
 
+
+MAX_GOVERN_SECONDS = 366 * 86400.0
+"""The longest ``govern_every_seconds``: a store governed less often than yearly by the clock
+is better governed by hand (or by ``govern_every`` outcomes)."""
 
 MAX_VERIFIER_TIMEOUT = 7 * 86400.0
 """The longest ``verifier_timeout``: a longer wait is a mistake (govern holds its writes open

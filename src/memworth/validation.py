@@ -49,6 +49,7 @@ __all__ = [
     "MAX_METADATA",
     "MAX_METADATA_DEPTH",
     "MAX_PAGE",
+    "MAX_REASON",
     "MAX_TEXT",
     "MAX_TTL",
     "check_actor",
@@ -61,14 +62,22 @@ __all__ = [
     "check_metadata",
     "check_metadata_shape",
     "check_name",
+    "check_reason",
     "check_storable",
     "check_store_settings",
     "check_text",
     "check_ttl",
+    "check_verifier",
 ]
 
 MAX_TEXT = 32_768
 """Longest memory text or query, in characters."""
+MAX_REASON = 2_000
+"""Longest reason a caller gives for a change (a status, a verdict, a pin, a restore, an
+erasure): a sentence or a paragraph, kept in the audit log. One limit for every face: the
+Python API, the CLI, HTTP (a body field, or the ``reason`` query of ``DELETE``, which must
+fit in a URL) and MCP all refuse a longer one with this check's words. The notes the store
+adds to a reason (``confirmed:``, ``(undoes entry 7: suppress)``) are not counted."""
 MAX_METADATA = 65_536
 """Largest metadata, as JSON bytes."""
 MAX_K = 100
@@ -126,6 +135,24 @@ def check_text(value: object, field_name: str) -> str:
     if len(value) > MAX_TEXT:
         raise ValidationError(field_name, f"is {len(value)} characters; the limit is {MAX_TEXT}")
     return check_storable(value, field_name)
+
+
+def check_reason(value: object, field_name: str = "reason") -> str:
+    """``value`` as the reason a caller gives for a change: a non-blank, storable string of at
+    most :data:`MAX_REASON` characters (every face calls this, so each refuses the same way).
+
+    Examples
+    --------
+    >>> check_reason("false alarm")
+    'false alarm'
+    >>> check_reason("x" * 2001)
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: reason: is 2001 characters; the limit is 2000
+    """
+    if isinstance(value, str) and len(value) > MAX_REASON and value.strip():
+        raise ValidationError(field_name, f"is {len(value)} characters; the limit is {MAX_REASON}")
+    return check_text(value, field_name)
 
 
 def check_name(value: object, field_name: str) -> str:
@@ -347,6 +374,12 @@ def check_store_settings(clock: object, seed: object) -> None:
         raise ValidationError("clock", f"must be a function returning seconds since the epoch, got {clock!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise ValidationError("seed", f"must be a non-negative integer or None, got {seed!r}")
+
+
+def check_verifier(verifier: object) -> None:
+    """Refuse a store's ``verifier`` that is not a function of a report (or None)."""
+    if verifier is not None and not callable(verifier):
+        raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
 
 
 MAX_METADATA_DEPTH = 32

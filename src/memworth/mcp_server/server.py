@@ -37,7 +37,7 @@ from memworth.mcp_server.views import (
     memory_view,
 )
 from memworth.store import MemoryStore
-from memworth.validation import MAX_K, MAX_TEXT, check_name
+from memworth.validation import MAX_K, MAX_REASON, MAX_TEXT, check_name
 
 __all__ = ["MEMORY_PREFIX", "MEMORY_TEMPLATE", "create_server", "memory_uri", "uri_memory_id"]
 
@@ -159,7 +159,7 @@ def _tool_error(exc: MemworthError, field: str) -> ToolError:
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
 Id = Annotated[str, Field(min_length=1, max_length=200, description="memory id")]
-Reason = Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")]
+Reason = Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON}, description="why (kept in the audit log)")]
 Actor = Annotated[str, Field(min_length=1, max_length=200, description="who asked (kept in the audit log)")]
 Labels = list[str] | None
 
@@ -347,7 +347,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
             Literal["confirmed", "stale", "edited"],
             Field(description="confirmed: still right; stale: take it out of recall; edited: replace its text"),
         ],
-        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        reason: Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON}, description="why (kept in the audit log)")],
         text: Annotated[str | None, Field(description="with edited: the corrected text")] = None,
         new_id: Annotated[
             str | None, Field(min_length=1, max_length=200, description="with edited: the new memory's id")
@@ -379,7 +379,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     @tool(writes)
     def pin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
-        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        reason: Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON}, description="why (kept in the audit log)")],
         actor: Actor = "mcp",
     ) -> DecisionView:
         """Keep governance away from a memory (no proposals for it) until it is unpinned."""
@@ -388,7 +388,7 @@ def create_server(store: MemoryStore, *, namespace: str = "default") -> MCPServe
     @tool(writes)
     def unpin_memory(
         id: Annotated[str, Field(min_length=1, max_length=200, description="memory id")],
-        reason: Annotated[str, Field(min_length=1, max_length=2000, description="why (kept in the audit log)")],
+        reason: Annotated[str, Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON}, description="why (kept in the audit log)")],
         actor: Actor = "mcp",
     ) -> DecisionView:
         """End a memory's pin, so governance may propose changes for it again."""

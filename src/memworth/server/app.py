@@ -74,7 +74,7 @@ from memworth.server.sidecar_routes import sidecar_router
 from memworth.server.verified_keys import VerifiedKeys, confirmed, still_valid
 from memworth.store import Memory, MemoryStore
 from memworth.store.records import AuditEntry
-from memworth.validation import MAX_K, MAX_PAGE, MAX_TEXT, check_actor
+from memworth.validation import MAX_K, MAX_PAGE, MAX_REASON, MAX_TEXT, check_actor
 
 __all__ = ["create_app"]
 
@@ -117,7 +117,7 @@ class MemoryChange(_Strict):
     """One change to a memory, audited: its ``text`` (a new version replaces it, see
     ``MemoryStore.edit``), its ``status`` or its ``standing``; exactly one of the three."""
 
-    reason: str = Field(min_length=1, max_length=2000)
+    reason: str = Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON})
     actor: str | None = Field(
         default=None, min_length=1, max_length=100, description="who asked (the key is named too)"
     )
@@ -217,7 +217,7 @@ class ConfigChange(_Strict):
 
 class ResolveRequest(_Strict):
     verdict: Literal["confirmed", "stale", "edited"]
-    reason: str = Field(min_length=1, max_length=2000)
+    reason: str = Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON})
     text: str | None = Field(default=None, min_length=1, max_length=MAX_TEXT)
     new_id: str | None = Field(default=None, min_length=1, max_length=200)
     status: Literal["suppressed", "deprecated"] | None = None  # with stale (default suppressed)
@@ -227,14 +227,14 @@ class ResolveRequest(_Strict):
 
 
 class PinRequest(_Strict):
-    reason: str = Field(min_length=1, max_length=2000)
+    reason: str = Field(min_length=1, json_schema_extra={"maxLength": MAX_REASON})
     actor: str | None = Field(
         default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
     )
 
 
 class RestoreRequest(_Strict):
-    reason: str = Field(default="restored through the API", min_length=1, max_length=2000)
+    reason: str = Field(default="restored through the API", min_length=1, json_schema_extra={"maxLength": MAX_REASON})
     actor: str | None = Field(
         default=None, min_length=1, max_length=100, description="who decided (the key is named too)"
     )
@@ -586,7 +586,7 @@ def create_app(
         memory_id: PathId,
         namespace: Writer,
         request: Request,
-        reason: Annotated[str, Query(min_length=1, max_length=2000, description="why (kept in the tombstone)")],
+        reason: Annotated[str, Query(min_length=1, json_schema_extra={"maxLength": MAX_REASON}, description="why (kept in the tombstone)")],
         actor: Annotated[
             str | None, Query(min_length=1, max_length=100, description="who asked (the key is named too)")
         ] = None,

@@ -49,9 +49,12 @@ ERASE = "erase"
 """The audit action of a tombstone: the memory was erased (:meth:`Backend.erase`)."""
 REQUIRES = "requires"
 """The key of an audit entry's ``settings`` naming what else its memory must hold for the
-change to be made, ``{"status": ..., "standing": ...}`` (either may be left out): checked by
-:meth:`Backend.change` in the same statement as ``old`` (a verdict on a quarantined memory
-needs it still active and under re-verify: two people resolving it at once must not both win)."""
+change to be made, ``{"status": ..., "standing": ..., "no_pin_after": seq}`` (any may be left
+out): checked by :meth:`Backend.change` in the same statement as ``old`` (a verdict on a
+quarantined memory needs it still active and under re-verify: two people resolving it at once
+must not both win). ``no_pin_after``: the memory has no pin or unpin audit entry with a seq
+above it (a pin is an audit entry, not a column: govern's change must not land on a memory a
+person pinned after govern read the audit log)."""
 
 
 @dataclass(frozen=True)
@@ -327,34 +330,40 @@ def erased_key(namespace: str) -> str:
     return f"erased:{namespace}"
 
 
-def required(entry: AuditEntry) -> tuple[str | None, str | None]:
-    """The status and the standing ``entry`` requires of its memory besides its ``old`` value
-    (None: any), from ``entry.settings[REQUIRES]``; ValidationError for anything else.
+def required(entry: AuditEntry) -> tuple[str | None, str | None, int | None]:
+    """The status and the standing ``entry`` requires of its memory besides its ``old`` value,
+    and the audit seq after which it must have no pin or unpin entry (None: any), from
+    ``entry.settings[REQUIRES]``; ValidationError for anything else.
 
     Examples
     --------
     >>> from memworth.store.records import AuditEntry
     >>> e = AuditEntry(0, "m", "default", "resolve", "status", "active", "suppressed", "stale", {}, 0.0)
-    >>> required(e), required(replace(e, settings={"requires": {"standing": "re-verify"}}))
-    ((None, None), (None, 're-verify'))
+    >>> required(e), required(replace(e, settings={"requires": {"standing": "re-verify", "no_pin_after": 7}}))
+    ((None, None, None), (None, 're-verify', 7))
     """
     want = entry.settings.get(REQUIRES) if isinstance(entry.settings, Mapping) else None
     if want is None:
-        return None, None
-    if not isinstance(want, Mapping) or not set(want) <= {"status", "standing"}:
-        raise ValidationError(REQUIRES, f"must map status and/or standing to a value, got {want!r}")
-    return want.get("status"), want.get("standing")
+        return None, None, None
+    if not isinstance(want, Mapping) or not set(want) <= {"status", "standing", "no_pin_after"}:
+        raise ValidationError(REQUIRES, f"must map status, standing and/or no_pin_after to a value, got {want!r}")
+    after = want.get("no_pin_after")
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+        raise ValidationError(f"{REQUIRES}.no_pin_after", f"must be an audit seq (an integer >= 0), got {after!r}")
+    return want.get("status"), want.get("standing"), after
 
 
 def changed(entry: AuditEntry) -> ChangedError:
     """The error for a change whose memory no longer holds what it was made for (every backend
     says it the same way): ``old`` in its field, or what :func:`required` names."""
     held = {entry.field: entry.old}
-    for name, value in zip(("status", "standing"), required(entry), strict=True):
+    status, standing, after = required(entry)
+    for name, value in (("status", status), ("standing", standing)):
         if value is not None:
             held.setdefault(name, value)
     was = ", ".join(f"{name} {value!r}" for name, value in held.items())
-    return ChangedError(f"memory {entry.memory_id!r} is no longer {was}; nothing changed")
+    unpinned = "" if after is None else f", unpinned since audit entry {after}"
+    return ChangedError(f"memory {entry.memory_id!r} is no longer {was}{unpinned}; nothing changed")
 
 
 def reused(memory_id: str, namespace: str, seq: int) -> DuplicateError:

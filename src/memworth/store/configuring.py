@@ -29,7 +29,7 @@ from memworth.signals.coretrieval import AblationPlanner, AlarmSplitter, RecallP
 from memworth.store.recording import DEFAULT_SOURCES
 from memworth.store.state import StoreState
 from memworth.store.steps import Call, Steps, run
-from memworth.validation import check_actor, check_flag
+from memworth.validation import check_actor, check_flag, check_store_settings, check_verifier
 
 R = TypeVar("R")
 
@@ -76,6 +76,7 @@ _WHERE = {
     "reliability": ("sources", "reliability"),
     "burst": ("sources", "burst"),
     "govern_every": ("automation", "govern_every"),
+    "govern_every_seconds": ("automation", "govern_every_seconds"),
     "verifier_timeout": ("automation", "verifier_timeout"),
 }
 """Where each store argument lives in the settings: (part, setting)."""
@@ -121,6 +122,38 @@ def settings_from_arguments(
         classes = dataclasses.replace(governance.classes, min_evidence=parts["recall"].min_evidence)
         governance = dataclasses.replace(governance, classes=classes)
     return Settings(governance=governance, **parts), planner
+
+
+ASSIGNABLE = frozenset({*_WHERE, "policy", "holdout", "ablation", "verifier", "clock"})
+"""The store's settings that may also be set as attributes (``store.probe_share = 0.2``):
+each assignment is validated as :meth:`MemoryStore.open` and :meth:`ConfigMixin.configure`
+validate it (:func:`assigned`), and a refused one changes nothing."""
+
+
+def assigned(settings: Settings, name: str, value: object, holdout_seed: int) -> tuple[Settings, RecallPlanner | None]:
+    """``settings`` with the store attribute ``name`` (a setting of :data:`ASSIGNABLE`) set to
+    ``value``, and the recall planner object given (for ``ablation``): the one validator of an
+    assignment, the store arguments' (:func:`settings_from_arguments`). A refused value raises
+    :class:`ValidationError` naming the setting; the holdout share keeps its seed.
+
+    Examples
+    --------
+    >>> assigned(Settings(), "probe_share", 0.2, 0)[0].recall.probe_share
+    0.2
+    >>> assigned(Settings(), "probe_share", 5, 0)
+    Traceback (most recent call last):
+    ...
+    memworth.errors.ValidationError: probe_share: must be within [0, 1], got 5
+    """
+    if name == "holdout":
+        try:
+            part = HoldoutSettings(value, holdout_seed)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise ValidationError("holdout", exc.reason) from None
+        return dataclasses.replace(settings, holdout=part), None
+    if name == "policy" and not isinstance(value, GovernancePolicy):
+        raise ValidationError("policy", f"must be a GovernancePolicy, got {type(value).__name__}")
+    return settings_from_arguments(settings, {name: value}, None)
 
 
 def _argument(part: str, name: str) -> str:
@@ -199,6 +232,36 @@ class ConfigMixin(StoreState):
     """How many calls of :data:`FOLLOWING` methods are under way on this object."""
     settings_check_interval: float = SETTINGS_CHECK_SECONDS
     """Seconds between two looks for a version another store object kept (0: every call)."""
+
+    _adopting: bool = False
+    """True while :meth:`_adopt` sets the attributes of a whole settings object."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """A setting assigned as an attribute (:data:`ASSIGNABLE`) is validated as ``open`` and
+        :meth:`configure` validate it, and put in force on this store object only (not kept:
+        :meth:`configure` keeps a version); a refused value raises ValidationError naming the
+        setting and changes nothing. Before, ``store.probe_share = 5`` was taken as given."""
+        if name in ASSIGNABLE and not self._adopting and "_settings" in self.__dict__:
+            self._assign(name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def _assign(self, name: str, value: object) -> None:
+        """Put one assigned setting in force (see :meth:`__setattr__`)."""
+        if name == "verifier":
+            check_verifier(value)
+            object.__setattr__(self, name, value)
+            return
+        if name == "clock":
+            check_store_settings(value, None)
+            object.__setattr__(self, name, value)
+            return
+        settings, planner = assigned(self._settings, name, value, self._holdout_seed)
+        self._adopt(settings, self._settings_version)
+        if name == "ablation":  # the planner object given (or the one its name makes)
+            r = settings.recall
+            object.__setattr__(self, "_planner_given", planner)
+            object.__setattr__(self, "ablation", planner if planner is not None else self._planner(r.planner, r.planner_share))
 
     # -- reading what is kept ----------------------------------------------------------
 
@@ -388,6 +451,13 @@ class ConfigMixin(StoreState):
 
     def _adopt(self, settings: Settings, version: int) -> None:
         """Put ``settings`` (kept as ``version``; 0: never set) in force on this store object."""
+        object.__setattr__(self, "_adopting", True)
+        try:
+            self._adopt_all(settings, version)
+        finally:
+            object.__setattr__(self, "_adopting", False)
+
+    def _adopt_all(self, settings: Settings, version: int) -> None:
         old = getattr(self, "_settings", None)
         r, c, s = settings.recall, settings.credit, settings.sources
         self.scoring, self.exploration, self.min_evidence = r.scoring, r.exploration, r.min_evidence
@@ -400,6 +470,7 @@ class ConfigMixin(StoreState):
         self.limits, self.reliability, self.burst = dict(s.limits), s.reliability, s.burst
         self.holdout, self._holdout_seed = settings.holdout.share, settings.holdout.seed
         self.govern_every = settings.automation.govern_every
+        self.govern_every_seconds = settings.automation.govern_every_seconds
         self.verifier_timeout = settings.automation.verifier_timeout
         self.policy = settings.governance
         if old is None or (old.recall.planner, old.recall.planner_share) != (r.planner, r.planner_share):

@@ -31,7 +31,7 @@ from memworth.store.backend import ERASE
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
-from memworth.validation import check_actor, check_flag, check_name, check_text, check_ttl
+from memworth.validation import check_actor, check_flag, check_name, check_reason, check_ttl
 
 __all__ = ["EXPIRY_ACTOR", "ForgettingMixin"]
 
@@ -67,7 +67,7 @@ class ForgettingMixin(StoreState):
         ...
         memworth.errors.ErasedMemoryError: memory 'phone' was erased (audit entry 1): its text, embedding and metadata are gone
         """
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         who = check_actor(actor)
         memory = self.get(memory_id, namespace=namespace)
         return self._erase([memory], reason=reason, actor=who, namespace=namespace)[0]
@@ -127,7 +127,7 @@ class ForgettingMixin(StoreState):
         >>> store.get("office").status, store.get("office-2").text, store.get("office-2").derived_from
         ('archived', 'The office is on floor 5.', ('office',))
         """
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         who = check_actor(actor)
         check_flag(keep_old, "keep_old")
         memory = self.get(memory_id, namespace=namespace)

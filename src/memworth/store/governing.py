@@ -40,7 +40,7 @@ from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
-from memworth.validation import MAX_TEXT, check_actor, check_flag, check_memory_id, check_name, check_text
+from memworth.validation import check_actor, check_flag, check_memory_id, check_name, check_reason, check_text
 
 __all__ = ["AUTOMATIC", "POLICY_KEY", "RATE_LIMITED", "GovernanceMixin", "GovernanceReport"]
 
@@ -127,6 +127,7 @@ class GovernanceMixin(StoreState):
         ``policy.limits.pin_evidence`` more retrievals)."""
         if not isinstance(status, str) or status not in STATUSES:
             raise ValidationError("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id, "status", status, reason=reason, namespace=namespace, action="set-status", pin=True,
@@ -142,6 +143,7 @@ class GovernanceMixin(StoreState):
         verification, which a person, the verifier or the probe test then resolves."""
         if not isinstance(standing, str) or standing not in STANDINGS:
             raise ValidationError("standing", f"must be one of {', '.join(STANDINGS)}, got {standing!r}")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         return self._change(
             memory_id,
@@ -167,7 +169,7 @@ class GovernanceMixin(StoreState):
         expected: str | None = None,
         pin: bool = False,
         with_new: builtins.list[NewMemory] | None = None,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
     ) -> AuditEntry:
         """Make one audited change; with ``pin`` (a person's decision) the entry pins the memory
         for ``policy.limits.pin_evidence`` more retrievals (:mod:`memworth.store.decisions`); with
@@ -236,7 +238,7 @@ class GovernanceMixin(StoreState):
         progress_bar(0, "memories decided", progress).close()  # a bad progress is refused before any work
         memories = self.backend.memories(namespace)
         with progress_bar(len(memories), "memories decided", progress) as deciding:
-            found, guard = self._decide_all(memories, namespace, deciding)
+            found, guard, seen = self._decide_all(memories, namespace, deciding)
         proposals = [d.proposal for d in (found[m.id] for m in memories) if d.proposal is not None]
         skipped: list[tuple[Proposal, str]] = [
             (d.held, f"pinned by a person (audit entry {d.pin.seq}: {d.pin.action}) {_until(d.pin)}")
@@ -250,7 +252,9 @@ class GovernanceMixin(StoreState):
         elif apply is None or apply:
             active = [m for m in memories if m.status == "active"]
             standing = {m.id: m.standing for m in active}
-            read = {m.id: {"status": m.status, "standing": m.standing} for m in memories}
+            # what each proposal was made on: its status and standing, and no pin after the audit
+            # log read (a pin is an audit entry: the backend checks all three in the statement)
+            read = {m.id: {"status": m.status, "standing": m.standing, "no_pin_after": seen} for m in memories}
             quarantined = sum(1 for m in active if m.standing == "re-verify")
             budget = self.policy.quarantine_budget(len(active))
             todo = sorted(proposals, key=lambda p: p.action == "re-verify")  # what frees the budget first
@@ -268,8 +272,8 @@ class GovernanceMixin(StoreState):
                     continue
                 try:
                     applied.append(self._apply(p, namespace, requires=read.get(p.memory_id)))
-                except StoreError as exc:  # rate-limited, or changed by someone else since we read it
-                    skipped.append((p, str(exc)))
+                except StoreError as exc:  # rate-limited, or changed (or pinned) by someone else since we read it
+                    skipped.append((p, self._pinned_meanwhile(p.memory_id, namespace, seen) or str(exc)))
                     continue
                 if p.action == "re-verify":
                     quarantined += 1
@@ -320,11 +324,20 @@ class GovernanceMixin(StoreState):
         with self._settled_reads():  # one read of the log for every part of the decision
             return self._decide_all(memories, namespace)[0]
 
+    def _pinned_meanwhile(self, memory_id: str, namespace: str, seen: int) -> str | None:
+        """Why govern skips a proposal whose write the backend refused, when the reason is a
+        pin a person set after govern read the audit log (up to entry ``seen``); else None."""
+        pin = decisions.pins(self.backend.audit_log(namespace, memory_id)).get(memory_id)
+        if pin is None or pin.seq <= seen:
+            return None
+        return f"pinned by a person while govern ran (audit entry {pin.seq}: {pin.action}) {_until(pin)}; nothing changed"
+
     def _decide_all(
         self, memories: Sequence[Memory] | None, namespace: str, shown: Bar | None = None
-    ) -> tuple[dict[str, _Decision], GuardReading | None]:
+    ) -> tuple[dict[str, _Decision], GuardReading | None, int]:
         """Each memory's proposal, the one a pin holds back, and its pin: the history and
-        the audit log read once.
+        the audit log read once (the last audit seq read is returned too: a change made on
+        these decisions requires no pin after it).
 
         A quarantined memory (standing ``re-verify``) is first put to the probe test
         (:meth:`GovernancePolicy.probe_test` over its outcomes since its flag): ``release``
@@ -386,7 +399,7 @@ class GovernanceMixin(StoreState):
                 out[m.id] = _Decision(p, None, None)
             if shown is not None:
                 shown.update(1)
-        return out, guard
+        return out, guard, max((e.seq for e in audit), default=0)
 
     def _probe_proposal(self, m: Memory, flag: AuditEntry, followed: Followed, others: set[str]) -> Proposal | None:
         """Release or suppress a quarantined memory when its probe outcomes decide (else None).
@@ -490,7 +503,7 @@ class GovernanceMixin(StoreState):
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        state = {"status": memory.status, "standing": memory.standing}
+        state: dict[str, object] = {"status": memory.status, "standing": memory.standing}
         entry = self._apply(p, namespace, pin=True, requires=state, actor=who)  # a person approved it: it sticks
         self._refresh_hot(namespace)
         return entry
@@ -501,7 +514,7 @@ class GovernanceMixin(StoreState):
         namespace: str,
         *,
         pin: bool = False,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
         actor: str | None = None,
     ) -> AuditEntry:
         """Make one proposed change, audited with the policy's settings; StoreError when rate-limited.
@@ -540,7 +553,7 @@ class GovernanceMixin(StoreState):
         audit entry naming who undid it (``actor``)."""
         if isinstance(audit_seq, bool) or not isinstance(audit_seq, int):
             raise ValidationError("audit_seq", f"must be an integer, got {audit_seq!r}")
-        reason = check_text(reason, "reason")  # bad input is refused before anything is looked up
+        reason = check_reason(reason)  # bad input is refused before anything is looked up
         who = {} if actor is None else {"actor": check_actor(actor)}
         entry = next((e for e in self.backend.audit_log(namespace) if e.seq == audit_seq), None)
         if entry is None:
@@ -558,16 +571,11 @@ class GovernanceMixin(StoreState):
             raise ChangedError(
                 f"memory {entry.memory_id!r} has {entry.field} {current!r}, not {entry.new!r} as entry {audit_seq} left it"
             )
-        suffix = f" (undoes entry {audit_seq}: {entry.action})"  # the note must fit the reason's limit too
-        if len(check_text(reason, "reason")) + len(suffix) > MAX_TEXT:
-            raise ValidationError(
-                "reason", f"is {len(reason)} characters; a restore's limit is {MAX_TEXT - len(suffix)}"
-            )
         return self._change(
             entry.memory_id,
             entry.field,
             entry.old,
-            reason=reason + suffix,
+            reason=f"{reason} (undoes entry {audit_seq}: {entry.action})",  # the note is not counted in the limit
             namespace=namespace,
             action="restore",
             expected=entry.new,  # changed again meanwhile: StoreError, as above

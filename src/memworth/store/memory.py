@@ -352,8 +352,13 @@ class MemoryBackend:
             raise UnknownMemoryError(entry.memory_id)
         if entry.field in NOTE_FIELDS:
             return m
-        status, standing = required(entry)
+        status, standing, after = required(entry)
         if getattr(m, entry.field) != entry.old or status not in (None, m.status) or standing not in (None, m.standing):
+            raise changed(entry)
+        if after is not None and any(
+            e.seq > after and e.field == "pin" and (e.namespace, e.memory_id) == (entry.namespace, entry.memory_id)
+            for e in self._audit
+        ):
             raise changed(entry)
         return m
 

@@ -1507,7 +1507,9 @@ def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
     yield from _bump_steps([entry.namespace])
     count = yield Query(  # what else the change requires (null: anything) in the same statement
         f"UPDATE memories SET {column} = %s WHERE namespace = %s AND id = %s AND {column} = %s"
-        " AND status = COALESCE(%s, status) AND standing = COALESCE(%s, standing)",
+        " AND status = COALESCE(%s, status) AND standing = COALESCE(%s, standing)"
+        " AND NOT EXISTS (SELECT 1 FROM audit WHERE audit.namespace = memories.namespace"
+        " AND audit.memory_id = memories.id AND audit.field = 'pin' AND audit.seq > %s)",
         (entry.new, entry.namespace, entry.memory_id, entry.old, *required(entry)),
         "count",
     )

@@ -33,6 +33,7 @@ __all__ = [
     "RecordingMixin",
     "check_used",
     "credit_increments",
+    "governed_at_key",
     "governed_key",
     "with_used",
 ]
@@ -42,6 +43,12 @@ def governed_key(namespace: str) -> str:
     """The ``meta`` key holding ``namespace``'s outcome count when continuous governance
     (``govern_every``) last ran there."""
     return f"auto-governed:{namespace}"
+
+
+def governed_at_key(namespace: str) -> str:
+    """The ``meta`` key holding the time (of the store's clock) continuous governance last
+    ran in ``namespace`` (``govern_every_seconds``), written with :func:`governed_key`'s mark."""
+    return f"auto-governed-at:{namespace}"
 
 
 DEFAULT_SOURCES = {"explicit": 1.0, "implicit": 0.5, "heuristic": 0.2, "verified": 1.0}
@@ -394,15 +401,21 @@ class RecordingMixin(StoreState):
                 source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased], reweighted
             )
         self._advance_live(credited)
-        if self.govern_every is not None:
+        if self.govern_every is not None or self.govern_every_seconds is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
-                if ns in self._outcomes_since_govern:
-                    seen = self._outcomes_since_govern[ns] + sum(1 for ep in episodes if ep.namespace == ns)
-                else:  # this object's first outcome here: what every face logged since the last automatic govern
-                    seen = yield Blocking(self._logged_since_govern, (ns,))
-                if seen >= self.govern_every:
+                due, seen = False, 0
+                if self.govern_every is not None:
+                    if ns in self._outcomes_since_govern:
+                        seen = self._outcomes_since_govern[ns] + sum(1 for ep in episodes if ep.namespace == ns)
+                    else:  # this object's first outcome here: what every face logged since the last automatic govern
+                        seen = yield Blocking(self._logged_since_govern, (ns,))
+                    due = seen >= self.govern_every
+                if not due and self.govern_every_seconds is not None:
+                    due = yield Blocking(self._interval_passed, (ns,))
+                if due:
                     seen = yield Blocking(self._govern_by_itself, (ns,))
-                self._outcomes_since_govern[ns] = seen
+                if self.govern_every is not None:
+                    self._outcomes_since_govern[ns] = seen
         return checks
 
     def _logged_since_govern(self, namespace: str) -> int:
@@ -412,19 +425,51 @@ class RecordingMixin(StoreState):
         mark = self.backend.get_meta(governed_key(namespace))
         return max(0, self.backend.outcome_count(namespace) - int(mark or 0))
 
+    def _interval_passed(self, namespace: str) -> bool:
+        """Whether ``govern_every_seconds`` have passed since the last automatic round in
+        ``namespace``. The store's time mark is read only when this object's copy of it says
+        so (at most once per interval, plus once per round another object ran); the first
+        outcome a store sees starts the clock (writes the mark, governs nothing)."""
+        interval = self.govern_every_seconds
+        if interval is None:
+            return False
+        now = self.clock()
+        last = self._governed_at.get(namespace)
+        if last is not None and now - last < interval:
+            return False
+        key = governed_at_key(namespace)
+        stored = self.backend.get_meta(key)
+        if stored is None:  # never governed by itself here: the interval starts now
+            if not self.backend.set_meta_if(key, None, repr(now)):
+                stored = self.backend.get_meta(key)  # another object started it first
+            self._governed_at[namespace] = now if stored is None else float(stored)
+            return False
+        self._governed_at[namespace] = float(stored)
+        return now - float(stored) >= interval
+
     def _govern_by_itself(self, namespace: str) -> int:
         """Continuous governance's round (:data:`AUTOMATIC` actions), once per ``govern_every``
-        outcomes whichever store objects logged them: the round is claimed by moving the
-        store's mark (compare and set) before governing, so of two objects that count past the
-        same threshold (each from its own outcomes, or both at once) one governs; the other
-        finds the mark moved and counts from it. Returns the outcomes counted since the mark."""
-        key = governed_key(namespace)
+        outcomes whichever store objects logged them, or at the first outcome once
+        ``govern_every_seconds`` have passed since the last round: the round is claimed by
+        moving the store's outcome mark (compare and set), with the time mark beside it in
+        the same write, before governing, so of two objects that reach the same round (each
+        from its own outcomes or clock, or both at once, by either trigger) one governs; the
+        other finds a mark moved and counts from it. Returns the outcomes counted since the mark."""
+        key, at_key = governed_key(namespace), governed_at_key(namespace)
         mark = self.backend.get_meta(key)
+        stored_at = self.backend.get_meta(at_key)  # read after the mark: a round claimed since shows here
         logged = self.backend.outcome_count(namespace)
         since = max(0, logged - int(mark or 0))
-        if self.govern_every is not None and since < self.govern_every:  # another store object governed since this one started counting
+        now = self.clock()
+        by_count = self.govern_every is not None and since >= self.govern_every
+        interval = self.govern_every_seconds
+        by_time = interval is not None and stored_at is not None and now - float(stored_at) >= interval
+        if not (by_count or by_time):  # another store object governed since this one looked
+            if stored_at is not None:
+                self._governed_at[namespace] = float(stored_at)
             return since
-        if self.backend.set_meta_if(key, mark, str(logged)):
+        if self.backend.set_meta_if(key, mark, str(logged), {at_key: repr(now)}):
+            self._governed_at[namespace] = now
             self._govern(namespace, AUTOMATIC)
         return 0
 

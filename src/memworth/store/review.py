@@ -19,7 +19,7 @@ from memworth.store import decisions
 from memworth.store.records import AuditEntry, Memory
 from memworth.store.report import MemoryReport
 from memworth.store.state import StoreState
-from memworth.validation import check_actor, check_memory_id, check_text
+from memworth.validation import MAX_REASON, check_actor, check_memory_id, check_reason, check_text
 
 __all__ = ["VERDICTS", "ReviewMixin"]
 
@@ -121,7 +121,7 @@ class ReviewMixin(StoreState):
         for name, value, takes in unused:
             if value is not None and verdict != takes:
                 raise ValidationError(name, f"only the {takes} verdict takes a {name}, not {verdict} (got {value!r})")
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         memory = self.get(memory_id, namespace=namespace)
         if memory.status != "active" or memory.standing != "re-verify":
@@ -130,7 +130,7 @@ class ReviewMixin(StoreState):
             )
         # Checked again by the backend in the statement that makes the change: of two verdicts
         # given at once (two people, a person and the verifier), one wins, the other is a ConflictError.
-        queued = {"status": "active", "standing": "re-verify"}
+        queued: dict[str, object] = {"status": "active", "standing": "re-verify"}
         if verdict == "confirmed":
             return self._change(
                 memory.id, "standing", "normal", reason=f"confirmed: {reason}", namespace=namespace,
@@ -160,7 +160,7 @@ class ReviewMixin(StoreState):
         action: str,
         namespace: str,
         settings: dict[str, Any] | None = None,
-        requires: dict[str, str] | None = None,
+        requires: dict[str, object] | None = None,
     ) -> AuditEntry:
         """The one edit: ``text`` becomes a new memory (``new_id``, default ``<id>~<8 hex>``)
         derived from ``memory``, with its metadata, contexts and time to live and fresh
@@ -192,7 +192,7 @@ class ReviewMixin(StoreState):
         """Keep governance away from a memory until :meth:`unpin` (audited, naming who: ``actor``).
         A memory pinned so already is a ConflictError (nothing written); one a person's
         decision pinned for a number of retrievals is pinned until unpinned from now on."""
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         held = self._pin_of(memory_id, namespace)
         if held is not None and held.until is None:
@@ -204,7 +204,7 @@ class ReviewMixin(StoreState):
     def unpin(self, memory_id: str, *, reason: str, actor: str | None = None, namespace: str = "default") -> AuditEntry:
         """End a memory's pin (an explicit one, or the one a person's decision set); audited,
         naming who (``actor``). A memory no pin holds is a ConflictError (nothing written)."""
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         who = {} if actor is None else {"actor": check_actor(actor)}
         if self._pin_of(memory_id, namespace) is None:
             raise ConflictError(f"memory {memory_id!r} is not pinned: there is nothing to unpin")
@@ -220,7 +220,7 @@ class ReviewMixin(StoreState):
         self, memory_id: str, action: str, new: str, reason: str, namespace: str, settings: dict[str, Any]
     ) -> AuditEntry:
         """An audit entry that changes no column (a pin, a verifier's failure)."""
-        reason = check_text(reason, "reason")
+        reason = check_reason(reason)
         memory = self.get(memory_id, namespace=namespace)
         field_name = "verification" if action == "verifier-failed" else "pin"
         entry = AuditEntry(0, memory.id, namespace, action, field_name, "", new, reason, settings, self.clock())
@@ -256,7 +256,7 @@ class ReviewMixin(StoreState):
                 if isinstance(exc, (ConflictError, UnknownMemoryError)) and not self._queued(report.id, namespace):
                     continue  # resolved, changed or erased by someone else while the verifier worked: nothing failed
                 failure = str(exc) if isinstance(exc, _Raised) else f"{type(exc).__name__}: {exc}"
-                why = f"verifier failed: {failure}"[:2000]
+                why = f"verifier failed: {failure}"[:MAX_REASON]
                 done.append(
                     self._note(report.id, "verifier-failed", "unresolved", why, namespace, {"actor": "verifier"})
                 )

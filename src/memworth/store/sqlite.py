@@ -888,7 +888,9 @@ class SQLiteBackend:
         else:
             cur = db.execute(  # what else the change requires (null: anything) in the same statement
                 f"UPDATE memories SET {column} = ? WHERE namespace = ? AND id = ? AND {column} = ?"
-                " AND status = COALESCE(?, status) AND standing = COALESCE(?, standing)",
+                " AND status = COALESCE(?, status) AND standing = COALESCE(?, standing)"
+                " AND NOT EXISTS (SELECT 1 FROM audit WHERE audit.namespace = memories.namespace"
+                " AND audit.memory_id = memories.id AND audit.field = 'pin' AND audit.seq > ?)",
                 (entry.new, entry.namespace, entry.memory_id, entry.old, *required(entry)),
             )
             if cur.rowcount != 1:

@@ -76,6 +76,8 @@ class StoreState:
     verifier: Callable[[MemoryReport], object] | None
     verifier_timeout: float
     govern_every: int | None
+    govern_every_seconds: float | None
+    _governed_at: dict[str, float]
     _outcomes_since_govern: dict[str, int]
     ablation: RecallPlanner | None
     _followed: dict[str, Followed]
@@ -171,7 +173,7 @@ class StoreState:
             expected: str | None = None,
             pin: bool = False,
             with_new: builtins.list[NewMemory] | None = None,
-            requires: dict[str, str] | None = None,
+            requires: dict[str, object] | None = None,
         ) -> AuditEntry: ...
 
         def _verify_queue(self, namespace: str) -> builtins.list[AuditEntry]: ...

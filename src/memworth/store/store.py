@@ -75,6 +75,7 @@ from memworth.validation import (
     check_store_settings,
     check_text,
     check_ttl,
+    check_verifier,
 )
 
 if TYPE_CHECKING:
@@ -200,7 +201,16 @@ class MemoryStore(
         (re-verify, suppress, deprecate) and the probe test's releases, and only proposing
         promote and demote. It counts, from its first outcome in the namespace, the outcomes
         logged there by any store object since continuous governance last ran (the store
-        keeps that mark), then the ones it records itself.
+        keeps that mark), then the ones it records itself. The round runs inside the
+        ``record`` call that triggers it, and asks the ``verifier`` (if any) about the
+        queue: that call waits for the verifier, up to ``verifier_timeout`` seconds per
+        quarantined memory (see the README's "Continuous governance").
+    govern_every_seconds
+        Continuous governance by time (off by default): at the first outcome recorded in a
+        namespace once this many seconds (of ``clock``) have passed since the last
+        automatic round there (by either trigger, by any store object), this store object
+        governs it as above. The round is claimed with the same compare-and-set mark, so of
+        two store objects past the interval one governs. The first outcome starts the clock.
     probe_share
         Quarantine: a memory whose standing is ``re-verify`` is not served as an answer; on
         this share of the recalls it is allowed back as a probe (marked ``probe`` in the
@@ -270,13 +280,13 @@ class MemoryStore(
         verifier: Callable[[MemoryReport], object] | None = None,
         verifier_timeout: float = KEPT,
         govern_every: int | None = KEPT,
+        govern_every_seconds: float | None = KEPT,
         actor: str = "python",
     ) -> None:
         check_store_settings(clock, seed)
         if settings is not None and not isinstance(settings, Settings):
             raise ValidationError("settings", f"must be a memworth.Settings, got {type(settings).__name__}")
-        if verifier is not None and not callable(verifier):
-            raise ValidationError("verifier", f"must be a function of a MemoryReport, got {type(verifier).__name__}")
+        check_verifier(verifier)
         self.backend = backend
         self.clock = clock
         self._seed = seed
@@ -301,6 +311,7 @@ class MemoryStore(
             "probe_share": probe_share,
             "verifier_timeout": verifier_timeout,
             "govern_every": govern_every,
+            "govern_every_seconds": govern_every_seconds,
         }
         given = {k: v for k, v in named.items() if v is not KEPT and not (k in ("policy", "holdout") and v is None)}
         kept, version = self._kept_settings()  # read first: a later version is followed
@@ -322,6 +333,7 @@ class MemoryStore(
         self._parents: dict[str, tuple[int, dict[str, list[str]]]] = {}
         self.verifier = verifier
         self._outcomes_since_govern: dict[str, int] = {}
+        self._governed_at: dict[str, float] = {}  # per namespace: the last automatic round's time, as last read
         self._followed: dict[str, Followed] = {}  # per namespace: its history as last read, and its detectors
         self._follow_lock = threading.RLock()
         self._live: dict[str, LiveAlarms] = {}  # per namespace, for an AlarmSplitter

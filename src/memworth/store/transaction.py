@@ -150,6 +150,7 @@ class _Unit:
         self.parents = dict(store._parents)
         self.next_expiry = dict(store._next_expiry)
         self.since_govern = dict(store._outcomes_since_govern)
+        self.governed_at = dict(store._governed_at)
         self.agreement = dict(store._agreement)
         self.verified_seq = store._verified_seq
         self.hot_stale = set(store._hot_stale)
@@ -178,6 +179,7 @@ class _Unit:
         store._parents = self.parents
         store._next_expiry = self.next_expiry
         store._outcomes_since_govern = self.since_govern
+        store._governed_at = self.governed_at
         store._agreement = self.agreement
         store._verified_seq = self.verified_seq
         store._hot_stale = self.hot_stale

@@ -142,9 +142,14 @@ def _queue(page: GovernancePage, viewer: Viewer) -> str:
             f'<input type="hidden" name="memory_id" value="{esc(r.id)}">'
             '<input type="text" name="reason" placeholder="why" required aria-label="why">'
             f'<button type="submit" name="verdict" value="confirmed" data-id="{esc(r.id)}">Confirmed</button>'
+            '<select name="status" aria-label="a stale memory becomes">'
+            '<option value="">suppressed (for Stale)</option><option value="deprecated">deprecated (for Stale)</option>'
+            "</select>"
             f'<button type="submit" name="verdict" value="stale" data-id="{esc(r.id)}">Stale</button>'
             '<textarea name="text" rows="2" placeholder="corrected text (for Edited)" aria-label="corrected text">'
             "</textarea>"
+            '<input type="text" name="new_id" maxlength="200" placeholder="new id (for Edited; optional)" '
+            'aria-label="id of the new version">'
             f'<button type="submit" name="verdict" value="edited" data-id="{esc(r.id)}">Edited</button></form>'
         )
         body += (

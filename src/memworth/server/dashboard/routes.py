@@ -190,12 +190,21 @@ def dashboard_router(pool: StorePool) -> APIRouter:
         who, fields = changer(request, form)
         memory_id, verdict = fields.get("memory_id", ""), fields.get("verdict", "")
         reason = fields.get("reason") or "resolved in the dashboard"
-        text = fields.get("text") or None
+        # what the form leaves empty is not given; the rest goes to the one library call, which
+        # refuses (422, naming the field) what the verdict would not use: a new id with Confirmed
+        text, new_id, status = (fields.get(name) or None for name in ("text", "new_id", "status"))
         try:
             return changed(
                 who.namespace,
                 lambda s: s.resolve(
-                    memory_id, verdict, reason=reason, text=text, actor=who.actor, namespace=who.namespace
+                    memory_id,
+                    verdict,
+                    reason=reason,
+                    text=text,
+                    new_id=new_id,
+                    status=status,
+                    actor=who.actor,
+                    namespace=who.namespace,
                 ),
                 lambda entry: f"{ROOT}/governance",
             )

@@ -154,3 +154,29 @@ def test_switches_take_true_or_false_only(call, field) -> None:
     with pytest.raises(ValidationError, match=f"^{field}: must be true or false"):
         call(store)
     assert store.get("water").status == "active" and store.audit() == []
+
+
+def test_a_symlink_stays_a_link_and_an_existing_file_keeps_its_mode(tmp_path) -> None:
+    real, link = tmp_path / "real.jsonl", tmp_path / "link.jsonl"
+    real.write_text("old")
+    real.chmod(0o600)  # an export holds memory text: who may read it is the owner's choice
+    link.symlink_to(real)
+    with written_whole(link, "out") as part:
+        part.write_text("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "real.jsonl"]
+
+
+def test_a_pipe_is_written_in_place(store, tmp_path) -> None:
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["export", "--out", str(fifo), "--store", store]) == 0
+    reader.join(timeout=60)
+    assert fifo.exists() and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert b'"id": "water"' in got[0]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +41,11 @@ def file_to_write(path: str | os.PathLike[str], field: str) -> Path:
     target = Path(path)
     if target.is_dir():
         raise ValidationError(field, f"cannot write {target}: it is a folder; give a file name")
-    folder = target.parent
+    if _special(target) is not None:  # a pipe, a terminal, a device: written in place
+        if not os.access(target, os.W_OK):
+            raise ValidationError(field, f"cannot write {target}: not writable")
+        return target
+    folder = Path(os.path.realpath(target)).parent
     if not folder.exists():
         raise ValidationError(field, f"cannot write {target}: the folder {folder} does not exist")
     if not folder.is_dir():
@@ -70,20 +75,47 @@ def folder_to_write(path: str | os.PathLike[str], field: str) -> Path:
     return target
 
 
+def _special(path: Path) -> os.stat_result | None:
+    """``path``'s status if it is something other than a regular file or a folder (a pipe such
+    as ``>(gzip > log.gz)``, a terminal, a device, through any symlink), else ``None``."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return None if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) else st
+
+
 @contextlib.contextmanager
 def written_whole(path: str | os.PathLike[str], field: str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it over ``path`` when the block ends
     without an error, delete it when it raises. An operating-system error (disk full, no
-    permission) becomes :class:`ValidationError` naming ``field``; the old file stays."""
+    permission) becomes :class:`ValidationError` naming ``field``; the old file stays.
+
+    A symlink stays a link (the file it names is replaced), and a file that exists keeps
+    its permissions (a new one gets the umask's, as ``open`` gives). A pipe, a terminal or a
+    device (``--out /dev/stdout``, ``--out >(gzip > log.gz)``) has nothing to rename over:
+    it is written in place, as it streams.
+    """
     target = file_to_write(path, field)
-    part = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
-    try:  # made as open() makes a file (the umask decides its mode), never over another's
-        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    try:
+        if _special(target) is not None:
+            yield target
+            return
+        real = Path(os.path.realpath(target))
+        try:
+            mode = stat.S_IMODE(os.stat(real).st_mode)
+        except FileNotFoundError:
+            mode = None
+        part = real.parent / f".{real.name}.{secrets.token_hex(6)}.part"
+        # made as open() makes a file (the umask decides its mode), never over another's
+        os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600))
     except OSError as exc:
         raise ValidationError(field, f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         yield part
-        os.replace(part, target)
+        if mode is not None:
+            os.chmod(part, mode)
+        os.replace(part, real)
     except OSError as exc:
         raise ValidationError(field, f"cannot write {target}: {exc.strerror or exc}") from None
     finally:

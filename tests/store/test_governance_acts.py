@@ -504,6 +504,22 @@ def test_continuous_governance_by_time_governs_at_the_first_outcome_after_the_in
     assert err.value.field == "automation.govern_every_seconds"
 
 
+def test_continuous_governance_by_time_takes_a_numpy_clock(make_store: Callable[..., MemoryStore]) -> None:
+    """A clock returning numpy floats (a simulation's time array) wrote its repr,
+    'np.float64(1000.0)', as the time mark; every later record, by any store object on the
+    database, then failed reading it back, after its outcome was written (found in review)."""
+    import numpy as np
+
+    now = [np.float64(1000.0)]
+    s = make_store(exploration=0.0, seed=0, govern_every_seconds=60, clock=lambda: now[0])
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(40):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+        now[0] += np.float64(2.0)
+    assert s.get("czechoslovakia").status in ("suppressed", "deprecated")  # governed at 1060
+    assert s.replay().consistent
+
+
 def test_two_store_objects_past_the_same_interval_govern_once(make_store: Callable[..., MemoryStore]) -> None:
     """The time trigger claims its round with the same compare-and-set mark as the count
     trigger: of two store objects (sharing a database, each with its own view of the time

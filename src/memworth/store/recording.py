@@ -440,7 +440,7 @@ class RecordingMixin(StoreState):
         key = governed_at_key(namespace)
         stored = self.backend.get_meta(key)
         if stored is None:  # never governed by itself here: the interval starts now
-            if not self.backend.set_meta_if(key, None, repr(now)):
+            if not self.backend.set_meta_if(key, None, repr(float(now))):
                 stored = self.backend.get_meta(key)  # another object started it first
             self._governed_at[namespace] = now if stored is None else float(stored)
             return False
@@ -468,7 +468,7 @@ class RecordingMixin(StoreState):
             if stored_at is not None:
                 self._governed_at[namespace] = float(stored_at)
             return since
-        if self.backend.set_meta_if(key, mark, str(logged), {at_key: repr(now)}):
+        if self.backend.set_meta_if(key, mark, str(logged), {at_key: repr(float(now))}):
             self._governed_at[namespace] = now
             self._govern(namespace, AUTOMATIC)
         return 0

@@ -355,9 +355,11 @@ class MemoryBackend:
         status, standing, after = required(entry)
         if getattr(m, entry.field) != entry.old or status not in (None, m.status) or standing not in (None, m.standing):
             raise changed(entry)
+        # Entry seq n sits at index n - 1 (appended in order, never removed): the entries after
+        # ``after`` are the list's tail, read without walking the whole log.
         if after is not None and any(
-            e.seq > after and e.field == "pin" and (e.namespace, e.memory_id) == (entry.namespace, entry.memory_id)
-            for e in self._audit
+            e.field == "pin" and (e.namespace, e.memory_id) == (entry.namespace, entry.memory_id)
+            for e in self._audit[max(0, int(after)) :]
         ):
             raise changed(entry)
         return m

@@ -1496,6 +1496,10 @@ def _change_in(conn: Any, entry: AuditEntry, column: str | None) -> AuditEntry:
 
 def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
     """:func:`_change_in`'s statements."""
+    # Every audited change of a namespace, notes (pins) included, first takes its generation
+    # row: entries then commit in the order of their seqs, so a change that requires no pin
+    # after the seq its decision read cannot miss a pin given a lower seq and committed later.
+    yield from _bump_steps([entry.namespace])
     if column is None:  # a note: the memory must exist, no column changes
         found = yield Query(
             "SELECT 1 FROM memories WHERE namespace = %s AND id = %s", (entry.namespace, entry.memory_id), "one"
@@ -1504,7 +1508,6 @@ def _change_steps(entry: AuditEntry, column: str | None) -> Statements:
             raise UnknownMemoryError(entry.memory_id)
         saved = yield from _audit_steps(entry)
         return saved
-    yield from _bump_steps([entry.namespace])
     count = yield Query(  # what else the change requires (null: anything) in the same statement
         f"UPDATE memories SET {column} = %s WHERE namespace = %s AND id = %s AND {column} = %s"
         " AND status = COALESCE(%s, status) AND standing = COALESCE(%s, standing)"

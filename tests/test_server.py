@@ -195,3 +195,11 @@ def test_an_outcome_is_strictly_typed_and_given_once(client: TestClient, store: 
     )  # as MCP and the CLI say it
     assert r.status_code == 200 and r.json()["outcome"] == "failure"
     assert store.get("w", namespace="ns").counts.failure == 1.0
+
+
+@pytest.mark.parametrize("apply", ["no", "yes", 1, 0, None])
+def test_govern_apply_is_true_or_false_only(client: TestClient, store: MemoryStore, apply: object) -> None:
+    # The library's govern takes True or False only (check_flag); HTTP read "no" and 0 as false, "yes" and 1 as true.
+    h = auth(create_key(store, "default", "agent"))
+    error = assert_error(client.post("/v1/govern", json={"apply": apply}, headers=h), 422, "ValidationError")
+    assert error["field"] == "apply"

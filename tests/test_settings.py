@@ -425,3 +425,39 @@ def test_a_setting_assigned_as_an_attribute_is_validated_like_open_and_configure
         else:
             assert getattr(s, name) == (None if name == "ablation" else good)
         assert s.settings_version == 0  # in force on this object; configure keeps a version
+
+
+def test_a_setting_assigned_on_a_wrapper_is_refused_naming_it() -> None:
+    """``async_store.probe_share = 5`` made a wrapper attribute nothing read (found in review);
+    a rolled-back transaction put the recall planner back as a new assignment (re-adopting
+    every setting and replacing the planner object the store was given)."""
+    import asyncio
+
+    from memworth import HashingEncoder, MemoryStore, Sidecar
+    from memworth.aio import AsyncMemoryStore, AsyncSidecar
+
+    async def wrapped() -> None:
+        a = await AsyncMemoryStore.open("memory://", encoder=HashingEncoder())
+        try:
+            with pytest.raises(ValidationError) as err:
+                a.probe_share = 0.2
+            assert err.value.field == "probe_share" and a.store.probe_share == 0.1
+            side = AsyncSidecar(Sidecar.open("memory://", encoder=HashingEncoder()))
+            with pytest.raises(ValidationError):
+                side.govern_every = 5
+            await side.aclose()
+        finally:
+            await a.aclose()
+
+    asyncio.run(wrapped())
+    side = Sidecar.open("memory://", encoder=HashingEncoder())
+    with pytest.raises(ValidationError, match=r"^exploration: is a setting of the wrapped store"):
+        side.exploration = 0.5
+    side.auto_register = False  # the wrapper's own attributes are still its own
+    side.close()
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), ablation="split")
+    given = s._planner_given
+    with pytest.raises(RuntimeError), s.transaction():
+        s.add("x y", id="x")
+        raise RuntimeError("roll back")
+    assert s._planner_given is given and s.ablation is not None

@@ -463,6 +463,34 @@ def test_governance_does_not_act_on_a_memory_pinned_after_it_read_the_audit_log(
     assert s.report("czechoslovakia").proposal is None  # and the pin holds from now on
 
 
+def test_an_approval_does_not_overrule_a_pin_given_after_it_read(make_store: Callable[..., MemoryStore]) -> None:
+    """approve read the proposal, a person pinned the memory, then approve's deprecate was
+    written over the pin (it required only the status and standing it read; found in review)."""
+    from memworth import HashingEncoder
+
+    s = make_store(exploration=0.0, seed=0)
+    person = MemoryStore(s.backend, encoder=HashingEncoder(), seed=0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(20):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    change = s.backend.change
+
+    def person_pins_first(entry: AuditEntry) -> AuditEntry:
+        if entry.action == "deprecate":
+            person.pin("czechoslovakia", reason="a person keeps it", actor="alice")
+        return change(entry)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(s.backend, "change", person_pins_first)
+    try:
+        with pytest.raises(ChangedError):
+            s.approve("czechoslovakia", "deprecate", actor="bob")
+    finally:
+        monkey.undo()
+    assert s.get("czechoslovakia").status == "active"
+    assert [e.action for e in s.audit("czechoslovakia")][-1:] == ["pin"]
+
+
 def test_continuous_governance_by_time_governs_at_the_first_outcome_after_the_interval(
     make_store: Callable[..., MemoryStore],
 ) -> None:

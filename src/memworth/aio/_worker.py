@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec
 
 from memworth.errors import StoreError
 from memworth.store import MemoryStore
+from memworth.store.configuring import WrapsStore
 from memworth.store.steps import Call, Steps
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ def retire(store: MemoryStore) -> None:
         worker.executor.shutdown(wait=False)
 
 
-class Runner(Generic[T]):
+class Runner(WrapsStore, Generic[T]):
     """Runs calls on sync objects (stores or sidecars), each on its store's worker thread.
 
     With several objects (a pool over one PostgreSQL database), a call goes to the one

@@ -207,7 +207,7 @@ class VerifyRequest(_Outcome):
 
 
 class GovernRequest(_Strict):
-    apply: bool = False
+    apply: StrictBool = False  # true or false only, as the library's check_flag ("no" would read as true)
 
 
 class ConfigChange(_Strict):

@@ -23,6 +23,7 @@ from memworth.sidecar.arguments import (
 )
 from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
+from memworth.store.configuring import WrapsStore
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
 from memworth.store.report import MemoryReport, worth_of
 from memworth.store.steps import Call, Steps, run
@@ -41,7 +42,7 @@ R = TypeVar("R")
 _NO_VECTOR = np.zeros(0, dtype=np.float32)
 
 
-class Sidecar:
+class Sidecar(WrapsStore):
     """Memory Worth for memories kept elsewhere: register ids, log retrievals, record outcomes.
 
     Parameters

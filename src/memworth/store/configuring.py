@@ -130,6 +130,23 @@ each assignment is validated as :meth:`MemoryStore.open` and :meth:`ConfigMixin.
 validate it (:func:`assigned`), and a refused one changes nothing."""
 
 
+class WrapsStore:
+    """A wrapper of store objects (the sidecar, the async classes): a store setting assigned
+    on it is refused, naming the setting. Before, ``async_store.probe_share = 5`` made an
+    attribute of the wrapper that nothing read, silently."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ASSIGNABLE:
+            raise ValidationError(
+                name,
+                "is a setting of the wrapped store: keep it with configure({...}) (every store object follows), "
+                "or set it on the store object itself",
+            )
+        object.__setattr__(self, name, value)
+
+
 def assigned(settings: Settings, name: str, value: object, holdout_seed: int) -> tuple[Settings, RecallPlanner | None]:
     """``settings`` with the store attribute ``name`` (a setting of :data:`ASSIGNABLE`) set to
     ``value``, and the recall planner object given (for ``ablation``): the one validator of an

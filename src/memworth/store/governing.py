@@ -273,7 +273,8 @@ class GovernanceMixin(StoreState):
                 try:
                     applied.append(self._apply(p, namespace, requires=read.get(p.memory_id)))
                 except StoreError as exc:  # rate-limited, or changed (or pinned) by someone else since we read it
-                    skipped.append((p, self._pinned_meanwhile(p.memory_id, namespace, seen) or str(exc)))
+                    meanwhile = self._pinned_meanwhile(p.memory_id, namespace, seen) if isinstance(exc, ChangedError) else None
+                    skipped.append((p, meanwhile or str(exc)))
                     continue
                 if p.action == "re-verify":
                     quarantined += 1
@@ -499,11 +500,14 @@ class GovernanceMixin(StoreState):
         """
         who = check_actor(actor)
         memory = self.get(memory_id, namespace=namespace)
-        p = self.proposals([memory], namespace=namespace)[memory.id]
+        with self._settled_reads():  # the proposal, and the last audit entry it was made on
+            found, _, seen = self._decide_all([memory], namespace)
+        p = found[memory.id].proposal
         if p is None or p.action != action:
             now = "nothing" if p is None else repr(p.action)
             raise ValidationError("action", f"governance proposes {now} for {memory_id!r}, not {action!r}")
-        state: dict[str, object] = {"status": memory.status, "standing": memory.standing}
+        # made on this status and standing, with no pin since (a pin given meanwhile holds it back)
+        state: dict[str, object] = {"status": memory.status, "standing": memory.standing, "no_pin_after": seen}
         entry = self._apply(p, namespace, pin=True, requires=state, actor=who)  # a person approved it: it sticks
         self._refresh_hot(namespace)
         return entry

@@ -168,7 +168,7 @@ class _Unit:
             store._adopt(self.settings, self.settings_version)
         store._settings_version = self.settings_version  # also when a newer version kept the same settings
         store._settings_seen = self.settings_seen
-        store.ablation = self.ablation
+        object.__setattr__(store, "ablation", self.ablation)  # as it was: not a new assignment to validate and adopt
         for splitter, saved in self.watched.values():
             splitter.rewatch(saved)
         store._spaces = _unchanged(self.spaces, _space_mark)

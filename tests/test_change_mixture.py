@@ -218,3 +218,35 @@ def test_weights_near_the_float_limit_weigh_as_their_ratio() -> None:
     assert big.scan(y) == MIX.scan(y) and MIX.scan(y).alarm
     _shifts, log_w = mixture_of((0.05, 0.5), (1e308, 3e307))
     np.testing.assert_allclose(np.exp(log_w), [10 / 13, 3 / 13])
+
+
+@pytest.mark.parametrize(
+    "detector", [BernoulliCusum(), BernoulliCusum(history_prior=5.0, min_history=3.0), MIX], ids=["plain", "prior", "mix"]
+)
+def test_advance_many_over_distinct_memories_ends_where_one_advance_per_observation_does(
+    detector: BernoulliCusum,
+) -> None:
+    """A batch that names no memory twice (a group commit's few outcomes) is advanced in one
+    step: the same steps, statistics and state, bit for bit, as one :meth:`advance` per
+    observation in log order, and as a batch with repeats (the loop over repeats) gives."""
+    rng = np.random.default_rng(7)
+    size = 40
+    one, many = detector.start(size), detector.start(size)
+    for t in range(1, 400):
+        rows = rng.choice(size, size=int(rng.integers(1, 9)), replace=False).astype(np.int64)
+        y = rng.random(rows.size) < (0.3 if t > 250 else 0.8)
+        w = rng.uniform(0.2, 1.0, rows.size)
+        ref = rng.uniform(0.4, 0.9, rows.size)
+        time = np.full(rows.size, t, dtype=np.int64)
+        want_steps = []
+        want_after = []
+        for i in range(rows.size):
+            want_steps.append(detector.advance(one, rows[i : i + 1], bool(y[i]), float(w[i]), float(ref[i]), t)[0])
+            want_after.append(one.statistic[rows[i]])
+        steps, after = detector.advance_many(many, rows, y, w, ref, time)
+        assert steps.tolist() == want_steps and after.tolist() == want_after
+    for column in ("statistic", "since", "first_alarm", "observations", "successes", "expected", "watched"):
+        np.testing.assert_array_equal(getattr(one, column), getattr(many, column), column)
+    if one.components is not None:
+        np.testing.assert_array_equal(one.components, many.components)
+    assert np.any(one.first_alarm >= 0)  # the fall was seen: the alarm path ran too

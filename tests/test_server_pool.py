@@ -107,6 +107,22 @@ def test_a_tenant_held_on_one_object_leaves_the_others_free(tmp_path: Path) -> N
     store.close()
 
 
+def test_a_tenant_goes_back_to_its_object_while_key_lookups_take_another(tmp_path: Path) -> None:
+    """A tenant with no call in flight returns to the object it last ran on when that is among
+    the least busy, even while a key lookup (a call for no tenant) is in flight: the lookup
+    takes the last free object. A tenant whose object is busy still goes to a free one."""
+    store = _store(tmp_path, "affinity.db")
+    pool = StorePool(store, 3)
+    first = pool.run("a", id)
+    during = pool.run(None, lambda lookup: (id(lookup), pool.run("a", id)))  # a request: its key, then its call
+    assert during[1] == first != during[0]
+    assert pool.run("a", id) == first
+    busy = pool.run("b", lambda s: (id(s), pool.run("a", id)))  # B took A's object; A is not kept waiting
+    assert busy[0] == first != busy[1]
+    pool.close()
+    store.close()
+
+
 def test_a_settings_change_over_http_is_in_force_on_every_pool_object(tmp_path: Path) -> None:
     store = _store(tmp_path, "config.db")
     admin, plain = create_key(store, "a", "root", admin=True), create_key(store, "b", "agent")

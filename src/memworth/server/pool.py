@@ -7,10 +7,17 @@ holds every other tenant up. A pool of several objects over the same database UR
 the calls of different tenants at once:
 
 * a tenant (namespace) with calls in flight keeps the object it is on, so its calls run
-  one at a time and in order on one object; a tenant with none goes to the object with
-  the fewest calls in flight (the key lookup of a request, before its tenant is known,
-  too). Tenant A's govern on one object never holds a lock tenant B needs while another
-  object is free.
+  one at a time and in order on one object; a tenant with none goes to an object with
+  the fewest calls in flight: the one it last ran on, when that is one of them. A call for
+  no tenant (the key lookup of a request, before its tenant is known) takes the last of
+  the least busy objects, leaving the first to the tenants. Tenant A's govern on one object
+  never holds a lock tenant B needs while another object is free, and a tenant that is
+  never kept waiting stays on one object: its connection's page cache stays warm and no
+  other object has to start the tenant's live statistics (a scan of its log) or read
+  back what the first one wrote. Measured under the load of ``memworth bench --only http``
+  (one tenant, four connections, the key confirmed on another object per request): its
+  outcomes moved between objects 215 and 262 times in about 1,400 transactions (two runs)
+  before this rule, twice in about 1,100 with it.
 * The objects agree on the data: each follows each namespace's log and rebuilds its
   candidate index when another object changed it. Settings are kept in the database and
   :meth:`StorePool.configure` puts a change in force on every object before it returns; a
@@ -53,6 +60,9 @@ copies of the candidate index stay affordable."""
 
 MAX_WORKERS = 32
 """Most store objects one server keeps."""
+
+MAX_REMEMBERED = 4096
+"""Most tenants whose last store object a pool remembers (past it, it forgets them all)."""
 
 SWITCH_INTERVAL = 0.0005
 """The GIL switch interval (seconds, :func:`sys.setswitchinterval`) ``memworth serve`` runs
@@ -147,6 +157,7 @@ class StorePool:
         self._locks = [threading.Lock() for _ in self.stores]
         self._pending = [0] * len(self.stores)  # calls in flight (running or waiting) per object
         self._bound: dict[str, int] = {}  # namespace -> object, while it has calls in flight
+        self._last: dict[str, int] = {}  # namespace -> the object its last call ran on
         self._in_flight: dict[str, int] = {}
         self._guard = threading.Lock()
 
@@ -164,9 +175,16 @@ class StorePool:
         with self._guard:
             i = None if namespace is None else self._bound.get(namespace)
             if i is None:
-                i = min(range(len(self.stores)), key=self._pending.__getitem__)
-                if namespace is not None:
-                    self._bound[namespace] = i
+                low = min(self._pending)
+                least = [j for j, calls in enumerate(self._pending) if calls == low]
+                if namespace is None:
+                    i = least[-1]
+                else:
+                    last = self._last.get(namespace)
+                    i = last if last in least else least[0]
+                    if len(self._last) >= MAX_REMEMBERED and namespace not in self._last:
+                        self._last.clear()
+                    self._bound[namespace] = self._last[namespace] = i
             self._pending[i] += 1
             if namespace is not None:
                 self._in_flight[namespace] = self._in_flight.get(namespace, 0) + 1

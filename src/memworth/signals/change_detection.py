@@ -515,16 +515,21 @@ class BernoulliCusum:
         Returns, per observation, the step :meth:`advance` took and the statistic just after
         it (what an :class:`ExplainingAway` rule reads episode by episode)."""
         r = np.asarray(rows, dtype=np.int64)
-        steps, after = np.zeros(r.size), np.zeros(r.size)
         if not r.size:
-            return steps, after
+            return np.zeros(0), np.zeros(0)
         order = np.argsort(r, kind="stable")  # each memory's observations together, in log order
-        first = np.r_[True, r[order][1:] != r[order][:-1]]
+        ranked = r[order]
+        first = np.r_[True, ranked[1:] != ranked[:-1]]
+        if first.all():  # no memory twice (a small batch, usually): the loop's one round, in log order
+            move = self._move(state, r, success, weight, reference)
+            self._apply(state, r, success, weight, reference, time, move)
+            return move[0], state.statistic[r]
         starts = np.flatnonzero(first)
         repeat = np.empty(r.size, dtype=np.int64)
         repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.r_[starts, r.size]))
         by_repeat = np.argsort(repeat, kind="stable")  # within a repeat, in log order
         bounds = np.searchsorted(repeat[by_repeat], np.arange(int(repeat.max()) + 2))
+        steps, after = np.zeros(r.size), np.zeros(r.size)
         for j in range(bounds.size - 1):
             at = by_repeat[bounds[j] : bounds[j + 1]]  # the j-th observation of each memory: distinct rows
             rj, yj, wj, refj = r[at], success[at], weight[at], reference[at]

@@ -18,7 +18,7 @@ from typing import Any
 
 from memworth.errors import StoreError, UnavailableError
 from memworth.store.plans import Plan, aexecute
-from memworth.store.postgres import PostgresBackend, _parse_url
+from memworth.store.postgres import PostgresBackend, _array_dumpers, _parse_url
 
 __all__ = ["AsyncPlans", "open_async_pool"]
 
@@ -31,6 +31,7 @@ async def open_async_pool(url: str) -> Any:
         from psycopg_pool import AsyncConnectionPool, PoolTimeout
     except ImportError:
         raise StoreError("the async PostgreSQL store needs psycopg-pool: pip install 'memworth[postgres]'") from None
+    _array_dumpers()
     c = _parse_url(url)
     schema = c.schema
     pool_log = logging.getLogger("psycopg.pool")

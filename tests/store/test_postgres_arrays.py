@@ -1,0 +1,57 @@
+"""A PostgreSQL record's array parameters go through memworth's own binary dumpers (issue 17):
+one call per array instead of psycopg's search for the element type and its dump element by
+element. They must send what psycopg sends, byte for byte (an empty array, which psycopg
+sends as the text ``{}``, is the same empty array on the server), and a store still records
+names and ids of any text."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memworth import HashingEncoder, MemoryStore
+from tests.store.conftest import drop, url_for
+
+ODD = ["é∂\u2028'\"{},\\ x", "", "NULL", "a b"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    s = MemoryStore.open(url_for("postgres", tmp_path), encoder=HashingEncoder(), seed=0, exploration=0.0)
+    s.add_many([{"id": mid, "text": f"fact {i} about python lists"} for i, mid in enumerate(ODD) if mid])
+    yield s
+    drop(s)
+
+
+def test_the_array_dumpers_send_what_psycopg_sends(store: MemoryStore) -> None:
+    from psycopg.adapt import PyFormat, Transformer
+
+    from memworth.store.postgres import _Bools, _Float8s, _Texts
+
+    cases = [
+        (ODD, _Texts(ODD)),
+        ([0.25, -0.0, 1e-310, math.inf, math.nan, 1.8e9], _Float8s([0.25, -0.0, 1e-310, math.inf, math.nan, 1.8e9])),
+        ([True, False, True], _Bools([True, False, True])),
+    ]
+    with store.backend._pool.connection() as conn:  # type: ignore[attr-defined]
+        for plain, ours in cases:
+            want = Transformer(conn).dump_sequence([plain], [PyFormat.BINARY])
+            got = Transformer(conn).dump_sequence([ours], [PyFormat.BINARY])
+            assert got == want, type(ours).__name__
+        empties = (
+            ("SELECT cardinality(%b::text[]), %b::text[] = '{}'::text[]", _Texts()),
+            ("SELECT cardinality(%b::float8[]), %b::float8[] = '{}'::float8[]", _Float8s()),
+            ("SELECT cardinality(%b::bool[]), %b::bool[] = '{}'::bool[]", _Bools()),
+        )
+        for sql, empty in empties:
+            assert conn.execute(sql, [empty, empty]).fetchone() == (0, True), sql
+
+
+def test_a_record_of_memories_with_odd_ids_is_kept_and_replays(store: MemoryStore) -> None:
+    for query in ("python lists", "fact about lists", "fact 2"):
+        store.record(store.recall(query, k=3).episode, True)
+    assert sum(m.counts.n for m in store.list()) == 9
+    assert store.replay().consistent

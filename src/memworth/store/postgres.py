@@ -8,7 +8,7 @@ Every write is one transaction. The rules that keep concurrent writers exact:
   UPDATE per increment would make);
 * a transaction updates the counters first, in memory-id order (so two transactions
   over the same hot memories take their row locks in the same order and cannot
-  deadlock), and only then appends its outcome rows (COPY): the outcome sequence numbers
+  deadlock), and only then appends its outcome rows (same statement): the outcome sequence numbers
   of two transactions that share a memory follow the order in which they changed it,
   which is what makes a replay of the log add the same numbers in the same order, bit
   for bit;
@@ -931,8 +931,9 @@ class PostgresBackend:
            one in the order given, starting from its current value, exactly as
            per-increment updates would (so a replay adds the same numbers in the same
            order and matches bit for bit);
-        3. the outcome rows, COPYed into the log in the order given: the unique key on
-           ``episode_id`` refuses an episode recorded already.
+        3. the outcome rows, appended in the order given, in the same statement as step 2
+           (:data:`_RECORD`, as a plain record): the unique key on ``episode_id`` refuses an
+           episode recorded already.
         """
         self._do(self.plan_append_verifications(verifications, outcomes, increments, reweighted))
 
@@ -970,28 +971,10 @@ class PostgresBackend:
                     "UPDATE episode_items SET weight = %s WHERE namespace = %s AND episode_id = %s AND position = %s",
                     reweighted_rows(reweighted),
                 )
-            if increments:
+            if outcomes:  # the counters and the outcome rows as a plain record writes them (one statement)
+                yield from _record_outcomes(outcomes, increments, recorded)
+            elif increments:
                 yield from _add_to_counters(increments, recorded)
-            if outcomes:
-                yield Copy(
-                    "COPY outcomes (episode_id, success, source, confidence, recorded, namespace, propagation,"
-                    " max_hops, settings_version) FROM STDIN (FORMAT BINARY)",
-                    ["text", "bool", "text", "float8", "float8", "text", "float8", "int4", "int4"],
-                    [
-                        (
-                            o.episode_id,
-                            o.success,
-                            o.source,
-                            o.confidence,
-                            o.recorded,
-                            o.namespace,
-                            o.propagation,
-                            o.max_hops,
-                            o.settings_version,
-                        )
-                        for o in outcomes
-                    ],
-                )
 
         return Plan(steps(), "write", on_unique=lambda exc: self._duplicate_outcome(keys, exc))
 

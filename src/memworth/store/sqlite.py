@@ -515,7 +515,8 @@ class SQLiteBackend:
 
     def _watch_rows(self) -> None:
         """Temporary triggers (this connection's only, never stored in the file) that tell the kept
-        rows when this connection changes one of their columns or deletes a memory."""
+        rows when this connection changes one of their ``memories`` columns or deletes a memory
+        (the counters columns: the backend's own statements tell them, see :func:`_row_updated`)."""
         rows = self._rows  # not the backend: the connection holds no cycle back to it
         width = 1 + len(CANDIDATE_COLUMNS)  # a kept row: the id, then the columns
         for table in ("memories",):  # the counters: see _row_updated

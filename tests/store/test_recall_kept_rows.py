@@ -4,6 +4,7 @@ between recalls must be forgotten when it may have changed)."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -160,6 +161,44 @@ def test_sqlite_recall_reads_a_candidates_row_again_only_after_a_change(tmp_path
         assert reads == [set(FACTS)]  # another process wrote: every row is read again
         assert shown == _stored(store, shown)
         assert all(c.failure > 0 for _, _, c, _ in shown.values())  # type: ignore[attr-defined]
+    finally:
+        store.backend._db.set_trace_callback(None)  # type: ignore[attr-defined]
+        store.close()
+
+
+def test_sqlite_kept_rows_follow_this_store_objects_own_counter_writes(tmp_path: Path) -> None:
+    """The counters' trigger is gone (issue 17, branch sqlrec): each of the backend's three
+    statements that change ``counters`` (a record, replay's rewrite of counters that differ from
+    the log, a status change's time) tells the kept rows itself. After each, recall reads no
+    row and shows what a full read of the file gives, bit for bit."""
+    path = tmp_path / "own.db"
+    store = MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder(), exploration=0.0)
+    store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    reads: list[str] = []
+
+    def traced(sql: str) -> None:
+        if sql.startswith("SELECT m.id, m.status"):
+            reads.append(sql)
+
+    try:
+        for _ in range(3):  # several outcomes per memory: the kept sums are chains of additions
+            store.record_many([(store.recall(QUERY, k=4), True), (store.recall(QUERY, k=3), False)])
+        with sqlite3.connect(path) as other:  # counters that differ from the log, set by another connection
+            other.execute("UPDATE counters SET success = success + 0.1, n = n + 3")
+        _shown(store)  # read again (another connection wrote), and kept
+        store.backend._db.set_trace_callback(traced)  # type: ignore[attr-defined]
+        assert not store.replay().consistent
+        store.replay(apply=True)  # the backend rewrites the counters that differ
+        shown = _shown(store)
+        assert reads == []
+        assert shown == _stored(store, shown)
+        assert store.replay().consistent
+        store.set_standing("methods", "promoted", reason="a person trusts it")  # sets the counters' time too
+        store.record(store.recall(QUERY, k=2), True)
+        shown = _shown(store)
+        assert reads == []
+        assert shown == _stored(store, shown)
+        assert shown["methods"][1] == "promoted"
     finally:
         store.backend._db.set_trace_callback(None)  # type: ignore[attr-defined]
         store.close()

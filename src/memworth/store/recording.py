@@ -356,11 +356,6 @@ class RecordingMixin(StoreState):
                 raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
             used = useds[i]
             episodes.append(ep if used is None else with_used(ep, used, self.credit, self.w_min, where(i, "used")))
-        if many and source != VERIFIED and len(ids) > 1:  # name the item an earlier call recorded already
-            done = yield Call("outcomes_of", (ids,), {"namespace": namespace})
-            for i, eid in enumerate(ids):
-                if eid in done:
-                    raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])")
         yield from self._check_limits_steps(source, episodes, now)
         if self.reliability is not None and source != VERIFIED:
             yield from self._refresh_agreement_steps()
@@ -389,17 +384,17 @@ class RecordingMixin(StoreState):
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
         try:
-            yield self._append_call(source, checks, rows, increments, reweighted)
-        except UnknownMemoryError:  # an episode retrieved a memory erased since: credit the others only
-            erased = set()
-            for ns in {i.namespace for i in increments}:
-                gone = yield Call("erased", (ns, [i.memory_id for i in increments if i.namespace == ns]))
-                erased |= {(ns, mid) for mid in gone}
-            if not erased:
+            yield from self._append_steps(source, checks, rows, increments, reweighted)
+        except DuplicateError:
+            if not many or source == VERIFIED or len(ids) < 2:
                 raise
-            yield self._append_call(
-                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased], reweighted
-            )
+            # Name the item an earlier call recorded already: read only once the write refused the
+            # batch (nothing written), not before every batch (a read of the whole batch's ids).
+            done = yield Call("outcomes_of", (ids,), {"namespace": namespace})
+            for i, eid in enumerate(ids):
+                if eid in done:
+                    raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])") from None
+            raise
         self._advance_live(credited)
         if self.govern_every is not None or self.govern_every_seconds is not None:
             for ns in sorted({ep.namespace for ep in episodes}):
@@ -472,6 +467,29 @@ class RecordingMixin(StoreState):
             self._governed_at[namespace] = now
             self._govern(namespace, AUTOMATIC)
         return 0
+
+    def _append_steps(
+        self,
+        source: str,
+        checks: builtins.list[Verification],
+        rows: builtins.list[OutcomeRow],
+        increments: builtins.list[Increment],
+        reweighted: Sequence[Episode] = (),
+    ) -> Steps[None]:
+        """The backend write of a record call; if an episode retrieved a memory erased since (the
+        write refused, nothing written), written again crediting the other memories only."""
+        try:
+            yield self._append_call(source, checks, rows, increments, reweighted)
+        except UnknownMemoryError:
+            erased = set()
+            for ns in {i.namespace for i in increments}:
+                gone = yield Call("erased", (ns, [i.memory_id for i in increments if i.namespace == ns]))
+                erased |= {(ns, mid) for mid in gone}
+            if not erased:
+                raise
+            yield self._append_call(
+                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased], reweighted
+            )
 
     def _append_call(
         self,

@@ -261,3 +261,19 @@ def test_an_in_memory_sqlite_store_is_one_object(tmp_path: Path) -> None:
         with pytest.raises(ValidationError) as err:
             create_app(store, workers=2)
         assert err.value.field == "workers" and ":memory:" in err.value.reason
+
+
+def test_calls_after_close_run_on_the_first_object(tmp_path) -> None:
+    """close() keeps the first store object (the app's own); a call reaching the pool after it
+    (a late request, the metrics read) picked an object past the end: IndexError (found in review)."""
+    from memworth import HashingEncoder, MemoryStore
+    from memworth.server.pool import StorePool
+
+    store = MemoryStore.open(f"sqlite:///{tmp_path / 'p.db'}", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    try:
+        pool = StorePool(store, 3)
+        pool.run("a", lambda s: pool.run("b", id))  # "b" remembers the second object
+        pool.close()
+        assert [pool.run(ns, lambda s: s is store) for ns in (None, "a", "b")] == [True, True, True]
+    finally:
+        store.close()

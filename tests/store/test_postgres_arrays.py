@@ -55,3 +55,18 @@ def test_a_record_of_memories_with_odd_ids_is_kept_and_replays(store: MemoryStor
         store.record(store.recall(query, k=3).episode, True)
     assert sum(m.counts.n for m in store.list()) == 9
     assert store.replay().consistent
+
+
+@pytest.mark.parametrize("encoding", ["SQL_ASCII", "LATIN1", "EUC_JP"])
+def test_the_text_dumper_encodes_as_psycopg_under_any_client_encoding(store: MemoryStore, encoding: str) -> None:
+    # psycopg sends UTF-8 to a SQL_ASCII connection; ours sent ASCII and raised on "é" (found in review).
+    import psycopg
+    from psycopg.adapt import PyFormat, Transformer
+
+    from memworth.store.postgres import _array_dumpers, _Texts
+
+    _array_dumpers()
+    with psycopg.connect("host=127.0.0.1 dbname=test user=postgres", client_encoding=encoding) as conn:
+        for texts in (["é"], ["¥", "plain"], ["日本"] if encoding != "LATIN1" else ["ÿ"]):
+            want = Transformer(conn).dump_sequence([list(texts)], [PyFormat.BINARY])
+            assert Transformer(conn).dump_sequence([_Texts(texts)], [PyFormat.BINARY]) == want

@@ -174,9 +174,10 @@ class StorePool:
     def _take(self, namespace: str | None) -> int:
         with self._guard:
             i = None if namespace is None else self._bound.get(namespace)
-            if i is None:
-                low = min(self._pending)
-                least = [j for j, calls in enumerate(self._pending) if calls == low]
+            open_ = self._pending[: len(self.stores)]  # after close(), the first object alone
+            if i is None or i >= len(open_):
+                low = min(open_)
+                least = [j for j, calls in enumerate(open_) if calls == low]
                 if namespace is None:
                     i = least[-1]
                 else:

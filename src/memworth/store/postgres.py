@@ -1401,7 +1401,8 @@ def _array_dumpers() -> None:
             def __init__(self, cls: type, context: Any = None) -> None:
                 super().__init__(cls, context)
                 conn = self.connection
-                self.encoding = conn.info.encoding if conn is not None else "utf-8"
+                enc = conn.info.encoding if conn is not None else "utf-8"
+                self.encoding = "utf-8" if enc == "ascii" else enc  # SQL_ASCII takes UTF-8 bytes, as psycopg sends them
 
             def dump(self, obj: Any) -> bytes:
                 if not obj:

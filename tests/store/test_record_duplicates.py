@@ -42,3 +42,28 @@ def test_a_recorded_episode_is_named_by_its_position_and_nothing_is_written(fill
     assert {m.id: m.counts for m in filled.list()} == counts
     filled.record_many([(a, True), (c, False)])  # the others still record
     assert filled.replay().consistent
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_recorded_episode_over_a_source_limit_is_named_not_rate_limited(make_store: Any, batch: bool) -> None:
+    """The limit is checked before the write: a batch (or a record) refused for the limit
+    that holds an episode recorded already got RateLimitError ("retry later", HTTP 429), and a
+    client retried a call that can never succeed; the recorded episode is named instead
+    (found in review; without it the batch below fits the limit: 1 + 1 = 2)."""
+    from memworth import HashingEncoder, SourceLimit
+    from memworth.errors import RateLimitError
+
+    s = make_store(encoder=HashingEncoder(), limits={"explicit": SourceLimit(max_outcomes=2)})
+    s.add_many([{"id": "a", "text": "lists reverse"}, {"id": "b", "text": "capital city"}])
+    a, b = s.recall("lists", k=1), s.recall("capital", k=1)
+    s.record(b, True)
+    if batch:
+        with pytest.raises(DuplicateError, match=r"already has an outcome \(outcomes\[1\]\)"):
+            s.record_many([(a, True), (b, False)])
+    else:
+        s.record(a, True)  # the limit is reached
+        with pytest.raises(DuplicateError, match=r"already has an outcome$"):
+            s.record(b, False)
+        with pytest.raises(RateLimitError):  # a new episode is still refused for the limit
+            s.record(s.recall("lists", k=1), True)
+    assert len(list(s.backend.outcome_log())) == (1 if batch else 2) and s.replay().consistent

@@ -356,7 +356,12 @@ class RecordingMixin(StoreState):
                 raise UnknownEpisodeError(eid, where(i, "episode") if many else None)
             used = useds[i]
             episodes.append(ep if used is None else with_used(ep, used, self.credit, self.w_min, where(i, "used")))
-        yield from self._check_limits_steps(source, episodes, now)
+        try:
+            yield from self._check_limits_steps(source, episodes, now)
+        except RateLimitError:  # "retry later" must not be said of an episode that can never be recorded
+            if source != VERIFIED:
+                yield from self._name_recorded_steps(ids, namespace, many)
+            raise
         if self.reliability is not None and source != VERIFIED:
             yield from self._refresh_agreement_steps()
         earlier = (yield Call("outcomes_of", (ids,), {"namespace": namespace})) if source == VERIFIED else {}
@@ -388,12 +393,7 @@ class RecordingMixin(StoreState):
         except DuplicateError:
             if not many or source == VERIFIED or len(ids) < 2:
                 raise
-            # Name the item an earlier call recorded already: read only once the write refused the
-            # batch (nothing written), not before every batch (a read of the whole batch's ids).
-            done = yield Call("outcomes_of", (ids,), {"namespace": namespace})
-            for i, eid in enumerate(ids):
-                if eid in done:
-                    raise DuplicateError(f"episode {eid!r} already has an outcome (outcomes[{i}])") from None
+            yield from self._name_recorded_steps(ids, namespace, many)
             raise
         self._advance_live(credited)
         if self.govern_every is not None or self.govern_every_seconds is not None:
@@ -561,6 +561,15 @@ class RecordingMixin(StoreState):
                 key = (v.namespace, v.source)
                 self._agreement[key] = self._agreement.get(key, Agreement()).add(v.reported == v.success)
             self._verified_seq = max(self._verified_seq, v.seq)
+
+    def _name_recorded_steps(self, ids: Sequence[str], namespace: str | None, many: bool) -> Steps[None]:
+        """Raise DuplicateError naming the first of ``ids`` recorded already (``outcomes[i]`` in a
+        batch), if any. Read only once a write or a limit refused the call (nothing written), not
+        before every call (a read of all its ids)."""
+        done = yield Call("outcomes_of", (list(ids),), {"namespace": namespace})
+        for i, eid in enumerate(ids):
+            if eid in done:
+                raise DuplicateError(f"episode {eid!r} already has an outcome" + (f" (outcomes[{i}])" if many else "")) from None
 
     def _check_limits_steps(self, source: str, episodes: builtins.list[Episode], now: float) -> Steps[None]:
         """Refuse (ValidationError, nothing written) outcomes beyond the source's quota or rate limit."""

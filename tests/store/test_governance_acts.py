@@ -421,6 +421,21 @@ def test_governance_does_not_overrule_a_verdict_given_after_it_read_the_memory(
 
 
 
+def _pinned_before_the_deprecate(s: MemoryStore, person: MemoryStore) -> pytest.MonkeyPatch:
+    """Make ``s``'s backend let ``person`` pin czechoslovakia just before it writes a deprecate
+    (between the decision's read and its write); undo the returned patch afterwards."""
+    change = s.backend.change
+
+    def person_pins_first(entry: AuditEntry) -> AuditEntry:
+        if entry.action == "deprecate":
+            person.pin("czechoslovakia", reason="a person keeps it", actor="alice")
+        return change(entry)
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(s.backend, "change", person_pins_first)
+    return monkey
+
+
 @pytest.mark.parametrize("decision", ["pin", "unpin-then-pin"])
 def test_governance_does_not_act_on_a_memory_pinned_after_it_read_the_audit_log(
     make_store: Callable[..., MemoryStore], decision: str
@@ -441,15 +456,7 @@ def test_governance_does_not_act_on_a_memory_pinned_after_it_read_the_audit_log(
     for _ in range(20):
         s.record(s.recall("capital of czechoslovakia", k=1), success=False)
     assert s.report("czechoslovakia").proposal.action == "deprecate"
-    change = s.backend.change
-
-    def person_pins_first(entry: AuditEntry) -> AuditEntry:
-        if entry.action == "deprecate":
-            person.pin("czechoslovakia", reason="a person keeps it", actor="alice")
-        return change(entry)
-
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(s.backend, "change", person_pins_first)
+    monkey = _pinned_before_the_deprecate(s, person)
     try:
         report = s.govern(apply=True)
     finally:
@@ -473,15 +480,7 @@ def test_an_approval_does_not_overrule_a_pin_given_after_it_read(make_store: Cal
     s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
     for _ in range(20):
         s.record(s.recall("capital of czechoslovakia", k=1), success=False)
-    change = s.backend.change
-
-    def person_pins_first(entry: AuditEntry) -> AuditEntry:
-        if entry.action == "deprecate":
-            person.pin("czechoslovakia", reason="a person keeps it", actor="alice")
-        return change(entry)
-
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(s.backend, "change", person_pins_first)
+    monkey = _pinned_before_the_deprecate(s, person)
     try:
         with pytest.raises(ChangedError):
             s.approve("czechoslovakia", "deprecate", actor="bob")

@@ -242,13 +242,14 @@ def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
     """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``,
     :data:`_ADVANCE_EPISODES` at a time (:func:`_advance_chunk`)."""
     chunk = _ADVANCE_EPISODES
+    known = {mid: row for row, mid in enumerate(scan.ids)}  # each memory's row, kept up across chunks
     after = first_row(con, "SELECT count(*) FROM episodes WHERE namespace = ? AND pos > ?", [namespace, read])
     end = read + (0 if after is None else int(after[0]))
     for start in range(read, end, chunk):
-        _advance_chunk(con, namespace, scan, start, min(start + chunk, end))
+        _advance_chunk(con, namespace, scan, start, min(start + chunk, end), known)
 
 
-def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upto: int) -> None:
+def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upto: int, known: dict[str, int]) -> None:
     """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``, up to ``upto``.
 
     Each episode's memories are given in the order a scan of the whole log numbers them
@@ -257,6 +258,7 @@ def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upt
     Memories new in a chunk were retrieved after every memory the earlier chunks gave the
     scan, so chunk by chunk they get the rows one pass over all the episodes gives them.
     Items without credit are no observations (:data:`memworth.logs.streams.CREDITED`).
+    ``known``: the row of each memory the scan knows, which this updates.
     """
     episodes = con.execute(
         "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? AND pos <= ? ORDER BY pos",
@@ -276,10 +278,8 @@ def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upt
     del names
     first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inv, pos)
-    known = {mid: row for row, mid in enumerate(scan.ids)}
     texts = uniq.tolist()  # one Python string per memory, shared by its items
     rows = np.array([known.get(m, -1) for m in texts], dtype=np.int64)
-    del known
     fresh = np.flatnonzero(rows < 0)
     order = fresh[np.lexsort((uniq[fresh], first[fresh]))]  # new memories: by first retrieval, ties by id
     rows[order] = len(scan.ids) + np.arange(order.size)
@@ -295,6 +295,8 @@ def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upt
         np.asarray(episodes["confidence"], dtype=np.float64),
         _contexts(episodes["context"]),
     )
+    ids = scan.ids
+    known.update((ids[row], row) for row in range(len(known), len(ids)))
 
 
 def _contexts(values: Any) -> list[str | None]:

@@ -257,3 +257,40 @@ def test_state_from_a_newer_memworth_is_refused(tmp_path) -> None:
     con.close()
     with pytest.raises(Exception, match="state version 99"):
         score_files(files[:2], ScoreSettings(), state=state)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_detectors_advanced_chunk_by_chunk_equal_one_pass(tmp_path, monkeypatch, chunk) -> None:
+    """The kept log is handed to the detectors a chunk of episodes at a time (so a large log's
+    items are never all Python objects at once): any chunk size gives the one-pass scan, also
+    with memories first retrieved mid-chunk and at a chunk's edge (the third part brings new ones)."""
+    import memworth.logs.detectors as detectors
+    from memworth.logs.detectors import follow
+    from memworth.logs.streams import namespace_rows, recent_counts, streams_of
+
+    files = parts(tmp_path)
+    settings = ScoreSettings(Counting("uniform", 0.0, 40.0))
+    whole = score_files(files, settings)
+    calls = advanced_episodes(monkeypatch)
+    monkeypatch.setattr(detectors, "_ADVANCE_EPISODES", chunk)
+    chunked = score_files(files, settings)
+    assert calls == [chunk] * (600 // chunk) + ([600 % chunk] if 600 % chunk else [])
+    assert chunked.table.equals(whole.table)
+    assert_same(chunked.table, whole.table)
+    state = tmp_path / "state.duckdb"
+    score_files(files[:2], settings, state=state)
+    score_files(files, settings, state=state)  # resumed at episode 350, then chunked
+    con = duckdb.connect(str(state))
+    try:
+        con.execute("DELETE FROM scans")  # the next follow scans the whole kept log, chunk by chunk
+        scan, read = follow(con, "default", settings.policy)
+        one = streams_of(namespace_rows(con, "default"), settings.policy, recent_counts(con, "default", 20))
+    finally:
+        con.close()
+    got = scan.read()
+    assert read == 0 and got.ids == one.ids and got.held == one.held and one.state is not None
+    for name in ("statistic", "observations", "successes", "expected", "since", "first_alarm", "watched"):
+        np.testing.assert_array_equal(getattr(got.state, name), getattr(one.state, name))
+    for mid, stream in one.streams.items():
+        for field in ("success", "weight", "reference", "episode"):
+            np.testing.assert_array_equal(getattr(got.streams[mid], field), getattr(stream, field))

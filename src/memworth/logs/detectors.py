@@ -31,6 +31,7 @@ The tables (since state version 2):
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -230,44 +231,72 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
     return NamespaceScan.resume(policy, columns, snapshot, snapshot.pop("reference"))
 
 
+_ADVANCE_EPISODES = 1 << 18
+"""Most kept episodes :func:`_advance` reads from DuckDB and hands to the scan at once: a
+chunk's items become Python strings and lists (about 200 bytes an item), so the whole
+log at once (every item of a 100M-row log) held tens of GB; a chunk holds a few hundred MB.
+The scan advanced chunk by chunk is the scan advanced over all of them at once."""
+
+
 def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
-    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``.
+    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``,
+    :data:`_ADVANCE_EPISODES` at a time (:func:`_advance_chunk`)."""
+    chunk = _ADVANCE_EPISODES
+    known = {mid: row for row, mid in enumerate(scan.ids)}  # each memory's row, kept up across chunks
+    after = first_row(con, "SELECT count(*) FROM episodes WHERE namespace = ? AND pos > ?", [namespace, read])
+    end = read + (0 if after is None else int(after[0]))
+    for start in range(read, end, chunk):
+        _advance_chunk(con, namespace, scan, start, min(start + chunk, end), known)
+
+
+def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upto: int, known: dict[str, int]) -> None:
+    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``, up to ``upto``.
 
     Each episode's memories are given in the order a scan of the whole log numbers them
     (:func:`memworth.logs.streams.streams_of`): by first retrieval, ties by id; those the
     scan knows keep their rows, so a resumed scan numbers its memories as a whole one does.
+    Memories new in a chunk were retrieved after every memory the earlier chunks gave the
+    scan, so chunk by chunk they get the rows one pass over all the episodes gives them.
     Items without credit are no observations (:data:`memworth.logs.streams.CREDITED`).
+    ``known``: the row of each memory the scan knows, which this updates.
     """
     episodes = con.execute(
-        "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? ORDER BY pos",
-        [namespace, read],
+        "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? AND pos <= ? ORDER BY pos",
+        [namespace, read, upto],
     ).fetchnumpy()
     count = len(episodes["success"])
     if count == 0:
         return
     items = con.execute(
-        f"SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ? AND {CREDITED}", [namespace, read]
+        f"SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ? AND pos <= ? AND {CREDITED}",
+        [namespace, read, upto],
     ).fetchnumpy()
     names = np.asarray(items["memory_id"], dtype=object).astype(str)
     pos = np.asarray(items["pos"], dtype=np.int64)
+    del items
     uniq, inv = np.unique(names, return_inverse=True)
+    del names
     first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, inv, pos)
-    known = {mid: row for row, mid in enumerate(scan.ids)}
-    rows = np.array([known.get(str(m), -1) for m in uniq.tolist()], dtype=np.int64)
+    texts = uniq.tolist()  # one Python string per memory, shared by its items
+    rows = np.array([known.get(m, -1) for m in texts], dtype=np.int64)
     fresh = np.flatnonzero(rows < 0)
     order = fresh[np.lexsort((uniq[fresh], first[fresh]))]  # new memories: by first retrieval, ties by id
     rows[order] = len(scan.ids) + np.arange(order.size)
-    code = rows[inv]
-    sets: list[list[str]] = [[] for _ in range(count)]
-    for i in np.lexsort((code, pos)).tolist():
-        sets[int(pos[i]) - read - 1].append(str(names[i]))
+    by = np.lexsort((rows[inv], pos))  # each episode's items, in the rows' order
+    members = [texts[m] for m in inv[by].tolist()]
+    bounds = np.searchsorted(pos[by], np.arange(read + 1, read + count + 2)).tolist()
+    del by, pos, inv
+    sets = [members[a:b] for a, b in itertools.pairwise(bounds)]
+    del members
     scan.advance(
         sets,
         np.asarray(episodes["success"], dtype=bool),
         np.asarray(episodes["confidence"], dtype=np.float64),
         _contexts(episodes["context"]),
     )
+    ids = scan.ids
+    known.update((ids[row], row) for row in range(len(known), len(ids)))
 
 
 def _contexts(values: Any) -> list[str | None]:

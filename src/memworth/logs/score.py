@@ -425,7 +425,7 @@ def score_namespace(
             *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
     action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested))  # memories without a stream
-    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None] if found.streams else []
+    streamed = [row for row, mid in enumerate(memory.tolist()) if mid in found.streams] if found.streams else []
     if streamed:  # change detection on: those with an outcome stream go one by one
         counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
         worth_flags = policy.worth_flags(counted)  # e-BH over the namespace

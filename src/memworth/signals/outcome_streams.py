@@ -27,7 +27,7 @@ import functools
 import itertools
 import math
 from array import array
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +74,47 @@ class NamespaceStreams:
     state: CusumState | None
     held: dict[str, tuple[str, ...]]
     level: float
+
+
+@dataclass(frozen=True)
+class StreamsView:
+    """:class:`NamespaceStreams` whose ``streams`` mapping makes each stream when it is looked
+    up (:meth:`NamespaceScan.read_view`)."""
+
+    ids: list[str]
+    streams: Mapping[str, OutcomeStream]
+    state: CusumState | None
+    held: dict[str, tuple[str, ...]]
+    level: float
+
+
+class _StreamMap(Mapping[str, OutcomeStream]):
+    """Each memory's stream, made by ``make`` (its row) when looked up; ``has[row]``: it has one."""
+
+    def __init__(
+        self, ids: Sequence[str], index: dict[str, int], has: np.ndarray, make: Callable[[int], OutcomeStream]
+    ) -> None:
+        self._ids, self._index, self._has, self._make = ids, index, has, make
+        self._rows = np.flatnonzero(has)
+
+    def _row(self, mid: object) -> int | None:
+        m = self._index.get(mid) if isinstance(mid, str) else None
+        return m if m is not None and m < self._has.size and self._has[m] else None
+
+    def __getitem__(self, mid: str) -> OutcomeStream:
+        m = self._row(mid)
+        if m is None:
+            raise KeyError(mid)
+        return self._make(m)
+
+    def __contains__(self, mid: object) -> bool:
+        return self._row(mid) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._ids[m] for m in self._rows.tolist())
+
+    def __len__(self) -> int:
+        return int(self._rows.size)
 
 
 class Names:
@@ -751,9 +792,24 @@ class NamespaceScan:
         at once."""
         with self.lock:
             self.catch_up()
-            return self._read()
+            found = self._read()
+            assert isinstance(found, NamespaceStreams)
+            return found
 
-    def _read(self) -> NamespaceStreams:
+    def read_view(self) -> StreamsView:
+        """:meth:`read`, with each memory's stream made when it is looked up (not kept): for
+        a reader that goes through a namespace's memories once (``memworth score``), so a
+        million memories' streams are never all held at once. The same streams and alarms,
+        as long as the scan is not advanced meanwhile (a stream looked up after that is
+        refused: read again)."""
+        with self.lock:
+            self.catch_up()
+            found = self._read(view=True)
+            if isinstance(found, NamespaceStreams):  # the window test or context labels: built at once
+                return StreamsView(found.ids, found.streams, found.state, found.held, found.level)
+            return found
+
+    def _read(self, view: bool = False) -> NamespaceStreams | StreamsView:
         policy, detector, rule, state = self.policy, self.detector, self.rule, self.state
         cols = self.columns
         cols.settle()
@@ -794,25 +850,32 @@ class NamespaceScan:
             reference = np.frombuffer(self._ref, dtype=np.float64).copy()
             labels: list[str | None] = [*cols.contexts, None]  # index -1: none
             context = np.frombuffer(cols.context, dtype=np.int32)
-        streams: dict[str, OutcomeStream] = {}
-        for m in range(size):
+        streamed = [m for m in range(size) if len(positions[m]) + dropped[m]]
+        last = np.array([self._ref[cols.row(positions[m][-1])] for m in streamed], dtype=np.float64)
+        # every stream's pre-change rate at once (elementwise: what one call per memory gives)
+        baseline = np.full(size, np.nan)
+        baseline[streamed] = detector.baseline(state, np.array(streamed, dtype=np.int64), last)
+
+        read_at = self.episodes
+
+        def stream(m: int) -> OutcomeStream:
+            if self.episodes != read_at:
+                raise RuntimeError("the scan advanced after read_view: read it again")
             at, count = positions[m], len(positions[m]) + dropped[m]
-            if not count:
-                continue
             mid = ids[m]
-            failed = [cols.retrieved(p) for p in at[-window:] if not y[p]]
-            last = float(self._ref[cols.row(at[-1])])
+            # no memory flagged: no failure of this one came with a flagged one (failing_with gives ())
+            near = failing_with(mid, [cols.retrieved(p) for p in at[-window:] if not y[p]], flagged) if flagged else ()
             common: dict[str, Any] = {
                 "explained_by": held.get(mid, ()),
-                "window_explained_by": tuple(sorted(set(failing_with(mid, failed, flagged)) | set(explained.get(mid, ())))),
+                "window_explained_by": tuple(sorted(set(near) | set(explained.get(mid, ())))),
                 "suspect": mid in suspects,
                 "change_alarm": mid in held,
                 "change_level": level,
-                "reading": _reading(detector, state, m, last),
+                "reading": _reading(detector, state, m, float(baseline[m])),
             }
             if eager:
                 pos = np.array(at, dtype=np.int64)
-                streams[mid] = OutcomeStream(
+                return OutcomeStream(
                     y[pos],
                     w[pos],
                     reference[pos],
@@ -820,8 +883,11 @@ class NamespaceScan:
                     context=tuple(labels[c] for c in context[pos].tolist()) if labelled else None,
                     **common,
                 )
-            else:
-                streams[mid] = _LazyStream(count, functools.partial(self._arrays, m, count), common)
+            return _LazyStream(count, functools.partial(self._arrays, m, count), common)
+
+        if view and not eager:
+            return StreamsView(list(ids), _StreamMap(ids, cols._ids.index, np.isfinite(baseline), stream), state, held, level)
+        streams = {ids[m]: stream(m) for m in streamed}
         return NamespaceStreams(list(ids), streams, state, held, level)
 
     def _evidence(self, rows: list[int]) -> SharedEvidence:
@@ -956,17 +1022,17 @@ _STATE = ("statistic", "observations", "successes", "expected", "since", "first_
 """The arrays of a :class:`memworth.signals.change_detection.CusumState`, in its constructor's order."""
 
 
-def _reading(detector: BernoulliCusum, state: CusumState, row: int, last_reference: float) -> CusumReading:
-    """Row ``row`` of a namespace scan as :meth:`BernoulliCusum.scan` of that memory's stream reads it."""
+def _reading(detector: BernoulliCusum, state: CusumState, row: int, baseline: float) -> CusumReading:
+    """Row ``row`` of a namespace scan as :meth:`BernoulliCusum.scan` of that memory's stream
+    reads it (``baseline``: :meth:`BernoulliCusum.baseline` of the row at its last reference rate)."""
     stat = float(state.statistic[row])
-    rows = np.array([row], dtype=np.int64)
     return CusumReading(
         statistic=stat,
         threshold=detector.threshold,
         alarm=stat >= detector.threshold,
         first_alarm=int(state.first_alarm[row]) if state.first_alarm[row] >= 0 else None,
         change_point=int(state.since[row]) if state.since[row] >= 0 else None,
-        baseline=float(detector.baseline(state, rows, np.array([last_reference]))[0]),
+        baseline=float(baseline),
         observations=float(state.observations[row]),
         watched=float(state.watched[row]),
         odds_ratio=detector.leading_odds_ratio(state, row),

@@ -151,7 +151,12 @@ def test_append_rows_builds_what_add_builds(eps: list[tuple[list[int], bool, flo
             np.array([w for _, _, w, _ in part]),
             [c for *_, c in part],
         )
-    appended.settle()
+    settle = outcome_streams._SETTLE_EPISODES
+    outcome_streams._SETTLE_EPISODES = 1 + chunk % 4  # settled a few episodes at a time
+    try:
+        appended.settle()
+    finally:
+        outcome_streams._SETTLE_EPISODES = settle
     for name in ("ids", "contexts", "won", "confidence", "context", "starts", "members", "dropped"):
         assert list(getattr(appended, name)) == list(getattr(added, name)), name
     assert [p.tolist() for p in appended.positions] == [p.tolist() for p in added.positions]

@@ -54,6 +54,9 @@ _SCAN_CHUNK = 4096
 """Most episodes :meth:`NamespaceScan.catch_up` steps through at once (bounds the arrays
 it builds when a cold scan reads millions of outcomes)."""
 
+_SETTLE_EPISODES = 1 << 19
+"""Episodes :meth:`EpisodeColumns.settle` sorts at a time."""
+
 _BATCH_EPISODES = 1 << 16
 """Most episodes :meth:`NamespaceScan.advance_rows` steps at once (its arrays: a few dozen
 bytes per item of them)."""
@@ -303,7 +306,11 @@ class EpisodeColumns:
         self.members.frombytes(rows.tobytes())
 
     def settle(self) -> None:
-        """Put the episodes :meth:`append_rows` appended into :attr:`positions` (all of them at once)."""
+        """Put the episodes :meth:`append_rows` appended into :attr:`positions` (all of them at once).
+
+        Two passes over the pending items, :data:`_SETTLE_EPISODES` episodes at a time: each
+        memory's count, then each item's episode into its memory's slot (a stable sort per
+        piece), so the temporary arrays are one int32 per item plus a piece's worth."""
         first = self._pending
         if first is None:
             return
@@ -311,21 +318,41 @@ class EpisodeColumns:
         size = len(self._ids.names)
         self.positions.extend(array("i") for _ in range(size - len(self.positions)))
         starts = np.frombuffer(self.starts, dtype=np.int64)[first:]
-        rows = np.frombuffer(self.members, dtype=np.int32)[starts[0] : starts[-1]]
-        if not rows.size:
+        members = np.frombuffer(self.members, dtype=np.int32)
+        total = int(starts[-1] - starts[0])
+        if not total:
             return
-        episode_of = np.repeat(np.arange(first, first + starts.size - 1, dtype=np.int32), np.diff(starts))
-        order = np.argsort(rows, kind="stable")  # by memory, then episode
-        by_member, at = rows[order], episode_of[order]
-        once = np.ones(order.size, dtype=bool)  # a memory listed twice in one episode: one position
-        once[1:] = (by_member[1:] != by_member[:-1]) | (at[1:] != at[:-1])
-        if not once.all():
-            by_member, at = by_member[once], at[once]
-        touched = np.flatnonzero(np.bincount(by_member, minlength=size))
-        bounds = [*np.searchsorted(by_member, touched, side="left").tolist(), by_member.size]
-        positions, data = self.positions, at.tobytes()
-        for m, a, b in zip(touched.tolist(), bounds[:-1], bounds[1:], strict=True):
-            positions[m].frombytes(data[4 * a : 4 * b])
+        pieces = [(a, min(a + _SETTLE_EPISODES, starts.size - 1)) for a in range(0, starts.size - 1, _SETTLE_EPISODES)]
+        counts = np.zeros(size, dtype=np.int64)
+        for a, b in pieces:
+            counts += np.bincount(members[starts[a] : starts[b]], minlength=size)
+        offsets = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        slots = np.empty(total, dtype=np.int32)  # each memory's episodes, ascending
+        cursor = offsets[:-1].copy()
+        for a, b in pieces:
+            rows = members[starts[a] : starts[b]]
+            episode_of = np.repeat(np.arange(first + a, first + b, dtype=np.int32), np.diff(starts[a : b + 1]))
+            order = np.argsort(rows, kind="stable")  # by memory, then episode
+            ranked = rows[order]
+            group = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+            rank = np.arange(ranked.size) - np.repeat(group, np.diff(np.r_[group, ranked.size]))
+            slots[cursor[ranked] + rank] = episode_of[order]
+            cursor += np.bincount(rows, minlength=size)
+            del rows, episode_of, order, ranked, group, rank
+        again = slots[1:] == slots[:-1]  # a memory listed twice in one episode: one position
+        inner = offsets[1:-1]
+        again[inner[(inner > 0) & (inner < total)] - 1] = False  # a memory's first slot repeats nothing
+        if again.any():
+            once = np.r_[True, ~again]
+            counts = np.bincount(np.repeat(np.arange(size), counts)[once], minlength=size)
+            slots = slots[once]
+            np.cumsum(counts, out=offsets[1:])
+        del again
+        positions, data = self.positions, slots.view(np.uint8).data  # the bytes, not copied
+        bounds = (4 * offsets).tolist()
+        for m in np.flatnonzero(counts).tolist():
+            positions[m].frombytes(data[bounds[m] : bounds[m + 1]])
 
     def retrieved(self, i: int) -> frozenset[str]:
         """The memories episode ``i`` (from 0) retrieved, by id."""

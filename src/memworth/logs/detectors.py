@@ -31,7 +31,6 @@ The tables (since state version 2):
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,7 @@ from memworth.governance import GovernancePolicy
 from memworth.logs.read import first_row
 from memworth.logs.streams import CREDITED
 from memworth.signals.change_detection import ExplainingAway
-from memworth.signals.outcome_streams import EpisodeColumns, NamespaceScan
+from memworth.signals.outcome_streams import EpisodeColumns, EpisodeRows, NamespaceScan
 
 __all__ = ["DETECTOR_TABLES", "follow", "keep"]
 
@@ -232,34 +231,64 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
 
 
 _ADVANCE_EPISODES = 1 << 18
-"""Most kept episodes :func:`_advance` reads from DuckDB and hands to the scan at once: a
-chunk's items become Python strings and lists (about 200 bytes an item), so the whole
-log at once (every item of a 100M-row log) held tens of GB; a chunk holds a few hundred MB.
-The scan advanced chunk by chunk is the scan advanced over all of them at once."""
+"""Most kept episodes :func:`_advance` reads from DuckDB and hands to the scan at once (as
+integer arrays: a few dozen bytes an item). The scan advanced chunk by chunk is the scan
+advanced over all of them at once."""
 
 
 def _advance(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
     """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``,
-    :data:`_ADVANCE_EPISODES` at a time (:func:`_advance_chunk`)."""
-    chunk = _ADVANCE_EPISODES
-    known = {mid: row for row, mid in enumerate(scan.ids)}  # each memory's row, kept up across chunks
+    :data:`_ADVANCE_EPISODES` at a time, as integer rows (:meth:`NamespaceScan.advance_rows`).
+
+    Each memory's row is the one a scan of the whole log gives it
+    (:func:`memworth.logs.streams.streams_of`): those the scan knows keep theirs, the others
+    follow in order of first retrieval after ``read``, ties by id; DuckDB numbers them once
+    (a temporary table, ``scan_rows``) and each chunk's items come back as (episode, row)
+    in the rows' order, so no item becomes a Python string. Items without credit are no
+    observations (:data:`memworth.logs.streams.CREDITED`).
+    """
+    import pyarrow as pa
+
     after = first_row(con, "SELECT count(*) FROM episodes WHERE namespace = ? AND pos > ?", [namespace, read])
     end = read + (0 if after is None else int(after[0]))
-    for start in range(read, end, chunk):
-        _advance_chunk(con, namespace, scan, start, min(start + chunk, end), known)
+    if end <= read:
+        return
+    known = len(scan.ids)
+    con.register(
+        "scan_known",
+        pa.table({"memory_id": pa.array(scan.ids, pa.string()), "row": pa.array(np.arange(known, dtype=np.int32))}),
+    )
+    try:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE scan_rows AS
+            SELECT memory_id, row FROM scan_known
+            UNION ALL
+            SELECT memory_id, CAST(? + row_number() OVER (ORDER BY first, memory_id) - 1 AS INTEGER) AS row
+            FROM (SELECT i.memory_id, min(i.pos) AS first FROM items i ANTI JOIN scan_known k ON k.memory_id = i.memory_id
+                  WHERE i.namespace = ? AND i.pos > ? AND i.{CREDITED} GROUP BY i.memory_id)
+            """,
+            [known, namespace, read],
+        )
+    finally:
+        con.unregister("scan_known")
+    try:
+        got = con.execute("SELECT memory_id FROM scan_rows WHERE row >= ? ORDER BY row", [known]).fetchnumpy()
+        fresh = np.asarray(got["memory_id"], dtype=object).tolist()
+        del got
+        for start in range(read, end, _ADVANCE_EPISODES):
+            _advance_chunk(con, namespace, scan, start, min(start + _ADVANCE_EPISODES, end), fresh, known)
+    finally:
+        con.execute("DROP TABLE IF EXISTS scan_rows")
 
 
-def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upto: int, known: dict[str, int]) -> None:
-    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``, up to ``upto``.
-
-    Each episode's memories are given in the order a scan of the whole log numbers them
-    (:func:`memworth.logs.streams.streams_of`): by first retrieval, ties by id; those the
-    scan knows keep their rows, so a resumed scan numbers its memories as a whole one does.
-    Memories new in a chunk were retrieved after every memory the earlier chunks gave the
-    scan, so chunk by chunk they get the rows one pass over all the episodes gives them.
-    Items without credit are no observations (:data:`memworth.logs.streams.CREDITED`).
-    ``known``: the row of each memory the scan knows, which this updates.
-    """
+def _advance_chunk(
+    con: Any, namespace: str, scan: NamespaceScan, read: int, upto: int, fresh: list[str], known: int
+) -> None:
+    """Advance ``scan`` over the kept episodes of ``namespace`` after the first ``read``, up to
+    ``upto``: each episode's items as rows of ``scan_rows``, in the rows' order. ``fresh``:
+    the memories numbered from ``known`` on, by row; those first retrieved in this chunk are
+    handed to the scan with it."""
     episodes = con.execute(
         "SELECT success, confidence, context FROM episodes WHERE namespace = ? AND pos > ? AND pos <= ? ORDER BY pos",
         [namespace, read, upto],
@@ -268,35 +297,24 @@ def _advance_chunk(con: Any, namespace: str, scan: NamespaceScan, read: int, upt
     if count == 0:
         return
     items = con.execute(
-        f"SELECT pos, memory_id FROM items WHERE namespace = ? AND pos > ? AND pos <= ? AND {CREDITED}",
+        f"""
+        SELECT i.pos, r.row FROM items i JOIN scan_rows r ON r.memory_id = i.memory_id
+        WHERE i.namespace = ? AND i.pos > ? AND i.pos <= ? AND i.{CREDITED} ORDER BY i.pos, r.row
+        """,
         [namespace, read, upto],
     ).fetchnumpy()
-    names = np.asarray(items["memory_id"], dtype=object).astype(str)
     pos = np.asarray(items["pos"], dtype=np.int64)
+    rows = np.asarray(items["row"], dtype=np.int32)
     del items
-    uniq, inv = np.unique(names, return_inverse=True)
-    del names
-    first = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inv, pos)
-    texts = uniq.tolist()  # one Python string per memory, shared by its items
-    rows = np.array([known.get(m, -1) for m in texts], dtype=np.int64)
-    fresh = np.flatnonzero(rows < 0)
-    order = fresh[np.lexsort((uniq[fresh], first[fresh]))]  # new memories: by first retrieval, ties by id
-    rows[order] = len(scan.ids) + np.arange(order.size)
-    by = np.lexsort((rows[inv], pos))  # each episode's items, in the rows' order
-    members = [texts[m] for m in inv[by].tolist()]
-    bounds = np.searchsorted(pos[by], np.arange(read + 1, read + count + 2)).tolist()
-    del by, pos, inv
-    sets = [members[a:b] for a, b in itertools.pairwise(bounds)]
-    del members
+    starts = np.searchsorted(pos, np.arange(read + 1, read + count + 2))
+    have = len(scan.ids)
+    top = int(rows.max()) + 1 if rows.size else have
     scan.advance(
-        sets,
+        EpisodeRows(scan.ids, fresh[have - known : max(top, have) - known], rows, starts),
         np.asarray(episodes["success"], dtype=bool),
         np.asarray(episodes["confidence"], dtype=np.float64),
         _contexts(episodes["context"]),
     )
-    ids = scan.ids
-    known.update((ids[row], row) for row in range(len(known), len(ids)))
 
 
 def _contexts(values: Any) -> list[str | None]:

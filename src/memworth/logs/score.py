@@ -16,7 +16,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -40,6 +41,7 @@ from memworth.progress import bar as progress_bar
 __all__ = [
     "COLUMNS_OUT",
     "COUNT_COLUMNS",
+    "SCORING_MEMORY",
     "STRING_BYTES",
     "ScoreSettings",
     "Scored",
@@ -141,7 +143,8 @@ def score_files(
             rows = read_logs(con, todo, settings.columns, fmt=settings.fmt, needs=needs, progress=progress) if todo else 0
             added = ingest(con, todo, settings.counting, keep_log=keep_log) if todo else 0
         ahead.join()
-        table = score_state(con, settings, progress=progress)
+        with _scoring_memory(con, memory_limit, settings.policy.change.enabled):
+            table = score_state(con, settings, progress=progress)
         if state is not None:
             con.execute("CHECKPOINT")
         con.close()
@@ -157,6 +160,49 @@ def score_files(
                 if os.path.exists(leftover):
                     os.unlink(leftover)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+SCORING_MEMORY = 10**9
+"""Bytes of DuckDB's memory cap while the change detectors read the kept log and the memories are
+scored (:func:`_scoring_memory`), unless the run's own cap is lower."""
+
+_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _setting_bytes(text: str) -> float | None:
+    """DuckDB's ``current_setting('memory_limit')`` (e.g. ``3.7 GiB``) in bytes; None if not read."""
+    number, _, unit = text.strip().partition(" ")
+    try:
+        return float(number) * _UNITS[unit.strip()]
+    except (KeyError, ValueError):
+        return None
+
+
+@contextmanager
+def _scoring_memory(con: Any, memory_limit: str | None, detecting: bool) -> Iterator[None]:
+    """Hold DuckDB to :data:`SCORING_MEMORY` while the scores are made with change detection on.
+
+    The sums fill DuckDB's buffer pool up to its cap (about 3.9 GB of a 4 GB cap at 100M
+    rows) and DuckDB keeps it; the detectors' read then grows the Python side by a few GB on
+    top. Lowering the cap makes DuckDB let go of the cached pages (the log is in the
+    database file); the queries after it (the detectors' chunks, one namespace's counts)
+    need far less, and spill to disk past it. The run's cap is set back afterwards."""
+    if not detecting:
+        yield
+        return
+    now = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    held = _setting_bytes(str(now))
+    if held is None or held <= SCORING_MEMORY:
+        yield
+        return
+    con.execute("SET memory_limit = ?", [f"{SCORING_MEMORY}B"])
+    try:
+        yield
+    finally:
+        if memory_limit is None:
+            con.execute("RESET memory_limit")
+        else:
+            con.execute("SET memory_limit = ?", [memory_limit])
 
 
 def _import_ahead() -> threading.Thread:
@@ -425,7 +471,7 @@ def score_namespace(
             *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
     action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested))  # memories without a stream
-    streamed = [row for row, mid in enumerate(memory.tolist()) if found.streams.get(mid) is not None] if found.streams else []
+    streamed = [row for row, mid in enumerate(memory.tolist()) if mid in found.streams] if found.streams else []
     if streamed:  # change detection on: those with an outcome stream go one by one
         counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]
         worth_flags = policy.worth_flags(counted)  # e-BH over the namespace

@@ -21,6 +21,7 @@ those arrays from the DuckDB state tables.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ class Streams:
     """One namespace's streams, its last retrievals (the window test's counts) and its detectors' state."""
 
     ids: list[str]
-    streams: dict[str, OutcomeStream]
+    streams: Mapping[str, OutcomeStream]
     recent: dict[str, Counts]
     state: CusumState | None
     held: dict[str, tuple[str, ...]]
@@ -179,5 +180,5 @@ def namespace_streams(con: Any, namespace: str, policy: GovernancePolicy) -> Str
         return streams_of(None, policy, recent)
     scan, read = follow(con, namespace, policy)
     keep(con, namespace, scan, read)
-    found = scan.read()
+    found = scan.read_view()  # each stream made as score_namespace looks it up
     return Streams(found.ids, found.streams, recent, found.state, found.held)

@@ -110,6 +110,10 @@ __all__ = [
 _Moved = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """What :meth:`BernoulliCusum._moved` gives :meth:`BernoulliCusum._apply`."""
 
+_FEW = 64
+"""Observations up to which :meth:`BernoulliCusum.advance_many` finds repeated memories with a
+Python set (a group commit's few outcomes) rather than a sort."""
+
 _SMALL = 8
 """Rows up to which one step sets change points and first alarms row by row in Python (fewer
 calls than NumPy's masks for the few memories of one episode)."""
@@ -216,16 +220,17 @@ def _baseline_of(
         np.negative(own, out=own)
         e = np.exp(own)
         e += 1.0
-        return np.asarray(np.divide(1.0, e, out=e))
-    refs = np.asarray(ref, dtype=float)
-    buf = np.empty(2 * m + refs.size)
+        return np.asarray(1.0 / e)
+    one = not isinstance(ref, np.ndarray)  # one rate for every memory: its logit once
+    buf = np.empty(2 * m + (1 if one else m))
     rates = buf[: 2 * m].reshape(2, m)
-    np.add(successes, a, out=rates[0])
-    np.add(expected, a, out=rates[1])
+    rates[0] = successes
+    rates[1] = expected
+    rates += a
     if k > 0:
         rates += kq
     rates /= den
-    buf[2 * m :] = refs
+    buf[2 * m :] = ref
     logits = np.log(buf)
     logits -= np.log1p(-buf)
     lift = logits[:m] - logits[m : 2 * m]
@@ -233,7 +238,7 @@ def _baseline_of(
     np.negative(lift, out=lift)
     e = np.exp(lift)
     e += 1.0
-    return np.asarray(np.divide(1.0, e, out=e))
+    return np.asarray(1.0 / e)
 
 
 def _mixed(parts: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
@@ -613,15 +618,20 @@ class BernoulliCusum:
         r = np.asarray(rows, dtype=np.int64)
         if not r.size:
             return np.zeros(0), np.zeros(0)
+        if r.size <= _FEW and len(set(r.tolist())) == r.size:  # no memory twice: the loop's one round
+            moved = self._moved(state, r, success, weight, reference)
+            return moved[0], self._apply(state, r, success, weight, reference, time, moved)
         order = np.argsort(r, kind="stable")  # each memory's observations together, in log order
         ranked = r[order]
-        first = np.r_[True, ranked[1:] != ranked[:-1]]
+        first = np.empty(r.size, dtype=bool)
+        first[0] = True
+        np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
         if first.all():  # no memory twice (a small batch, usually): the loop's one round, in log order
             moved = self._moved(state, r, success, weight, reference)
             return moved[0], self._apply(state, r, success, weight, reference, time, moved)
         starts = np.flatnonzero(first)
         repeat = np.empty(r.size, dtype=np.int64)
-        repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.r_[starts, r.size]))
+        repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.append(starts, r.size)))
         by_repeat = np.argsort(repeat, kind="stable")  # within a repeat, in log order
         bounds = np.searchsorted(repeat[by_repeat], np.arange(int(repeat.max()) + 2))
         steps, after = np.zeros(r.size), np.zeros(r.size)

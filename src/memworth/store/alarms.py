@@ -96,7 +96,7 @@ class LiveAlarms:
             self.state.grow(max(len(known), 2 * len(self.state)))
         r = np.array(rows, dtype=np.int64)
         per = np.array(sizes, dtype=np.int64)
-        self.detector.advance_many(
+        _steps, after = self.detector.advance_many(
             self.state,
             r,
             np.repeat(np.array(ys, dtype=bool), per),
@@ -104,9 +104,9 @@ class LiveAlarms:
             np.repeat(np.array(refs), per),
             np.repeat(times, per),
         )
-        moved = np.unique(r)
+        last = dict(zip(rows, after.tolist(), strict=True))  # each row's statistic after its last observation
         names = self.names
-        return dict(zip([names[row] for row in moved.tolist()], self.state.statistic[moved].tolist(), strict=True))
+        return {names[row]: last[row] for row in sorted(last)}
 
     def statistics(self) -> dict[str, float]:
         """Every known memory's statistic now."""

@@ -107,6 +107,18 @@ __all__ = [
 ]
 
 
+_Moved = tuple[np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""What :meth:`BernoulliCusum._moved` gives :meth:`BernoulliCusum._apply`."""
+
+_FEW = 64
+"""Observations up to which :meth:`BernoulliCusum.advance_many` finds repeated memories with a
+Python set (a group commit's few outcomes) rather than a sort."""
+
+_SMALL = 8
+"""Rows up to which one step sets change points and first alarms row by row in Python (fewer
+calls than NumPy's masks for the few memories of one episode)."""
+
+
 def _number(value: object, name: str, *, low: float, high: float = math.inf, open_low: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValidationError(name, f"must be a number, got {type(value).__name__}")
@@ -129,10 +141,104 @@ def _logit(p: np.ndarray) -> np.ndarray:
 def _log_likelihood_ratio(success: np.ndarray, p0: np.ndarray, shift: float | np.ndarray) -> np.ndarray:
     """log Pr[y | odds x exp(shift)] - log Pr[y | p0] for each observation (the CUSUM step);
     ``shift`` is the alternative's log odds ratio (an array broadcasts: one per alternative)."""
+    if not isinstance(shift, np.ndarray):
+        return _step_ratio(success, np.array(p0, dtype=float), shift)
     z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
     return np.asarray(
         np.where(success, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
     )
+
+
+def _step_ratio(success: bool | np.ndarray, p0: np.ndarray, shift: float) -> np.ndarray:
+    """:func:`_log_likelihood_ratio` against one alternative, in fewer NumPy calls, bit for bit.
+
+    ``p0`` is a float array this function may change (clipped in place); ``success`` one
+    boolean for every observation or one per observation. Each element goes through the
+    same IEEE operations as the formula ``where(y, ls(z0 + s) - ls(z0), ls(-z0 - s) - ls(-z0))``
+    with ``ls(z) = -logaddexp(0, -z)`` and ``z0 = logit(clip(p0))``:
+
+    * ``(-A) - (-B)`` is ``B - A`` exactly (IEEE subtraction adds the negation; addition
+      commutes), so the step is ``logaddexp(0, u2) - logaddexp(0, u1)`` with, on a success,
+      ``u1 = -(z0 + s)`` and ``u2 = -z0``, on a failure ``u1 = -((-z0) - s)`` and
+      ``u2 = -(-z0) = z0``;
+    * ``(-z0) - s`` is ``-(z0 + s)`` exactly (round to nearest is symmetric), so on a failure
+      ``u1 = z0 + s`` (when ``z0 + s`` is 0 the sign of the zero differs, which
+      ``logaddexp(0, +-0)`` does not see: ``log 2`` either way);
+    * a success multiplies both by -1.0 and a failure by 1.0, both exact;
+    * both logaddexp arguments go through one call, and ``np.clip`` is its maximum then
+      minimum (the same values for finite input). NumPy's elementwise functions give an
+      element the same result whatever array it sits in (checked by the tests over random
+      inputs); ``tests/test_change_step.py`` holds the formula above and compares bit for bit.
+    """
+    np.maximum(p0, 1e-12, out=p0)
+    np.minimum(p0, 1 - 1e-12, out=p0)
+    z0 = np.log(p0)
+    z0 -= np.log1p(-p0)
+    args = np.empty((2, *z0.shape))
+    if isinstance(success, (bool, np.bool_)):
+        if success:
+            np.add(z0, shift, out=args[0])
+            np.negative(args[0], out=args[0])
+            np.negative(z0, out=args[1])
+        else:
+            np.add(z0, shift, out=args[0])
+            args[1] = z0
+    else:
+        sign = np.where(success, -1.0, 1.0)
+        np.add(z0, shift, out=args[0])
+        np.multiply(args[0], sign, out=args[0])
+        np.multiply(z0, sign, out=args[1])
+    both = np.logaddexp(0.0, args)
+    return np.asarray(both[1] - both[0])
+
+
+def _baseline_of(
+    n: np.ndarray, successes: np.ndarray, expected: np.ndarray, ref: float | np.ndarray | None, a: float, k: float
+) -> np.ndarray:
+    """The pre-change success probability of memories whose ``n`` observations, ``successes``
+    and ``expected`` (fresh arrays, one element per memory) were read from a state, given
+    the reference rate ``ref`` (one for all, one per memory, or ``None``), the prior ``a``
+    and ``k`` history-prior pseudo-observations: :meth:`BernoulliCusum.baseline`.
+
+    Every element takes the operations of the formula in the same order (``(s + a [+ k q])
+    / (n + 2 a [+ k])``, ``logit(p) = log(p) - log1p(-p)``, ``1 / (1 + exp(-(logit(ref) +
+    own - other)))``); the three logits (own rate, expected rate, reference) go through one
+    ``log`` and one ``log1p`` call, the reference once when it is one for all."""
+    m = n.size
+    den = n + 2 * a
+    kq: float | np.ndarray = 0.0
+    if k > 0:
+        den += k
+        kq = k * (0.5 if ref is None else ref)
+    if ref is None:
+        p = successes + a
+        if k > 0:
+            p += kq
+        p /= den
+        own = np.log(p)
+        own -= np.log1p(-p)
+        np.negative(own, out=own)
+        e = np.exp(own)
+        e += 1.0
+        return np.asarray(1.0 / e)
+    one = not isinstance(ref, np.ndarray)  # one rate for every memory: its logit once
+    buf = np.empty(2 * m + (1 if one else m))
+    rates = buf[: 2 * m].reshape(2, m)
+    rates[0] = successes
+    rates[1] = expected
+    rates += a
+    if k > 0:
+        rates += kq
+    rates /= den
+    buf[2 * m :] = ref
+    logits = np.log(buf)
+    logits -= np.log1p(-buf)
+    lift = logits[:m] - logits[m : 2 * m]
+    lift += logits[2 * m :]
+    np.negative(lift, out=lift)
+    e = np.exp(lift)
+    e += 1.0
+    return np.asarray(1.0 / e)
 
 
 def _mixed(parts: np.ndarray, log_weights: np.ndarray) -> np.ndarray:
@@ -451,22 +557,10 @@ class BernoulliCusum:
     def _baseline(self, state: CusumState, r: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
         """:meth:`baseline` of int64 rows ``r`` and checked reference rates ``ref``."""
         _ratio, _h, _n0, a = self._check()
+        # history_prior pseudo-observations at the reference rate (0.5 without one) stand in
+        # for a short history: they pull the memory's lift over the reference toward 0.
         k, _start = self.__dict__["_history"]
-        n = state.observations[r]
-        if k > 0:
-            # history_prior pseudo-observations at the reference rate (0.5 without one) stand in
-            # for a short history: they pull the memory's lift over the reference toward 0.
-            q = 0.5 if ref is None else ref
-            own = _logit((state.successes[r] + a + k * q) / (n + 2 * a + k))
-            if ref is None:
-                return np.asarray(1.0 / (1.0 + np.exp(-own)))
-            lift = own - _logit((state.expected[r] + a + k * q) / (n + 2 * a + k))
-            return np.asarray(1.0 / (1.0 + np.exp(-(_logit(ref) + lift))))
-        own = _logit((state.successes[r] + a) / (n + 2 * a))
-        if ref is None:
-            return np.asarray(1.0 / (1.0 + np.exp(-own)))
-        lift = own - _logit((state.expected[r] + a) / (n + 2 * a))
-        return np.asarray(1.0 / (1.0 + np.exp(-(_logit(ref) + lift))))
+        return _baseline_of(state.observations[r], state.successes[r], state.expected[r], ref, a, k)
 
     def update(
         self,
@@ -487,7 +581,8 @@ class BernoulliCusum:
         if isinstance(time, bool) or not isinstance(time, (int, np.integer)):
             raise ValidationError("time", f"must be an integer, got {time!r}")
         r, y, w, ref = self._observations(state, rows, success, weight, reference)
-        return self._apply(state, r, y, w, ref, int(time), self._move(state, r, y, w, ref))
+        after = self._apply(state, r, y, w, ref, int(time), self._moved(state, r, y, w, ref))
+        return np.asarray(after >= self._check()[1])
 
     def advance(
         self, state: CusumState, rows: np.ndarray, success: bool, weight: float, reference: float | None, time: int
@@ -495,12 +590,18 @@ class BernoulliCusum:
         """:meth:`update` for a scan that has checked its inputs: one episode's observation
         (one outcome, its confidence and reference rate) added to ``rows`` (distinct int64
         rows of ``state``). Returns the steps it took (what :meth:`steps` gives before it)."""
-        y = np.full(rows.shape, bool(success))
-        w = np.full(rows.shape, float(weight))
-        ref = None if reference is None else np.full(rows.shape, float(reference))
-        move = self._move(state, rows, y, w, ref)
-        self._apply(state, rows, y, w, ref, time, move)
-        return move[0]
+        return self.advance_one(state, rows, success, weight, reference, time)[0]
+
+    def advance_one(
+        self, state: CusumState, rows: np.ndarray, success: bool, weight: float, reference: float | None, time: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`advance`, returning the steps and the rows' statistics just after them.
+
+        The outcome, its confidence and its reference rate stay scalars (one for every row):
+        each row's arithmetic is the same as with them spread over the rows, in fewer NumPy
+        calls (one branch of the step, the reference's logit once)."""
+        moved = self._moved(state, rows, bool(success), float(weight), None if reference is None else float(reference))
+        return moved[0], self._apply(state, rows, bool(success), float(weight), reference, time, moved)
 
     def advance_many(
         self, state: CusumState, rows: np.ndarray, success: np.ndarray, weight: np.ndarray, reference: np.ndarray, time: np.ndarray
@@ -517,61 +618,74 @@ class BernoulliCusum:
         r = np.asarray(rows, dtype=np.int64)
         if not r.size:
             return np.zeros(0), np.zeros(0)
+        if r.size <= _FEW and len(set(r.tolist())) == r.size:  # no memory twice: the loop's one round
+            moved = self._moved(state, r, success, weight, reference)
+            return moved[0], self._apply(state, r, success, weight, reference, time, moved)
         order = np.argsort(r, kind="stable")  # each memory's observations together, in log order
         ranked = r[order]
-        first = np.r_[True, ranked[1:] != ranked[:-1]]
+        first = np.empty(r.size, dtype=bool)
+        first[0] = True
+        np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
         if first.all():  # no memory twice (a small batch, usually): the loop's one round, in log order
-            move = self._move(state, r, success, weight, reference)
-            self._apply(state, r, success, weight, reference, time, move)
-            return move[0], state.statistic[r]
+            moved = self._moved(state, r, success, weight, reference)
+            return moved[0], self._apply(state, r, success, weight, reference, time, moved)
         starts = np.flatnonzero(first)
         repeat = np.empty(r.size, dtype=np.int64)
-        repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.r_[starts, r.size]))
+        repeat[order] = np.arange(r.size) - np.repeat(starts, np.diff(np.append(starts, r.size)))
         by_repeat = np.argsort(repeat, kind="stable")  # within a repeat, in log order
         bounds = np.searchsorted(repeat[by_repeat], np.arange(int(repeat.max()) + 2))
         steps, after = np.zeros(r.size), np.zeros(r.size)
         for j in range(bounds.size - 1):
             at = by_repeat[bounds[j] : bounds[j + 1]]  # the j-th observation of each memory: distinct rows
             rj, yj, wj, refj = r[at], success[at], weight[at], reference[at]
-            move = self._move(state, rj, yj, wj, refj)
-            self._apply(state, rj, yj, wj, refj, time[at], move)
-            steps[at], after[at] = move[0], state.statistic[rj]
+            moved = self._moved(state, rj, yj, wj, refj)
+            steps[at], after[at] = moved[0], self._apply(state, rj, yj, wj, refj, time[at], moved)
         return steps, after
 
     def _apply(
         self,
         state: CusumState,
         r: np.ndarray,
-        y: np.ndarray,
-        w: np.ndarray,
-        ref: np.ndarray | None,
+        y: bool | np.ndarray,
+        w: float | np.ndarray,
+        ref: float | np.ndarray | None,
         time: int | np.ndarray,
-        move: tuple[np.ndarray, np.ndarray | None, np.ndarray | None],
+        moved: _Moved,
     ) -> np.ndarray:
-        """Take the ``move`` of each of rows ``r`` (:meth:`_move`) and count its observation;
-        which are in alarm. ``time``: the episode number, one for all rows or one per row."""
+        """Take the move of each of rows ``r`` (:meth:`_moved`) and count its observation; the
+        statistics after it. ``time``: the episode number, one for all rows or one per row;
+        ``y``, ``w`` and ``ref`` one for all rows or one per row."""
         _ratio, h, _n0, _a = self._check()
-        step, parts, mixed = move
+        step, parts, mixed, n, successes, expected, watched = moved
         before = state.statistic[r]
         if parts is None or mixed is None:
             after = np.maximum(0.0, before + step)
         else:
-            assert state.components is not None  # _move checked it
+            assert state.components is not None  # _moved checked it
             state.components[r] = parts
             after = mixed
         state.statistic[r] = after
-        started = (before <= 0) & (after > 0)
-        state.since[r[started]] = time[started] if isinstance(time, np.ndarray) else time
-        state.since[r[after <= 0]] = -1
-        alarm = after >= h
-        fresh = alarm & (state.first_alarm[r] < 0)
-        state.first_alarm[r[fresh]] = time[fresh] if isinstance(time, np.ndarray) else time
-        _k, start = self.__dict__["_history"]
-        state.watched[r] += state.observations[r] >= start  # as _move read it: this observation took a step
-        state.observations[r] += w
-        state.successes[r] += w * y
-        state.expected[r] += w * (0.5 if ref is None else ref)
-        return np.asarray(alarm)
+        if r.size <= _SMALL:  # the change points and first alarms one by one: a few rows
+            since, first_alarm = state.since, state.first_alarm
+            times = time.tolist() if isinstance(time, np.ndarray) else None
+            for i, (row, was, now) in enumerate(zip(r.tolist(), before.tolist(), after.tolist(), strict=True)):
+                if now <= 0:
+                    since[row] = -1
+                elif was <= 0 and now > 0:
+                    since[row] = time if times is None else times[i]
+                if now >= h and first_alarm[row] < 0:
+                    first_alarm[row] = time if times is None else times[i]
+        else:
+            started = (before <= 0) & (after > 0)
+            state.since[r[started]] = time[started] if isinstance(time, np.ndarray) else time
+            state.since[r[after <= 0]] = -1
+            fresh = (after >= h) & (state.first_alarm[r] < 0)
+            state.first_alarm[r[fresh]] = time[fresh] if isinstance(time, np.ndarray) else time
+        state.watched[r] += watched  # as _moved read it: this observation took a step
+        state.observations[r] = n + w
+        state.successes[r] = successes + w * y
+        state.expected[r] = expected + w * (0.5 if ref is None else ref)
+        return np.asarray(after)
 
     def steps(
         self,
@@ -588,7 +702,7 @@ class BernoulliCusum:
         watched); :meth:`update` adds it. Changes nothing.
         """
         r, y, w, ref = self._observations(state, rows, success, weight, reference)
-        return self._move(state, r, y, w, ref)[0]
+        return self._moved(state, r, y, w, ref)[0]
 
     def _observations(
         self,
@@ -613,28 +727,32 @@ class BernoulliCusum:
         ref = None if reference is None else np.broadcast_to(_check_rates(reference, None, "reference"), r.shape)
         return r, y, w, ref
 
-    def _move(
-        self, state: CusumState, r: np.ndarray, y: np.ndarray, w: np.ndarray, ref: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    def _moved(self, state: CusumState, r: np.ndarray, y: bool | np.ndarray, w: float | np.ndarray, ref: float | np.ndarray | None) -> _Moved:
         """One observation of each of rows ``r``: the step of its statistic (before the floor
-        at 0) and, for a mixture, each alternative's CUSUM after it and their mixture."""
-        self._check()
-        _k, start = self.__dict__["_history"]
+        at 0) and, for a mixture, each alternative's CUSUM after it and their mixture; then
+        the rows' observations, successes and expected successes as read, and which of them
+        the statistic watches (what :meth:`_apply` counts). ``y``, ``w`` and ``ref``: one for
+        every row or one per row."""
+        _ratio, _h, _n0, a = self._check()
+        k, start = self.__dict__["_history"]
         mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
-        watched = state.observations[r] >= start
-        p0 = self._baseline(state, r, ref)
+        n, successes, expected = state.observations[r], state.successes[r], state.expected[r]
+        watched = n >= start
+        p0 = _baseline_of(n, successes, expected, ref, a, k)
         if mix is None:
-            llr = _log_likelihood_ratio(y, p0, self.__dict__["_shift"])
-            return np.asarray(np.where(watched, w * llr, 0.0)), None, None
+            llr = _step_ratio(y, p0, self.__dict__["_shift"])
+            llr *= w
+            return np.asarray(np.where(watched, llr, 0.0)), None, None, n, successes, expected, watched
         if state.components is None or state.components.shape[1] != mix[0].size:
             raise ValidationError(
                 "state", f"keeps {state.alternatives} alternative(s), the detector mixes {mix[0].size}: start it afresh"
             )
         shifts, log_weights = mix
-        llr = _log_likelihood_ratio(y[:, None], p0[:, None], shifts[None, :])
+        ys = np.full(r.shape, y) if isinstance(y, (bool, np.bool_)) else y
+        llr = _log_likelihood_ratio(ys[:, None], p0[:, None], shifts[None, :])
         parts = np.maximum(0.0, state.components[r] + np.where(watched, w, 0.0)[:, None] * llr)
         mixed = _mixed(parts, log_weights)
-        return np.asarray(mixed - state.statistic[r]), parts, mixed
+        return np.asarray(mixed - state.statistic[r]), parts, mixed, n, successes, expected, watched
 
     def run(self, success: np.ndarray, weight: np.ndarray, baseline: np.ndarray) -> float:
         """The statistic after a run of observations from 0 against given pre-change rates

@@ -52,11 +52,14 @@ class LiveAlarms:
         if len(self.rows) > len(self.state):
             self.state.grow(max(len(self.rows), 2 * len(self.state)))
         self.logged += 1
-        if unique:
-            rows = np.array([self.rows[mid] for mid in unique], dtype=np.int64)
-            self.detector.advance(self.state, rows, bool(success), float(confidence), self.reference.rate, self.logged)
-        self.reference.add(bool(success))
-        return {mid: float(self.state.statistic[self.rows[mid]]) for mid in unique}
+        ok = bool(success)
+        if not unique:
+            self.reference.add(ok)
+            return {}
+        rows = np.array([self.rows[mid] for mid in unique], dtype=np.int64)
+        _steps, after = self.detector.advance_one(self.state, rows, ok, float(confidence), self.reference.rate, self.logged)
+        self.reference.add(ok)
+        return dict(zip(unique, after.tolist(), strict=True))
 
     def advance_many(self, outcomes: Sequence[tuple[Sequence[str], bool, float]]) -> dict[str, float]:
         """Add outcomes in log order, each ``(memory_ids, success, confidence)``: what one
@@ -93,7 +96,7 @@ class LiveAlarms:
             self.state.grow(max(len(known), 2 * len(self.state)))
         r = np.array(rows, dtype=np.int64)
         per = np.array(sizes, dtype=np.int64)
-        self.detector.advance_many(
+        _steps, after = self.detector.advance_many(
             self.state,
             r,
             np.repeat(np.array(ys, dtype=bool), per),
@@ -101,9 +104,9 @@ class LiveAlarms:
             np.repeat(np.array(refs), per),
             np.repeat(times, per),
         )
-        moved = np.unique(r)
+        last = dict(zip(rows, after.tolist(), strict=True))  # each row's statistic after its last observation
         names = self.names
-        return dict(zip([names[row] for row in moved.tolist()], self.state.statistic[moved].tolist(), strict=True))
+        return {names[row]: last[row] for row in sorted(last)}
 
     def statistics(self) -> dict[str, float]:
         """Every known memory's statistic now."""

@@ -1367,8 +1367,8 @@ _RECORD = (
     INSERT INTO outcomes (episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
         settings_version)
     SELECT episode_id, success, source, confidence, recorded, namespace, propagation, max_hops, settings_version
-    FROM unnest(%b::text[], %b::bool[], %b::text[], %b::float8[], %b::float8[], %b::text[], %s::float8[],
-        %s::int4[], %s::int4[])
+    FROM unnest(%b::text[], %b::bool[], %b::text[], %b::float8[], %b::float8[], %b::text[], %b::float8[],
+        %b::int4[], %b::int4[])
         WITH ORDINALITY AS o(episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
             settings_version, ord)
     WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing)
@@ -1394,14 +1394,30 @@ class _Bools(list[bool]):
     """A ``bool[]`` parameter with no NULL, as :class:`_Texts`."""
 
 
+class _MaybeFloat8s(list[float | None]):
+    """A ``float8[]`` parameter that may hold NULLs (None), as :class:`_Texts`: an outcome's
+    propagation (None: logged before schema 3)."""
+
+
+class _MaybeInt4s(list[int | None]):
+    """An ``int4[]`` parameter that may hold NULLs (None), as :class:`_Texts`: an outcome's
+    ``max_hops`` and settings version. Only for values from -2**31 to 2**31 - 1
+    (:func:`_maybe_int4s` passes other lists to psycopg, whose error the server gives)."""
+
+
 _ARRAY_HEADER = struct.Struct(">iiIii")  # dimensions (1), has NULLs (0), element oid, length, lower bound (1)
 _EMPTY_ARRAY = struct.Struct(">iiI")  # no dimension, no NULL, element oid
+_NULL = struct.pack(">i", -1)  # an element's length -1: NULL
+_FLOAT8 = struct.Struct(">id")  # an element's length (8) and value
+_INT4 = struct.Struct(">ii")  # an element's length (4) and value
+_INT4_RANGE = range(-(2**31), 2**31)
 _DUMPERS_REGISTERED: list[bool] = []
 
 
 def _array_dumpers() -> None:
-    """Register, once per process, the binary dumpers of :class:`_Texts`, :class:`_Float8s`
-    and :class:`_Bools` on psycopg's global adapters (every connection made after copies them)."""
+    """Register, once per process, the binary dumpers of :class:`_Texts`, :class:`_Float8s`,
+    :class:`_Bools`, :class:`_MaybeFloat8s` and :class:`_MaybeInt4s` on psycopg's global
+    adapters (every connection made after copies them)."""
     if _DUMPERS_REGISTERED:
         return
     import psycopg
@@ -1426,7 +1442,7 @@ def _array_dumpers() -> None:
             def dump(self, obj: Any) -> bytes:
                 if not obj:
                     return _EMPTY_ARRAY.pack(0, 0, elem_oid)
-                return _ARRAY_HEADER.pack(1, 0, elem_oid, len(obj), 1) + element(self, obj)
+                return _ARRAY_HEADER.pack(1, None in obj, elem_oid, len(obj), 1) + element(self, obj)
 
         return ArrayDumper
 
@@ -1440,7 +1456,19 @@ def _array_dumpers() -> None:
     def bools(_dumper: Any, obj: list[bool]) -> bytes:
         return struct.pack(">" + "i?" * len(obj), *[x for v in obj for x in (1, v)])
 
-    for cls, name, element in ((_Texts, "text", texts), (_Float8s, "float8", float8s), (_Bools, "bool", bools)):
+    def maybe_float8s(_dumper: Any, obj: list[float | None]) -> bytes:
+        return b"".join(_NULL if v is None else _FLOAT8.pack(8, v) for v in obj)
+
+    def maybe_int4s(_dumper: Any, obj: list[int | None]) -> bytes:
+        return b"".join(_NULL if v is None else _INT4.pack(4, v) for v in obj)
+
+    for cls, name, element in (
+        (_Texts, "text", texts),
+        (_Float8s, "float8", float8s),
+        (_Bools, "bool", bools),
+        (_MaybeFloat8s, "float8", maybe_float8s),
+        (_MaybeInt4s, "int4", maybe_int4s),
+    ):
         psycopg.adapters.register_dumper(cls, binary(name, element))
     _DUMPERS_REGISTERED.append(True)
 
@@ -1454,6 +1482,13 @@ def _increment_arrays(increments: Sequence[Increment]) -> tuple[list[str], list[
         _Float8s([float(i.failure) for i in increments]),
         _Float8s([float(i.n) for i in increments]),
     )
+
+
+def _maybe_int4s(values: list[int | None]) -> list[int | None]:
+    """``values`` as a :class:`_MaybeInt4s` when each fits an int4 (or is None), else as they are."""
+    if all(v is None or v in _INT4_RANGE for v in values):
+        return _MaybeInt4s(values)
+    return values
 
 
 def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
@@ -1470,9 +1505,9 @@ def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increm
             _Float8s([float(o.confidence) for o in outcomes]),
             _Float8s([float(o.recorded) for o in outcomes]),
             _Texts([o.namespace for o in outcomes]),
-            [o.propagation for o in outcomes],
-            [o.max_hops for o in outcomes],
-            [o.settings_version for o in outcomes],
+            _MaybeFloat8s([None if o.propagation is None else float(o.propagation) for o in outcomes]),
+            _maybe_int4s([o.max_hops for o in outcomes]),
+            _maybe_int4s([o.settings_version for o in outcomes]),
         ),
     )
     if missing:

@@ -90,3 +90,4 @@ def test_the_nullable_array_dumpers_give_the_server_what_psycopg_gives_it(store:
             assert ours == theirs, values
         assert conn.execute("SELECT %b::float8[]::text", [_MaybeFloat8s([-0.0, math.nan])]).fetchone() == ("{-0,NaN}",)
     assert type(_maybe_int4s([2**31])) is list  # psycopg sends it: the server says "integer out of range"
+    assert type(_maybe_int4s([3, 2.5])) is list  # not an int: psycopg's dump, as before

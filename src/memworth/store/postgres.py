@@ -1410,7 +1410,7 @@ _EMPTY_ARRAY = struct.Struct(">iiI")  # no dimension, no NULL, element oid
 _NULL = struct.pack(">i", -1)  # an element's length -1: NULL
 _FLOAT8 = struct.Struct(">id")  # an element's length (8) and value
 _INT4 = struct.Struct(">ii")  # an element's length (4) and value
-_INT4_RANGE = range(-(2**31), 2**31)
+_INT4_MIN, _INT4_MAX = -(2**31), 2**31 - 1
 _DUMPERS_REGISTERED: list[bool] = []
 
 
@@ -1485,8 +1485,9 @@ def _increment_arrays(increments: Sequence[Increment]) -> tuple[list[str], list[
 
 
 def _maybe_int4s(values: list[int | None]) -> list[int | None]:
-    """``values`` as a :class:`_MaybeInt4s` when each fits an int4 (or is None), else as they are."""
-    if all(v is None or v in _INT4_RANGE for v in values):
+    """``values`` as a :class:`_MaybeInt4s` when each is a Python int that fits an int4 (or None),
+    else as they are (psycopg dumps them as before)."""
+    if all(v is None or (isinstance(v, int) and _INT4_MIN <= v <= _INT4_MAX) for v in values):
         return _MaybeInt4s(values)
     return values
 

@@ -70,3 +70,24 @@ def test_the_text_dumper_encodes_as_psycopg_under_any_client_encoding(store: Mem
         for texts in (["é"], ["¥", "plain"], ["日本"] if encoding != "LATIN1" else ["ÿ"]):
             want = Transformer(conn).dump_sequence([list(texts)], [PyFormat.BINARY])
             assert Transformer(conn).dump_sequence([_Texts(texts)], [PyFormat.BINARY]) == want
+
+
+def test_the_nullable_array_dumpers_give_the_server_what_psycopg_gives_it(store: MemoryStore) -> None:
+    # an outcome's propagation, max_hops and settings version (NULL: logged before the column)
+    from memworth.store.postgres import _maybe_int4s, _MaybeFloat8s, _MaybeInt4s
+
+    floats = ([0.5], [None], [0.25, None, -0.0, math.inf, -math.inf, 1e-310, 1.8e9], [])
+    ints = ([3], [None], [0, None, -5, 2**31 - 1, -(2**31)], [])
+    with store.backend._pool.connection() as conn:  # type: ignore[attr-defined]
+        for values in floats:
+            sql = "SELECT %b::float8[]::text, %s::float8[]::text, %b::float8[] IS NOT DISTINCT FROM %s::float8[]"
+            ours, theirs, same = conn.execute(sql, [_MaybeFloat8s(values), values] * 2).fetchone()
+            assert ours == theirs and same, values
+        for values in ints:
+            assert isinstance(_maybe_int4s(values), _MaybeInt4s)
+            sql = "SELECT %b::int4[]::text, %s::int4[]::text"
+            ours, theirs = conn.execute(sql, [_maybe_int4s(values), values]).fetchone()
+            assert ours == theirs, values
+        assert conn.execute("SELECT %b::float8[]::text", [_MaybeFloat8s([-0.0, math.nan])]).fetchone() == ("{-0,NaN}",)
+    assert type(_maybe_int4s([2**31])) is list  # psycopg sends it: the server says "integer out of range"
+    assert type(_maybe_int4s([3, 2.5])) is list  # not an int: psycopg's dump, as before

@@ -216,3 +216,23 @@ def test_advance_advance_many_and_update_end_where_the_formula_ends(
             np.array(times, dtype=np.int64),
         )
         assert _same_state(many, formula)
+
+
+def test_advance_with_a_numpy_float32_reference_is_advance_with_its_float() -> None:
+    # the reference is spread as a Python float (float64), whatever scalar type the caller
+    # passes: a float32 kept as it is would narrow ``weight * reference`` and move every
+    # later statistic
+    det = BernoulliCusum(min_history=0)
+    narrow, wide = CusumState.empty(1), CusumState.empty(1)
+    for t in range(1, 31):
+        det.advance(narrow, np.array([0]), t < 20, 0.123, np.float32(0.3), t)
+        det.advance(wide, np.array([0]), t < 20, 0.123, float(np.float32(0.3)), t)
+    for name in ("expected", "statistic", "observations", "successes"):
+        assert getattr(narrow, name).tobytes() == getattr(wide, name).tobytes(), name
+
+
+def test_run_with_one_baseline_for_every_observation_spreads_it() -> None:
+    # a scalar baseline broadcasts over the outcomes, as the formula did
+    y = np.array([True, False, False, False, True, False])
+    det = BernoulliCusum()
+    assert det.run(y, 1.0, 0.8) == det.run(y, np.ones(6), 0.8) == det.run(y, np.ones(6), np.full(6, 0.8))

@@ -91,3 +91,14 @@ def test_the_nullable_array_dumpers_give_the_server_what_psycopg_gives_it(store:
         assert conn.execute("SELECT %b::float8[]::text", [_MaybeFloat8s([-0.0, math.nan])]).fetchone() == ("{-0,NaN}",)
     assert type(_maybe_int4s([2**31])) is list  # psycopg sends it: the server says "integer out of range"
     assert type(_maybe_int4s([3, 2.5])) is list  # not an int: psycopg's dump, as before
+
+
+def test_a_bool_is_not_sent_as_a_number_by_the_nullable_array_dumpers() -> None:
+    # bool is an int to Python: it must not become max_hops 1 or propagation 1.0 on the way
+    # (psycopg sends it as a boolean, which the server refuses for int4[]/float8[], as before)
+    from memworth.store.postgres import _maybe_float8s, _maybe_int4s, _MaybeFloat8s, _MaybeInt4s
+
+    assert type(_maybe_int4s([True, 5])) is list and type(_maybe_int4s([None, False])) is list
+    assert type(_maybe_float8s([True])) is list and type(_maybe_float8s([0.5, False])) is list
+    assert isinstance(_maybe_int4s([1, None]), _MaybeInt4s)
+    assert isinstance(_maybe_float8s([1, None, 0.5]), _MaybeFloat8s) and _maybe_float8s([1, None]) == [1.0, None]

@@ -141,8 +141,8 @@ def _logit(p: np.ndarray) -> np.ndarray:
 def _log_likelihood_ratio(success: np.ndarray, p0: np.ndarray, shift: float | np.ndarray) -> np.ndarray:
     """log Pr[y | odds x exp(shift)] - log Pr[y | p0] for each observation (the CUSUM step);
     ``shift`` is the alternative's log odds ratio (an array broadcasts: one per alternative)."""
-    if not isinstance(shift, np.ndarray):
-        return _step_ratio(success, np.array(p0, dtype=float), shift)
+    if not isinstance(shift, np.ndarray):  # a scalar p0 spreads over the observations, as the formula broadcasts
+        return _step_ratio(success, np.array(np.broadcast_to(p0, np.broadcast(success, p0).shape), dtype=float), shift)
     z0 = _logit(np.clip(p0, 1e-12, 1 - 1e-12))
     return np.asarray(
         np.where(success, _log_sigmoid(z0 + shift) - _log_sigmoid(z0), _log_sigmoid(-z0 - shift) - _log_sigmoid(-z0))
@@ -600,8 +600,9 @@ class BernoulliCusum:
         The outcome, its confidence and its reference rate stay scalars (one for every row):
         each row's arithmetic is the same as with them spread over the rows, in fewer NumPy
         calls (one branch of the step, the reference's logit once)."""
-        moved = self._moved(state, rows, bool(success), float(weight), None if reference is None else float(reference))
-        return moved[0], self._apply(state, rows, bool(success), float(weight), reference, time, moved)
+        ref = None if reference is None else float(reference)  # a float32 reference would narrow w * ref
+        moved = self._moved(state, rows, bool(success), float(weight), ref)
+        return moved[0], self._apply(state, rows, bool(success), float(weight), ref, time, moved)
 
     def advance_many(
         self, state: CusumState, rows: np.ndarray, success: np.ndarray, weight: np.ndarray, reference: np.ndarray, time: np.ndarray

@@ -1487,8 +1487,16 @@ def _increment_arrays(increments: Sequence[Increment]) -> tuple[list[str], list[
 def _maybe_int4s(values: list[int | None]) -> list[int | None]:
     """``values`` as a :class:`_MaybeInt4s` when each is a Python int that fits an int4 (or None),
     else as they are (psycopg dumps them as before)."""
-    if all(v is None or (isinstance(v, int) and _INT4_MIN <= v <= _INT4_MAX) for v in values):
+    if all(v is None or (isinstance(v, int) and not isinstance(v, bool) and _INT4_MIN <= v <= _INT4_MAX) for v in values):
         return _MaybeInt4s(values)
+    return values  # a bool (an int to Python) is refused by the server as before, not stored as 0/1
+
+
+def _maybe_float8s(values: list[float | None]) -> list[float | None]:
+    """``values`` as a :class:`_MaybeFloat8s` of floats when each is a real number (or None), else
+    as they are: a bool is not turned into 1.0 (psycopg and the server refuse it, as before)."""
+    if all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
+        return _MaybeFloat8s([None if v is None else float(v) for v in values])
     return values
 
 
@@ -1506,7 +1514,7 @@ def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increm
             _Float8s([float(o.confidence) for o in outcomes]),
             _Float8s([float(o.recorded) for o in outcomes]),
             _Texts([o.namespace for o in outcomes]),
-            _MaybeFloat8s([None if o.propagation is None else float(o.propagation) for o in outcomes]),
+            _maybe_float8s([o.propagation for o in outcomes]),
             _maybe_int4s([o.max_hops for o in outcomes]),
             _maybe_int4s([o.settings_version for o in outcomes]),
         ),

@@ -184,3 +184,19 @@ def test_episode_rows_read_as_each_episodes_ids() -> None:
     scan = NamespaceScan(GovernancePolicy(), ["x"])
     scan.advance(rows, np.array([True, False, True]), np.ones(3))  # made for other ids: read by name
     assert scan.ids == ["x", "c", "a", "b"] and scan._pairs is None
+
+
+def test_rows_advance_a_scan_whose_columns_keep_a_tail_as_ids_do() -> None:
+    # the store's live scan keeps only a tail of episodes (columns.rows set); EpisodeRows
+    # there take the per-episode path, with the result plain id lists give
+    policy = GovernancePolicy(change_detection=True)
+    y, w = np.array([True, False]), np.array([1.0, 1.0])
+    by_rows_cols, by_ids_cols = EpisodeColumns(), EpisodeColumns()
+    by_rows_cols.rows, by_ids_cols.rows = {}, {}
+    by_rows = NamespaceScan(policy, columns=by_rows_cols)
+    by_ids = NamespaceScan(policy, columns=by_ids_cols)
+    by_rows.advance(EpisodeRows(by_rows.ids, ["a", "b"], np.array([0, 1, 1]), np.array([0, 2, 3])), y, w)
+    by_ids.advance([["a", "b"], ["b"]], y, w)
+    assert by_rows.episodes == by_ids.episodes == 2
+    assert by_rows.ids == by_ids.ids
+    assert by_rows.state.statistic.tobytes() == by_ids.state.statistic.tobytes()

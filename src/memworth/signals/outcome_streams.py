@@ -570,8 +570,9 @@ class NamespaceScan:
         counts once), its outcome, its confidence and its context label (or ``None``).
 
         ``sets`` may be :class:`EpisodeRows` made with this scan's ids: then the episodes
-        are read as arrays (:meth:`advance_rows`), with the same result."""
-        if isinstance(sets, EpisodeRows) and sets.base == len(self.ids) and (
+        are read as arrays (:meth:`advance_rows`), with the same result (episode by episode
+        when the columns keep only a tail, which the array path does not do)."""
+        if isinstance(sets, EpisodeRows) and self.columns.rows is None and sets.base == len(self.ids) and (
             sets.known is self.ids or list(sets.known) == self.ids
         ):
             self.advance_rows(sets.fresh, sets.members, sets.starts, success, confidence, contexts)

@@ -228,35 +228,9 @@ class EpisodeColumns:
         starts[p + 1]]`` (rows of ``ids``, each once, in order), with its outcome, confidence
         and context. What :meth:`add` would build episode by episode, built from arrays.
         ValueError when the parts do not fit together."""
-        rows = np.ascontiguousarray(members, dtype=np.int32)
-        offsets = np.ascontiguousarray(starts, dtype=np.int64)
-        won = np.ascontiguousarray(success, dtype=bool)
-        weight = np.ascontiguousarray(confidence, dtype=np.float64)
-        size, episodes = len(ids), won.size
-        if len(set(ids)) != size:
-            raise ValueError("ids repeat")
-        if offsets.shape != (episodes + 1,) or offsets[0] != 0 or offsets[-1] != rows.size or np.any(np.diff(offsets) < 0):
-            raise ValueError("episode offsets do not fit the members")
-        if rows.size and (rows.min() < 0 or rows.max() >= size):
-            raise ValueError("members refer past the ids")
-        if weight.shape != (episodes,) or len(contexts) != episodes:
-            raise ValueError("need one confidence and one context per episode")
         cols = cls()
-        cols._ids = Names(ids)
-        cols.won = array("b", won.astype(np.int8).tobytes())
-        cols.confidence = array("d", weight.tobytes())
-        cols.context = array("i", [-1 if c is None else cols._contexts.of(c) for c in contexts])
-        cols.starts = array("q", offsets.tobytes())
-        cols.members = array("i", rows.tobytes())
-        episode_of = np.repeat(np.arange(episodes, dtype=np.int32), np.diff(offsets))
-        order = np.lexsort((episode_of, rows))  # by memory, then episode
-        by_member, at = rows[order], episode_of[order]
-        first = np.ones(order.size, dtype=bool)  # a memory listed twice in one episode: one position
-        first[1:] = (by_member[1:] != by_member[:-1]) | (at[1:] != at[:-1])
-        by_member, at = by_member[first], at[first]
-        bounds = np.searchsorted(by_member, np.arange(size + 1)).tolist()
-        cols.positions = [array("i", at[a:b].tobytes()) for a, b in itertools.pairwise(bounds)]
-        cols.dropped = [0] * size
+        cols.append_rows(ids, members, starts, success, confidence, contexts)
+        cols.settle()
         return cols
 
     def append_rows(

@@ -75,6 +75,32 @@ def test_a_quarantined_memory_is_served_only_as_a_logged_probe(make_store: Calla
     assert all(s.recall("capital of czechoslovakia", k=1).results[0].memory.id != "czechoslovakia" for _ in range(30))
 
 
+def test_a_quarantined_memory_whose_worth_fell_below_its_rivals_is_still_probed(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """Its fallen worth is what the probes test: it competes for them as an unproven memory
+    would. Before, czechoslovakia (worth 0 after 12 failures) ranked below prague for its own
+    query and was never served as a probe, so no evidence could ever release it."""
+    s = make_store(exploration=0.0, seed=0, probe_share=1.0, scoring=Blend(similarity=0.5))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(12):
+        r = s.recall("capital of czechoslovakia", k=2)
+        s.record(r.episode, success=False, used=["czechoslovakia"])
+    assert s.get("czechoslovakia").counts.success == 0
+    assert s.recall("capital of czechoslovakia", k=1).results[0].memory.id == "prague"  # it fell below prague
+    s.set_standing("czechoslovakia", "re-verify", reason="check it")
+    sims = {r.memory.id: r.similarity for r in s.recall("capital of czechoslovakia", k=2)}
+    (top,) = s.recall("capital of czechoslovakia", k=1).results
+    assert top.memory.id == "czechoslovakia" and top.probe  # served, as a probe
+    assert top.score == pytest.approx(0.5 * sims["czechoslovakia"] + 0.4 * 0.5)  # the score of no evidence
+    for _ in range(4):  # its probes succeed: the probe test releases it
+        s.record(s.recall("capital of czechoslovakia", k=1), success=True)
+    found = {p.memory_id: p.action for p in s.govern().proposals}
+    assert found["czechoslovakia"] == "release"
+    s.probe_share = 0.0  # no probes: quarantine keeps it out whatever its score
+    assert all(s.recall("capital of czechoslovakia", k=1).results[0].memory.id != "czechoslovakia" for _ in range(5))
+
+
 def test_the_probe_test_releases_a_recovered_memory_and_suppresses_a_broken_one(
     make_store: Callable[..., MemoryStore],
 ) -> None:
@@ -91,6 +117,36 @@ def test_the_probe_test_releases_a_recovered_memory_and_suppresses_a_broken_one(
     applied = s.govern(apply=True).applied
     assert {(e.memory_id, e.action) for e in applied} >= {("water", "release"), ("czechoslovakia", "suppress")}
     assert s.get("water").standing == "normal" and s.get("czechoslovakia").status == "suppressed"
+
+
+def test_the_probe_test_reads_only_outcomes_after_those_the_flag_was_raised_on(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """A clock that does not move between the record and the govern (a simulated clock, or a
+    coarse one) put every outcome at the flag's time. Before, the probe test read them all as
+    probes: 40 successes and 6 failures from before the flag released the memory at once
+    ("46 probes"). Now the flag states the last outcome it read and the test starts after it."""
+    s = make_store(exploration=0.0, seed=0, probe_share=0.0, clock=lambda: 1_700_000_000.0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for _ in range(40):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=True)
+    flag = None
+    for _ in range(30):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+        flag = next((e for e in s.govern(apply=True).applied if e.action == "re-verify"), None)
+        if flag is not None:
+            break
+    assert flag is not None and flag.memory_id == "czechoslovakia"
+    read = flag.settings["numbers"]["flag_outcome_seq"]
+    assert isinstance(read, int) and read >= 41  # the outcomes the alarm was raised on
+    assert all(p.memory_id != "czechoslovakia" for p in s.govern().proposals)  # no probe yet: nothing to decide
+    s.probe_share = 1.0
+    for _ in range(3):
+        r = s.recall("capital of czechoslovakia", k=1)
+        assert r.results[0].probe
+        s.record(r, success=False)
+    (p,) = [p for p in s.govern().proposals if p.memory_id == "czechoslovakia"]
+    assert p.action == "suppress" and p.numbers["probe_outcomes"] == 3
 
 
 def test_a_restore_sticks_until_new_evidence_and_pins_hold_until_unpinned(

@@ -183,10 +183,12 @@ class Followed(EpisodeColumns):
         return out
 
     def retrievals_since(
-        self, memory_id: str, since: float, exclude: Collection[str] = ()
+        self, memory_id: str, since: float, exclude: Collection[str] = (), after_seq: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Outcome and confidence of each outcome recorded at or after ``since`` whose episode
-        retrieved ``memory_id`` and none of ``exclude``, in log order."""
+        retrieved ``memory_id`` and none of ``exclude``, in log order; with ``after_seq``, only
+        those whose sequence number is above it (outcomes a decision read are left out, even
+        when recorded at the very time of the decision)."""
         m = self._ids.index.get(memory_id)
         if m is None:
             return np.zeros(0, dtype=bool), np.zeros(0)
@@ -203,6 +205,8 @@ class Followed(EpisodeColumns):
             if self.recorded[i] < since:
                 continue
             r = i if rows is None else rows[i]
+            if after_seq is not None and self.seq[r] <= after_seq:
+                continue
             if banned and not banned.isdisjoint(self.members[self.starts[r] : self.starts[r + 1]]):
                 continue
             ys.append(bool(self.won[i]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -352,6 +352,7 @@ class GovernanceMixin(StoreState):
         with self._follow_lock:
             followed = self._history(namespace)
             recent = followed.recent(self.policy.staleness.window)
+            read_up_to = followed.last_seq
         streams = self._streams(namespace) if self.policy.change.enabled else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
         guard = self._guard(namespace)
@@ -382,6 +383,8 @@ class GovernanceMixin(StoreState):
                     stream=streams.get(m.id),
                     worth_flag=worth.get(m.id),
                 )
+                if p is not None and p.action == "re-verify":  # the outcomes it was raised on
+                    p = replace(p, numbers={**p.numbers, "flag_outcome_seq": read_up_to})
             undo = undone.get(m.id)
             if undo is not None and guard is not None and getattr(m, undo.field) == undo.new:
                 p = Proposal(
@@ -407,10 +410,16 @@ class GovernanceMixin(StoreState):
 
         Outcomes of episodes that also retrieved another suspect (``others``: memories that
         look broken now, or are quarantined themselves) are left out: they tell nothing
-        about this memory."""
+        about this memory. So are the outcomes the flag was raised on (up to its
+        ``flag_outcome_seq``, when it states one: govern's flags do, a flag set by hand
+        does not): the failures that raised the alarm are not evidence that it still fails,
+        and counting them again would tilt the test toward suppression."""
         worth = float(RawWorth().value(m.counts))
+        numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}
+        read = numbers.get("flag_outcome_seq") if isinstance(numbers, dict) else None
+        after_seq = int(read) if isinstance(read, int) and not isinstance(read, bool) else None
         with self._follow_lock:
-            success, confidence = followed.retrievals_since(m.id, flag.at, others)
+            success, confidence = followed.retrievals_since(m.id, flag.at, others, after_seq)
         evidence = decisions.probe_evidence(success, confidence, flag, worth, float(self.policy.change.odds_ratio))
         decision = self.policy.probe_test().decide(
             evidence.success, evidence.weight, before=evidence.before, after=evidence.after

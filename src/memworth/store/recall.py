@@ -465,7 +465,10 @@ class RecallMixin(StoreState):
         ``probe_share`` of recalls (a fresh draw per recall and memory); when picked it is
         marked a probe and its logged inclusion probability includes that share, so its
         worth keeps learning, inverse-propensity weighting stays exact, and most recalls
-        never serve it.
+        never serve it. It competes for those recalls with the higher of its score and the
+        score it would have as an unproven memory (no evidence): its fallen worth is what
+        the probes test, so it must not keep the memory from them (a memory whose worth fell
+        below every rival's would otherwise never be probed, and never released).
 
         :meth:`recall` and :meth:`memworth.Sidecar.retrieve` both call it, so standing,
         quarantine, exploration, ablation and credit act the same whichever face recalls.
@@ -474,6 +477,12 @@ class RecallMixin(StoreState):
         quarantined = np.zeros(scores.size, dtype=bool)
         if standing is not None:
             quarantined = np.array([s == "re-verify" for s in standing], dtype=bool).reshape(scores.size)
+        if quarantined.any():  # a memory under test ranks no lower than an unproven one
+            q = np.flatnonzero(quarantined)
+            none = np.zeros(q.size)
+            unproven = self.score(sims[q], CountsTable(none, none, none), np.asarray(created)[q], scoring, None)
+            scores = scores.copy()
+            scores[q] = np.maximum(scores[q], unproven)
         allowed = ~quarantined
         if quarantined.any() and self.probe_share > 0:
             allowed |= quarantined & (self._rng.random(scores.size) < self.probe_share)

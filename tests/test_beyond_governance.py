@@ -86,6 +86,29 @@ def test_the_tally_counts_what_governance_did_to_whom() -> None:
     assert row["after_n"] == 300 and row["after_gov_s"] == 150 and row["after_base_s"] == 0
     assert row["stale_flagged"] == 150
     assert row["useful_flagged"] == "everest@300;paris@175" and row["useful_released"] == "paris@200"
+    assert row["answering_flagged"] == ""  # neither Paris nor Everest answers a task of the agent world
+
+
+def test_the_tally_says_apart_the_flagged_memories_that_answer_a_task() -> None:
+    world = load_world("agent")
+    answering = governance.answers_a_task(world)
+    assert {"stale", "dissolution", "specialist", "control"} <= answering
+    assert not {"paris", "dna", "files", "hitchhiker", "bratislava"} & answering
+    events = [
+        {"episode": 150, "memory": "files", "action": "re-verify"},
+        {"episode": 160, "memory": "dissolution", "action": "suppress"},
+        {"episode": 170, "memory": "stale", "action": "re-verify"},
+    ]
+    ran = {
+        "outcomes": np.ones(300, dtype=bool),
+        "families": ["python"] * 300,
+        "events": events,
+        "guard": GuardWatch().row(),
+    }
+    twin = {"outcomes": np.ones(300, dtype=bool), "families": ["python"] * 300, "events": []}
+    row = governance.tally(ran, twin, world, {"affected": "geography_new", "stale": "stale"}, early_end=400)
+    assert row["useful_flagged"] == "dissolution@160;files@150"
+    assert row["answering_flagged"] == "dissolution@160"
 
 
 def test_the_diluted_tally_separates_caught_false_and_low() -> None:

@@ -25,7 +25,7 @@ from memworth import MemoryStore, Recall, ValidationError
 from memworth.embed.encoders import Encoder
 from memworth.outputs import folder_to_write
 from memworth_experiments.common import GuardWatch, guard_note, load_world
-from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, succeeded
+from memworth_experiments.exp5 import ROLES, CachedEncoder, default_encoder, draw_task, holds_answer, succeeded
 
 
 def register(commands: Any) -> None:
@@ -135,7 +135,7 @@ def answered_from(task: dict[str, Any], recall: Recall) -> str | None:
     for mid, text in lowered:
         if any(bad in text for bad in task.get("misleading", [])):
             return mid
-    return next((mid for mid, text in lowered if all(word in text for word in task["answer"])), None)
+    return next((mid for mid, text in lowered if holds_answer(task, text)), None)
 
 
 def _rate_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:

@@ -63,13 +63,18 @@ def default_encoder() -> Encoder:
     return MiniLMEncoder()
 
 
+def holds_answer(task: dict[str, Any], text: str) -> bool:
+    """Whether a memory's text holds every answer keyword of ``task`` (case-insensitive)."""
+    lowered = text.lower()
+    return all(word in lowered for word in task["answer"])
+
+
 def succeeded(task: dict[str, Any], texts: list[str]) -> bool:
     """Keyword match on the retrieved set: some memory holds every answer keyword and none
     holds a misleading phrase (a stale memory in the set misleads the agent)."""
-    lowered = [t.lower() for t in texts]
-    if any(bad in t for bad in task.get("misleading", []) for t in lowered):
+    if any(bad in t.lower() for bad in task.get("misleading", []) for t in texts):
         return False
-    return any(all(word in t for word in task["answer"]) for t in lowered)
+    return any(holds_answer(task, t) for t in texts)
 
 
 def draw_task(cfg: dict[str, Any], t: int, rng: np.random.Generator) -> tuple[str, dict[str, Any], str]:

@@ -17,7 +17,7 @@ import numpy as np
 from memworth.governance import GovernancePolicy
 from memworth_experiments.common import Result, Row, guard_note, load_world, progress, read_raw
 from memworth_experiments.demo import run_agent
-from memworth_experiments.exp5 import CachedEncoder, default_encoder
+from memworth_experiments.exp5 import CachedEncoder, default_encoder, holds_answer
 
 PROTECTIVE = ("re-verify", "suppress", "deprecate")
 
@@ -51,6 +51,7 @@ def tally(
             released[e["memory"]] = e["episode"]
     stale = spec["stale"]
     useful = sorted(m for m in flagged if m != stale)
+    answering = answers_a_task(world)
     return {
         "early_gov_s": int(g[affected].sum()),
         "early_base_s": int(b[affected].sum()),
@@ -61,7 +62,20 @@ def tally(
         "stale_flagged": flagged.get(stale, 0),
         "useful_flagged": ";".join(f"{m}@{flagged[m]}" for m in useful),
         "useful_released": ";".join(f"{m}@{released[m]}" for m in useful if m in released),
+        "answering_flagged": ";".join(f"{m}@{flagged[m]}" for m in useful if m in answering),
     } | run["guard"]
+
+
+def answers_a_task(world: dict[str, Any]) -> set[str]:
+    """The memories that hold the answer to at least one task of ``world`` (any phase).
+
+    A memory that answers no task (a distractor: in the agent world, Paris or DNA) cannot
+    make an episode succeed, so quarantining it costs the agent nothing; the tally counts
+    every memory but the stale one as useful (the issue's strict reading) and says apart
+    which of those answer a task.
+    """
+    tasks = [task for family in world["tasks"].values() for task in family]
+    return {m for m, text in world["memories"].items() if any(holds_answer(task, text) for task in tasks)}
 
 
 def run_seed(
@@ -185,6 +199,12 @@ def _rows(raw: list[dict[str, Any]], cfg: dict[str, Any], episodes: int) -> tupl
                 f"issue 14 target <= 1 of 20; {len(delays)} such flags, {slow} not released by probes within 150 "
                 f"episodes (target 0); " + "; ".join(f"seed {r['seed']}: {r['useful_flagged']}" for r in useful[:6]),
             )
+        )
+        answering = [r for r in gov if r.get("answering_flagged")]
+        notes.append(
+            f"{name}: seeds where a memory that answers a task of the world was quarantined: "
+            f"{len(answering)}/{seeds} (of the {len(useful)} seeds above; the others flagged only memories that "
+            "answer no task)" + "".join(f"; seed {r['seed']}: {r['answering_flagged']}" for r in answering[:6])
         )
         detected = [int(r["stale_flagged"]) for r in gov if int(r["stale_flagged"])]
         notes.append(

@@ -381,6 +381,33 @@ _EPISODES = (
 _EPISODES_ORDER = " ORDER BY e.id, e.namespace, i.position"
 
 
+_HISTORY_HEADS = (
+    "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
+    " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops, o.settings_version"
+    " FROM outcomes o CROSS JOIN LATERAL (SELECT e.query, e.context, e.created, e.holdout FROM episodes e"
+    " WHERE e.namespace = o.namespace AND e.id = o.episode_id LIMIT 1) e"
+    " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq"
+)
+"""The history read's outcomes after a sequence number, each with its episode's head.
+
+Each outcome's episode is found by its key in a ``LATERAL`` subquery that PostgreSQL cannot
+merge into the join (its ``LIMIT 1``; the key is unique, so it leaves nothing out). On tables
+not yet analysed (a new store; autovacuum off, or not yet run) the plain join was planned as a
+nested loop that read *every* episode of the namespace for each outcome and filtered the id
+(``EXPLAIN ANALYZE``, 600 outcomes: 180,075 rows removed by the join filter, 83 ms of server
+time). A store object's first record reads the log from the namespace's checkpoint on (the
+live change statistics' start), so every writer process paid it, in the square of the log.
+The probe per outcome costs what the items read's probe costs: linear in the outcomes read
+whatever the statistics (analysed, a hash join read 3,000 outcomes in 6-7 ms, the probes in 17)."""
+
+_HISTORY_ITEMS = (
+    "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
+    " FROM outcomes o JOIN episode_items i ON i.namespace = o.namespace AND i.episode_id = o.episode_id"
+    " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position"
+)
+"""The history read's episode items of the outcomes after a sequence number, in log order."""
+
+
 def _ids_filter(unique: Sequence[str]) -> tuple[str, Any]:
     """How an episode read of one namespace names its ids: ``= %s`` with the id when there is one
     (a record's read), else ``= ANY(%s)`` with the list.
@@ -1037,24 +1064,14 @@ class PostgresBackend:
         """Two indexed reads in one repeatable-read transaction (one snapshot). Inside a
         :meth:`transaction` (read committed, its isolation set by its first statement) the
         items are read after the outcomes: a later snapshot holds every item of every outcome
-        the first read, and the items of outcomes it did not are left out."""
+        the first read, and the items of outcomes it did not are left out.
+        The statements: :data:`_HISTORY_HEADS` and :data:`_HISTORY_ITEMS`."""
 
         def work(conn: Any) -> list[tuple[OutcomeRow, Episode]]:
             if getattr(self._held, "conn", None) is None:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            heads = conn.execute(
-                "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
-                " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops, o.settings_version"
-                " FROM outcomes o JOIN episodes e ON e.namespace = o.namespace AND e.id = o.episode_id"
-                " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq",
-                (namespace, after),
-            ).fetchall()
-            items = conn.execute(
-                "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
-                " FROM outcomes o JOIN episode_items i ON i.namespace = o.namespace AND i.episode_id = o.episode_id"
-                " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position",
-                (namespace, after),
-            ).fetchall()
+            heads = conn.execute(_HISTORY_HEADS, (namespace, after)).fetchall()
+            items = conn.execute(_HISTORY_ITEMS, (namespace, after)).fetchall()
             return joined(namespace, heads, items)
 
         return list(self._run(work))

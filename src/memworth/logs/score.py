@@ -29,7 +29,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
-from memworth.logs.fast import fast_counts
+from memworth.logs.fast import SUMMED, fast_counts
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
@@ -256,14 +256,39 @@ COUNT_COLUMNS = ("success", "failure", "n", "decayed_success", "decayed_failure"
 """The per-memory sums an engine hands to :func:`score_namespace`."""
 
 
+_SUMS_FROM = {
+    "counts": (
+        "SELECT DISTINCT namespace FROM counts ORDER BY namespace",
+        "SELECT count(*) FROM counts",
+        "SELECT namespace, memory_id, success, failure, n, decayed_success, decayed_failure, decayed_n "
+        "FROM counts WHERE namespace = ? ORDER BY memory_id",
+    ),
+    "fast_counts": (
+        "SELECT DISTINCT namespace FROM fast_counts ORDER BY namespace",
+        "SELECT count(*) FROM fast_counts",
+        "SELECT namespace, memory_id, success, failure, n, decayed_success, decayed_failure, decayed_n "
+        "FROM fast_counts WHERE namespace = ? ORDER BY memory_id",
+    ),
+}
+"""The queries :func:`score_state` reads each memory's sums with, per table it may read them from
+(``fast_counts``: :data:`memworth.logs.fast.SUMMED`)."""
+
+
 def score_state(con: Any, settings: ScoreSettings, *, progress: Progress = False) -> Any:
-    """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory)."""
-    namespaces = [str(r[0]) for r in con.execute("SELECT DISTINCT namespace FROM counts ORDER BY namespace").fetchall()]
-    total = int(con.execute("SELECT count(*) FROM counts").fetchall()[0][0])
+    """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory).
+
+    The sums are read from ``counts``, or from :data:`memworth.logs.fast.SUMMED` when
+    :func:`memworth.logs.fast.fast_counts` left them there (a run that keeps no state)."""
+    summed = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [SUMMED]
+    ).fetchall()[0][0]
+    distinct_namespaces, count_all, one_namespace = _SUMS_FROM[SUMMED if summed else "counts"]
+    namespaces = [str(r[0]) for r in con.execute(distinct_namespaces).fetchall()]
+    total = int(con.execute(count_all).fetchall()[0][0])
     bar = progress_bar(total, "proposals", progress)
     parts: list[dict[str, Any]] = []
     for ns in namespaces:
-        got = con.execute("SELECT * FROM counts WHERE namespace = ? ORDER BY memory_id", [ns]).fetchnumpy()
+        got = con.execute(one_namespace, [ns]).fetchnumpy()
         counts = {"memory_id": np.asarray(got["memory_id"], dtype=object)} | {
             c: np.asarray(got[c], dtype=float) for c in COUNT_COLUMNS
         }

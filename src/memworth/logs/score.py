@@ -475,7 +475,7 @@ def score_namespace(
     held_by: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = per_distinct_counts(table, rule.sequence().interval, rows)
-    tested = policy.worth_test(table)  # the namespace's e-BH test of low worth, as the store runs it (run once)
+    tested = policy.worth_test(table, rows)  # the namespace's e-BH test of low worth, as the store runs it (run once)
     worth_actions = tested[0]
     seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
     if found.state is not None:
@@ -495,7 +495,7 @@ def score_namespace(
         window = CountsTable(
             *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
-    action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested))  # memories without a stream
+    action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested, distinct=rows))  # memories without a stream
     streamed = [row for row, mid in enumerate(memory.tolist()) if mid in found.streams] if found.streams else []
     if streamed:  # change detection on: those with an outcome stream go one by one
         counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]

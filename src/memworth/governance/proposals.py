@@ -491,7 +491,9 @@ class GovernancePolicy:
                 evalues.append(np.where((ratio < theta) & (v > 0), np.exp(log_m), 0.0))
         return v, evalues
 
-    def _worth_tested(self, evalues: list[np.ndarray], v: np.ndarray) -> tuple[np.ndarray, list[np.ndarray], float, int]:
+    def _worth_tested(
+        self, evalues: list[np.ndarray], v: np.ndarray
+    ) -> tuple[np.ndarray, list[np.ndarray], float, int]:
         """e-BH over every memory's two e-values (``v``: its evidence; 0 is not tested)."""
         tested = np.flatnonzero(v > 0)
         pooled = np.concatenate([evalues[0][tested], evalues[1][tested]])
@@ -749,8 +751,11 @@ class GovernancePolicy:
         rows = np.flatnonzero(todo & (decided != "neutral"))
         conf = np.ascontiguousarray(np.atleast_1d(np.asarray(conf, dtype=float)))
         if distinct is not None:
-            # The first of the rows of each distinct counts, and where each row's text is.
-            once, where = np.unique(distinct[1][rows], return_index=True, return_inverse=True)[1:]
+            # The first of the rows of each distinct counts, and where each row's text is; the
+            # counts' distinct rows take -0.0 for 0.0, so the signs of worth and confidence
+            # (which print apart) are part of the key.
+            key = distinct[1][rows].astype(np.int64) * 4 + np.signbit(worth[rows]) * 2 + np.signbit(conf[rows])
+            once, where = np.unique(key, return_index=True, return_inverse=True)[1:]
             texts = np.empty(once.size, dtype=object)
             for j, i in enumerate(rows[once].tolist()):
                 texts[j] = rule2.reason(str(decided[i]), float(worth[i]), float(conf[i]))

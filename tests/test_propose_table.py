@@ -83,3 +83,34 @@ def test_propose_table_writes_each_repeated_reason_once_and_keeps_signed_zeros_a
     sequential_off = GovernancePolicy(change_detection=False, deprecation="fixed", min_evidence=1e9)
     _, _, reason = sequential_off.propose_table(table)
     assert reason[0] != reason[1] and "-0.000" in reason[0] and reason[0] == reason[2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(policy=policies, rows=st.lists(memory, min_size=1, max_size=30), repeats=st.integers(1, 4))
+def test_the_distinct_rows_path_gives_every_memory_its_own_numbers(
+    policy: GovernancePolicy, rows: list, repeats: int
+) -> None:
+    """With the table's distinct rows handed in (as ``memworth score`` does), the e-values and
+    the actions and reasons are those of each memory's own counts: bit for bit, text for text."""
+    from memworth.logs.score import distinct_rows
+
+    table = _table(rows * repeats)
+    distinct = distinct_rows(table)
+    plain, once = policy.worth_test(table), policy.worth_test(table, distinct)
+    assert plain[0].tolist() == once[0].tolist() and plain[2:] == once[2:]
+    for mine, theirs in zip(plain[1], once[1], strict=True):
+        assert mine.view(np.int64).tolist() == theirs.view(np.int64).tolist()
+    want = [a.tolist() for a in policy.propose_table(table)]
+    assert [a.tolist() for a in policy.propose_table(table, distinct=distinct)] == want
+    assert [a.tolist() for a in policy.propose_table(table, tested=once, distinct=distinct)] == want
+
+
+def test_the_distinct_rows_path_keeps_signed_zeros_apart() -> None:
+    """-0.0 and 0.0 are one distinct row of counts, but their reasons print apart."""
+    from memworth.logs.score import distinct_rows
+
+    policy = GovernancePolicy(change_detection=False, deprecation="fixed", min_evidence=1e9)
+    table = _table([Counts(-0.0, 40.0, 40), Counts(0.0, 40.0, 40), Counts(-0.0, 40.0, 40), Counts(39.0, 1.0, 40)] * 3)
+    _, _, reason = policy.propose_table(table, distinct=distinct_rows(table))
+    assert reason.tolist() == policy.propose_table(table)[2].tolist()
+    assert reason[0] != reason[1] and "-0.000" in reason[0] and reason[0] == reason[2]

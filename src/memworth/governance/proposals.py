@@ -451,22 +451,50 @@ class GovernancePolicy:
             for i in range(len(counts))
         ]
 
-    def worth_test(self, table: CountsTable) -> tuple[np.ndarray, list[np.ndarray], float, int]:
+    def worth_test(
+        self, table: CountsTable, distinct: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, list[np.ndarray], float, int]:
         """The namespace's test of low worth over ``table`` as arrays (what :meth:`worth_flags`
         and :meth:`propose_table` read): each memory's action (``"deprecate"``, ``"suppress"``
         or ``None``), the e-values against theta_low and deprecate_below, the e-value e-BH
-        asked of each, and how many hypotheses it weighed."""
+        asked of each, and how many hypotheses it weighed.
+
+        ``distinct``: ``(first, back)``, one row of ``table`` per distinct (success, failure,
+        n) and each row's place among them (:func:`memworth.logs.score.distinct_rows`). A
+        memory's e-values are a function of its counts alone, so they are then computed once
+        per distinct row and handed to every memory with those counts (the same numbers;
+        e-BH still weighs every memory's two hypotheses)."""
+        if distinct is None:
+            v, evalues = self._worth_evalues(table)
+        else:  # the e-values of the distinct rows, handed to each memory
+            first, back = distinct
+            v = self._worth_evalues(table, evidence_only=True)[0]
+            columns = (np.atleast_1d(np.asarray(c, dtype=float)) for c in (table.success, table.failure, table.n))
+            evalues = [e[back] for e in self._worth_evalues(CountsTable(*(c[first] for c in columns)))[1]]
+        return self._worth_tested(evalues, v)
+
+    def _worth_evalues(self, table: CountsTable, *, evidence_only: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each memory's evidence as the test reads it (0: not tested), and its e-values against
+        theta_low and deprecate_below (none with ``evidence_only``)."""
         cs = self.sequential(self.classes.theta_low).sequence()
         s, f = cs._sf(table)
         s, f = np.atleast_1d(np.asarray(s, dtype=float)), np.atleast_1d(np.asarray(f, dtype=float))
         v = s + f
+        evalues: list[np.ndarray] = []
+        if evidence_only:
+            return v, evalues
         ratio = np.where(v > 0, s / np.where(v > 0, v, 1.0), 0.5)
-        evalues = []
         for theta in (self.classes.theta_low, self.low_worth.deprecate_below):
             theta = min(max(float(theta), 1e-9), 1 - 1e-9)
             log_m = np.atleast_1d(np.asarray(cs.log_martingale(table, theta), dtype=float))
             with np.errstate(over="ignore"):
                 evalues.append(np.where((ratio < theta) & (v > 0), np.exp(log_m), 0.0))
+        return v, evalues
+
+    def _worth_tested(
+        self, evalues: list[np.ndarray], v: np.ndarray
+    ) -> tuple[np.ndarray, list[np.ndarray], float, int]:
+        """e-BH over every memory's two e-values (``v``: its evidence; 0 is not tested)."""
         tested = np.flatnonzero(v > 0)
         pooled = np.concatenate([evalues[0][tested], evalues[1][tested]])
         rejected = np.zeros((2, v.size), dtype=bool)
@@ -659,6 +687,7 @@ class GovernancePolicy:
         recent: CountsTable | None = None,
         *,
         tested: tuple[np.ndarray, list[np.ndarray], float, int] | None = None,
+        distinct: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`propose` for many ``active`` memories of standing ``normal`` without outcome
         streams, at once (how ``memworth score`` proposes when change detection is off).
@@ -670,6 +699,9 @@ class GovernancePolicy:
         ``None`` where nothing is proposed. The rules are :meth:`propose`'s, over arrays; a
         Hypothesis test holds the two equal. ``tested``: what :meth:`worth_test` gave for
         this same table, if the caller has it already (the test is then not run again).
+        ``distinct``: the table's distinct rows, as :meth:`worth_test` takes them; a promotion's
+        or demotion's reason, a function of the counts alone, is then written once per
+        distinct row (the same text).
         """
         check_counts(counts, CountsTable)
         success, failure, n = (np.atleast_1d(np.asarray(c, dtype=float)) for c in counts)
@@ -691,7 +723,7 @@ class GovernancePolicy:
                 reason[i] = self._window_reason(float(rn[i]), float(now[i]), float(worth[i]), "")
             todo &= ~fired
         if self.low_worth.rule == "sequential":
-            flags, evalues, level, tests = self.worth_test(table) if tested is None else tested
+            flags, evalues, level, tests = self.worth_test(table, distinct) if tested is None else tested
             for i in np.flatnonzero(todo & (flags != None)).tolist():  # noqa: E711 - elementwise
                 act = str(flags[i])
                 e = float(evalues[1][i] if act == "deprecate" else evalues[0][i])
@@ -718,6 +750,18 @@ class GovernancePolicy:
         # keyed by the numbers' bits (-0.0 and 0.0 print apart).
         rows = np.flatnonzero(todo & (decided != "neutral"))
         conf = np.ascontiguousarray(np.atleast_1d(np.asarray(conf, dtype=float)))
+        if distinct is not None:
+            # The first of the rows of each distinct counts, and where each row's text is; the
+            # counts' distinct rows take -0.0 for 0.0, so the signs of worth and confidence
+            # (which print apart) are part of the key.
+            key = distinct[1][rows].astype(np.int64) * 4 + np.signbit(worth[rows]) * 2 + np.signbit(conf[rows])
+            once, where = np.unique(key, return_index=True, return_inverse=True)[1:]
+            texts = np.empty(once.size, dtype=object)
+            for j, i in enumerate(rows[once].tolist()):
+                texts[j] = rule2.reason(str(decided[i]), float(worth[i]), float(conf[i]))
+            action[rows] = decided[rows]
+            reason[rows] = texts[where.reshape(-1)]
+            rows = rows[:0]  # nothing left for the loop below
         bits = zip(
             decided[rows].tolist(), worth[rows].view(np.int64).tolist(), conf[rows].view(np.int64).tolist(), strict=True
         )

@@ -8,8 +8,9 @@ two SQL statements. The first scans the files with every value mapped and checke
 (:func:`memworth.logs.read.insert_checked`'s own expressions) and groups the rows into a
 table of episodes (size, first timestamp, first (file, row), outcome, confidence, whether
 anything is wrong: a bad value, rows that disagree); a log with anything wrong stops
-there. The second scans the ids again, joins each row to its episode and sums per memory;
-a duplicate (episode, memory) row rides along as a flag.
+there. The second scans the ids again, joins each row to its episode and sums per memory
+into a temporary table the run is scored from; a duplicate (episode, memory) row rides
+along as a flag.
 
 Two things only a few rows need are done for those rows only:
 
@@ -48,7 +49,10 @@ from memworth.logs.format import COLUMNS, ColumnMap
 from memworth.logs.read import EPISODE_KEY, LogError, _describe, _mapping, _select, first_row, format_of
 from memworth.logs.state import DECAY_HORIZON, decay_term
 
-__all__ = ["fast_counts", "recent_episodes"]
+__all__ = ["SUMMED", "fast_counts", "recent_episodes"]
+
+SUMMED = "fast_counts"
+"""The temporary table :func:`fast_counts` leaves each memory's sums in (``counts``' columns)."""
 
 _ROW_COLUMNS = (
     "file, row, episode_id, memory_id, success, ts, score, weight, source, confidence, namespace, context, bad"
@@ -119,10 +123,14 @@ def _clash(present: set[str]) -> str:
 def fast_counts(
     con: Any, files: Sequence[str], columns: ColumnMap, fmt: str | None, half_life: float, w_min: float
 ) -> tuple[int, int] | None:
-    """Sum clean Parquet ``files`` into the (empty) table ``counts`` of ``con``; return (rows, episodes).
+    """Sum clean Parquet ``files`` into the temporary table :data:`SUMMED` of ``con``; return (rows, episodes).
 
-    ``None``: the logs are not Parquet files of one schema, or something in them is
-    wrong; ``counts`` is untouched and the caller takes the checked path, which names it.
+    :data:`SUMMED` has the columns of the state table ``counts`` (and one more); the run
+    scores from it (:func:`memworth.logs.score.score_state`) rather than copying it into
+    ``counts``, whose primary key made the copy 5-6 s at a million memories. ``None``: the
+    logs are not Parquet files of one schema, or something in them is wrong; nothing is
+    left in ``con`` (``counts`` is untouched) and the caller takes the checked path, which
+    names it.
     Uniform credit only (the caller checks), ``half_life`` and ``w_min`` as
     :class:`memworth.logs.state.Counting` has them.
     """
@@ -212,8 +220,9 @@ def fast_counts(
                 FROM credited
             )
             SELECT {"'default' AS namespace" if one else "x.namespace"}, x.memory_id,
-                   fsum(p.s) AS success, fsum(p.f) AS failure, count(*) AS n,
-                   fsum(p.ds) AS decayed_success, fsum(p.df) AS decayed_failure, fsum(p.dn) AS decayed_n,
+                   coalesce(fsum(p.s), 0) AS success, coalesce(fsum(p.f), 0) AS failure, count(*)::DOUBLE AS n,
+                   coalesce(fsum(p.ds), 0) AS decayed_success, coalesce(fsum(p.df), 0) AS decayed_failure,
+                   coalesce(fsum(p.dn), 0) AS decayed_n,
                    list(p.unsure) FILTER (WHERE p.unsure IS NOT NULL) AS unsure
             FROM (SELECT namespace, episode_id, memory_id FROM {rows}) AS x
             JOIN placed p ON p.episode_id = x.episode_id {"" if one else "AND p.namespace = x.namespace"}
@@ -231,12 +240,4 @@ def fast_counts(
     if repeated:  # a duplicate (episode, memory) row: the checked path names it
         con.execute("DROP TABLE fast_counts")
         return None
-    con.execute(
-        """
-        INSERT INTO counts
-        SELECT namespace, memory_id, coalesce(success, 0), coalesce(failure, 0), n,
-               coalesce(decayed_success, 0), coalesce(decayed_failure, 0), coalesce(decayed_n, 0) FROM fast_counts
-        """
-    )
-    con.execute("DROP TABLE fast_counts")
     return int(n_rows), int(episodes)

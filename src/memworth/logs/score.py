@@ -29,7 +29,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.errors import MemworthError, ValidationError
 from memworth.estimators import BetaBound, Decayed, RawWorth, WilsonBound
 from memworth.governance import GovernancePolicy
-from memworth.logs.fast import fast_counts
+from memworth.logs.fast import SUMMED, fast_counts
 from memworth.logs.format import ColumnMap
 from memworth.logs.read import read_logs
 from memworth.logs.state import Counting, create_tables, ingest, new_files
@@ -256,14 +256,39 @@ COUNT_COLUMNS = ("success", "failure", "n", "decayed_success", "decayed_failure"
 """The per-memory sums an engine hands to :func:`score_namespace`."""
 
 
+_SUMS_FROM = {
+    "counts": (
+        "SELECT DISTINCT namespace FROM counts ORDER BY namespace",
+        "SELECT count(*) FROM counts",
+        "SELECT namespace, memory_id, success, failure, n, decayed_success, decayed_failure, decayed_n "
+        "FROM counts WHERE namespace = ? ORDER BY memory_id",
+    ),
+    "fast_counts": (
+        "SELECT DISTINCT namespace FROM fast_counts ORDER BY namespace",
+        "SELECT count(*) FROM fast_counts",
+        "SELECT namespace, memory_id, success, failure, n, decayed_success, decayed_failure, decayed_n "
+        "FROM fast_counts WHERE namespace = ? ORDER BY memory_id",
+    ),
+}
+"""The queries :func:`score_state` reads each memory's sums with, per table it may read them from
+(``fast_counts``: :data:`memworth.logs.fast.SUMMED`)."""
+
+
 def score_state(con: Any, settings: ScoreSettings, *, progress: Progress = False) -> Any:
-    """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory)."""
-    namespaces = [str(r[0]) for r in con.execute("SELECT DISTINCT namespace FROM counts ORDER BY namespace").fetchall()]
-    total = int(con.execute("SELECT count(*) FROM counts").fetchall()[0][0])
+    """One row per memory of the state tables of ``con``, as a pyarrow Table (sorted by namespace, memory).
+
+    The sums are read from ``counts``, or from :data:`memworth.logs.fast.SUMMED` when
+    :func:`memworth.logs.fast.fast_counts` left them there (a run that keeps no state)."""
+    summed = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name = ?", [SUMMED]
+    ).fetchall()[0][0]
+    distinct_namespaces, count_all, one_namespace = _SUMS_FROM[SUMMED if summed else "counts"]
+    namespaces = [str(r[0]) for r in con.execute(distinct_namespaces).fetchall()]
+    total = int(con.execute(count_all).fetchall()[0][0])
     bar = progress_bar(total, "proposals", progress)
     parts: list[dict[str, Any]] = []
     for ns in namespaces:
-        got = con.execute("SELECT * FROM counts WHERE namespace = ? ORDER BY memory_id", [ns]).fetchnumpy()
+        got = con.execute(one_namespace, [ns]).fetchnumpy()
         counts = {"memory_id": np.asarray(got["memory_id"], dtype=object)} | {
             c: np.asarray(got[c], dtype=float) for c in COUNT_COLUMNS
         }
@@ -450,7 +475,7 @@ def score_namespace(
     held_by: list[str | None] = [None] * size
     rule = policy.sequential(policy.low_worth.deprecate_below)  # the confidence sequence, over every memory at once
     seq_lo, seq_hi = per_distinct_counts(table, rule.sequence().interval, rows)
-    tested = policy.worth_test(table)  # the namespace's e-BH test of low worth, as the store runs it (run once)
+    tested = policy.worth_test(table, rows)  # the namespace's e-BH test of low worth, as the store runs it (run once)
     worth_actions = tested[0]
     seq_dep = np.asarray(worth_actions == "deprecate", dtype=bool).reshape(size)
     if found.state is not None:
@@ -470,7 +495,7 @@ def score_namespace(
         window = CountsTable(
             *(np.array([0.0 if r is None else getattr(r, f) for r in recent]) for f in ("success", "failure", "n"))
         )
-    action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested))  # memories without a stream
+    action, proposed, reason = (list(a) for a in policy.propose_table(table, window, tested=tested, distinct=rows))  # memories without a stream
     streamed = [row for row, mid in enumerate(memory.tolist()) if mid in found.streams] if found.streams else []
     if streamed:  # change detection on: those with an outcome stream go one by one
         counted = [Counts(float(table.success[r]), float(table.failure[r]), float(table.n[r])) for r in range(size)]

@@ -39,3 +39,15 @@ def test_every_pick_logs_its_chance_over_the_probe_draws(exploration: float) -> 
         (p,) = chances
         sd = (p * (1 - p) / runs) ** 0.5
         assert served[mid] / runs == pytest.approx(p, abs=5 * sd + 1e-9), mid
+
+
+def test_choose_takes_one_creation_time_for_every_candidate_with_a_quarantined_one() -> None:
+    """``created`` as one time broadcast over the candidates, as scoring takes it: the unproven
+    score of a quarantined candidate indexed it and failed (IndexError) where choose had worked."""
+    s = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, probe_share=1.0)
+    n = np.array([5.0, 5.0])
+    table = CountsTable(0.5 * n, 0.5 * n, n)
+    c = s.choose(
+        "default", ["a", "b"], np.array([0.9, 0.8]), table, np.float64(s.clock()), 1, {}, None, ["re-verify", "normal"]
+    )
+    assert c.selection.picked.tolist() == [0] and c.probe.tolist() == [True]

@@ -525,7 +525,8 @@ class RecallMixin(StoreState):
         if quarantined.any():  # a memory under test ranks no lower than an unproven one
             q = np.flatnonzero(quarantined)
             none = np.zeros(q.size)
-            unproven = self.score(sims[q], CountsTable(none, none, none), np.asarray(created)[q], scoring, None)
+            born = np.broadcast_to(np.asarray(created, dtype=float), scores.shape)[q]  # one time for all, too
+            unproven = self.score(sims[q], CountsTable(none, none, none), born, scoring, None)
             scores = scores.copy()
             scores[q] = np.maximum(scores[q], unproven)
         allowed = ~quarantined

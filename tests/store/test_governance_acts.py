@@ -149,6 +149,29 @@ def test_the_probe_test_reads_only_outcomes_after_those_the_flag_was_raised_on(
     assert p.action == "suppress" and p.numbers["probe_outcomes"] == 3
 
 
+def test_a_flag_set_by_hand_or_restored_reads_only_outcomes_after_it(make_store: Callable[..., MemoryStore]) -> None:
+    """A person's re-verify (CLI, HTTP, MCP: set_standing) and a restored flag are flags too: at a
+    clock that stands still, the outcomes logged before them must not count as their probes.
+    Before, a hand flag was released at once on "40 probes", every one from before it."""
+    s = make_store(exploration=0.0, seed=0, probe_share=0.0, clock=lambda: 1_700_000_000.0)
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for i in range(40):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=i % 4 != 0)
+    flag = s.set_standing("czechoslovakia", "re-verify", reason="a person doubts it")
+    assert flag.settings["numbers"]["flag_outcome_seq"] >= 40
+    assert all(p.memory_id != "czechoslovakia" for p in s.govern().proposals)  # no probe yet: nothing to decide
+    released = s.set_standing("czechoslovakia", "normal", reason="checked")
+    again = s.restore(released.seq, reason="not so sure")
+    assert again.new == "re-verify" and again.settings["numbers"]["flag_outcome_seq"] >= 40
+    s.unpin("czechoslovakia", reason="let the probes decide")
+    assert all(p.memory_id != "czechoslovakia" for p in s.govern().proposals)
+    s.probe_share = 1.0
+    for _ in range(3):
+        s.record(s.recall("capital of czechoslovakia", k=1), success=False)
+    (p,) = [p for p in s.govern().proposals if p.memory_id == "czechoslovakia"]
+    assert p.numbers["probe_outcomes"] == 3
+
+
 def test_a_restore_sticks_until_new_evidence_and_pins_hold_until_unpinned(
     make_store: Callable[..., MemoryStore],
 ) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -187,6 +187,10 @@ class GovernanceMixin(StoreState):
         if "numbers" not in settings:  # what the memory showed when the change was made (a flag's "before")
             worth = float(RawWorth().value(current.counts))
             settings["numbers"] = {"worth": round(worth, 6), "retrievals": current.counts.n}
+        if field_name == "standing" and new == "re-verify":  # whoever flags it: the probes start after this
+            with self._follow_lock:
+                last = self._history(namespace).last_seq
+            settings["numbers"] = {**settings["numbers"], "flag_outcome_seq": int(last)}
         old = getattr(current, field_name)
         if expected is not None and old != expected:  # a proposal made for a state that has gone
             raise ChangedError(
@@ -352,7 +356,6 @@ class GovernanceMixin(StoreState):
         with self._follow_lock:
             followed = self._history(namespace)
             recent = followed.recent(self.policy.staleness.window)
-            read_up_to = followed.last_seq
         streams = self._streams(namespace) if self.policy.change.enabled else {}
         pinned, flagged = decisions.pins(audit), decisions.flags(audit)
         guard = self._guard(namespace)
@@ -383,8 +386,6 @@ class GovernanceMixin(StoreState):
                     stream=streams.get(m.id),
                     worth_flag=worth.get(m.id),
                 )
-                if p is not None and p.action == "re-verify":  # the outcomes it was raised on
-                    p = replace(p, numbers={**p.numbers, "flag_outcome_seq": read_up_to})
             undo = undone.get(m.id)
             if undo is not None and guard is not None and getattr(m, undo.field) == undo.new:
                 p = Proposal(
@@ -411,8 +412,9 @@ class GovernanceMixin(StoreState):
         Outcomes of episodes that also retrieved another suspect (``others``: memories that
         look broken now, or are quarantined themselves) are left out: they tell nothing
         about this memory. So are the outcomes the flag was raised on (up to its
-        ``flag_outcome_seq``, when it states one: govern's flags do, a flag set by hand
-        does not): the failures that raised the alarm are not evidence that it still fails,
+        ``flag_outcome_seq``, the last outcome logged when the flag was written, by govern
+        or by hand (:meth:`_change`); a flag written before it was recorded states none and
+        keeps the time rule): the failures that raised the alarm are not evidence that it still fails,
         and counting them again would tilt the test toward suppression."""
         worth = float(RawWorth().value(m.counts))
         numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}

@@ -23,7 +23,7 @@ from memworth.counts import Counts, CountsTable
 from memworth.credit import normalise
 from memworth.embed.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 from memworth.errors import StoreError, ValidationError
-from memworth.ranking import ScoreRule, Selection, drop, select, with_standing
+from memworth.ranking import ScoreRule, Selection, drop, inclusion_probabilities, select, with_standing
 from memworth.signals.holdout import in_holdout
 from memworth.store.backend import Backend, erased_key
 from memworth.store.filters import RecallFilter
@@ -36,7 +36,7 @@ from memworth.validation import check_context, check_k, check_memory_id, check_n
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory
 
-__all__ = ["FILTERS_KEPT", "UNGOVERNED", "Choice", "Recall", "RecallMixin"]
+__all__ = ["FILTERS_KEPT", "PROBES_DRAWN", "UNGOVERNED", "Choice", "Recall", "RecallMixin", "served_chance"]
 
 FILTERS_KEPT = 32
 """Recall filters whose per-memory answers a store keeps (the least recently used go first)."""
@@ -205,6 +205,49 @@ class _Kept:
             else:
                 out[mid] = kept[mid]
         return out
+
+
+PROBES_DRAWN = 10
+"""Quarantined candidates of one recall drawn for a probe, the best-scored first: the exact
+chance of each pick sums over every outcome of their draws (2 ** PROBES_DRAWN at most)."""
+
+
+def _probe_eligible(scores: np.ndarray, quarantined: np.ndarray) -> np.ndarray:
+    """The quarantined candidates a recall draws for a probe: the :data:`PROBES_DRAWN` best-scored."""
+    q = np.flatnonzero(quarantined)
+    out = np.zeros(scores.size, dtype=bool)
+    out[q[np.argsort(-scores[q], kind="stable")[:PROBES_DRAWN]]] = True
+    return out
+
+
+def served_chance(
+    scores: np.ndarray,
+    eligible: np.ndarray,
+    plain: np.ndarray,
+    explorable: np.ndarray,
+    k: int,
+    exploration: float,
+    share: float,
+) -> np.ndarray:
+    """Each candidate's exact chance to be picked when the ``plain`` ones always compete and
+    each ``eligible`` one competes only when its own draw (chance ``share``) lets it: the
+    chance :func:`memworth.ranking.select` picks it among those allowed
+    (:func:`memworth.ranking.inclusion_probabilities`), summed over every outcome of the draws."""
+    drawn = np.flatnonzero(eligible)
+    out = np.zeros(scores.size)
+    for mask in range(1 << drawn.size):
+        chosen = np.array([(mask >> b) & 1 for b in range(drawn.size)], dtype=bool)
+        weight = share ** int(chosen.sum()) * (1.0 - share) ** int((~chosen).sum())
+        if weight == 0.0:
+            continue
+        allowed = plain.copy()
+        allowed[drawn[chosen]] = True
+        keep = np.flatnonzero(allowed)
+        if keep.size == 0:
+            continue
+        order = np.argsort(-scores[keep], kind="stable")
+        out[keep] += weight * inclusion_probabilities(order, explorable[keep], min(int(k), keep.size), exploration)
+    return np.clip(out, 0.0, 1.0)
 
 
 def _wider(n: int, want: int, matched: int) -> int:
@@ -465,7 +508,9 @@ class RecallMixin(StoreState):
         ``probe_share`` of recalls (a fresh draw per recall and memory); when picked it is
         marked a probe and its logged inclusion probability includes that share, so its
         worth keeps learning, inverse-propensity weighting stays exact, and most recalls
-        never serve it. It competes for those recalls with the higher of its score and the
+        never serve it. Exact for every pick: a drawn probe moves the others' chances too,
+        so each pick logs its chance over the draws (:func:`served_chance`; only the
+        :data:`PROBES_DRAWN` best-scored quarantined candidates of a recall are drawn for). It competes for those recalls with the higher of its score and the
         score it would have as an unproven memory (no evidence): its fallen worth is what
         the probes test, so it must not keep the memory from them (a memory whose worth fell
         below every rival's would otherwise never be probed, and never released).
@@ -480,12 +525,15 @@ class RecallMixin(StoreState):
         if quarantined.any():  # a memory under test ranks no lower than an unproven one
             q = np.flatnonzero(quarantined)
             none = np.zeros(q.size)
-            unproven = self.score(sims[q], CountsTable(none, none, none), np.asarray(created)[q], scoring, None)
+            born = np.broadcast_to(np.asarray(created, dtype=float), scores.shape)[q]  # one time for all, too
+            unproven = self.score(sims[q], CountsTable(none, none, none), born, scoring, None)
             scores = scores.copy()
             scores[q] = np.maximum(scores[q], unproven)
         allowed = ~quarantined
-        if quarantined.any() and self.probe_share > 0:
-            allowed |= quarantined & (self._rng.random(scores.size) < self.probe_share)
+        drawn = quarantined.any() and self.probe_share > 0
+        if drawn:
+            eligible = _probe_eligible(scores, quarantined)
+            allowed |= eligible & (self._rng.random(scores.size) < self.probe_share)
         keep = np.flatnonzero(allowed)  # selection and ablation run among the allowed candidates
         kept_scores = scores[keep]
         explorable = (table.n < self.min_evidence)[keep]
@@ -503,7 +551,12 @@ class RecallMixin(StoreState):
             }
         picked = keep[sel.picked]
         probe = quarantined[picked]
-        propensity = np.where(probe, sel.propensity * self.probe_share, sel.propensity)
+        if drawn:  # who else was drawn moves every pick's chance: the chance over the draws
+            every = np.asarray(table.n < self.min_evidence, dtype=bool)
+            chance = served_chance(scores, eligible, ~quarantined, every, k, self.exploration, self.probe_share)
+            propensity = chance[picked]
+        else:
+            propensity = sel.propensity
         if probe.any():
             diagnostics["probes"] = [ids[i] for i in picked[probe]]
         return Choice(Selection(picked, sel.explored, propensity), scores, self._credit(scores[picked]), probe)

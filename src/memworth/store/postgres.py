@@ -402,10 +402,36 @@ whatever the statistics (analysed, a hash join read 3,000 outcomes in 6-7 ms, th
 
 _HISTORY_ITEMS = (
     "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
+    " FROM outcomes o CROSS JOIN LATERAL (SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity,"
+    " i.probe FROM episode_items i WHERE i.namespace = o.namespace AND i.episode_id = o.episode_id OFFSET 0) i"
+    " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position"
+)
+"""The history read's episode items of the outcomes after a sequence number, in log order: each
+outcome's items found by their key (``OFFSET 0`` keeps the subquery from being flattened). The
+plain join, unanalysed, read every item of the namespace into a hash for a tail of the log
+(100,000 outcomes, 4 items each, the last 1,000 read: 400,000 items read for 4,000, 357 ms)."""
+
+_HISTORY_HEADS_ALL = (
+    "SELECT o.seq, o.episode_id, o.success, o.source, o.confidence, o.recorded,"
+    " e.query, e.context, e.created, e.holdout, o.propagation, o.max_hops, o.settings_version"
+    " FROM outcomes o JOIN episodes e ON e.namespace = o.namespace AND e.id = o.episode_id"
+    " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq"
+)
+"""The whole log's read of outcomes with their episodes' heads: a plain join, run with nested
+loops off (:data:`_NO_NESTED_LOOPS`), so the episodes are read once (a hash or merge join) and
+never once per outcome: linear in the namespace whatever its statistics. For a whole log the
+probes per outcome cost 4 to 6 times the hash join (analysed, 100,000 outcomes: 4.1 s against
+0.66 s of server time)."""
+
+_HISTORY_ITEMS_ALL = (
+    "SELECT i.episode_id, i.position, i.memory_id, i.weight, i.propensity, i.probe"
     " FROM outcomes o JOIN episode_items i ON i.namespace = o.namespace AND i.episode_id = o.episode_id"
     " WHERE o.namespace = %s AND o.seq > %s ORDER BY o.seq, i.position"
 )
-"""The history read's episode items of the outcomes after a sequence number, in log order."""
+"""The whole log's read of episode items, in log order: as :data:`_HISTORY_HEADS_ALL`."""
+
+_NO_NESTED_LOOPS = "SELECT current_setting('enable_nestloop'), set_config('enable_nestloop', 'off', true)"
+"""Turns nested loops off to the end of the transaction (and says what the setting was)."""
 
 
 def _ids_filter(unique: Sequence[str]) -> tuple[str, Any]:
@@ -1065,13 +1091,23 @@ class PostgresBackend:
         :meth:`transaction` (read committed, its isolation set by its first statement) the
         items are read after the outcomes: a later snapshot holds every item of every outcome
         the first read, and the items of outcomes it did not are left out.
-        The statements: :data:`_HISTORY_HEADS` and :data:`_HISTORY_ITEMS`."""
+        A part of the log (``after`` at or past the namespace's first outcome: the live
+        statistics' tail) is read by :data:`_HISTORY_HEADS` and :data:`_HISTORY_ITEMS`, a probe
+        per outcome; the whole log (replay, export, the dashboard, the CLI) by
+        :data:`_HISTORY_HEADS_ALL` and :data:`_HISTORY_ITEMS_ALL`, each table read once."""
 
         def work(conn: Any) -> list[tuple[OutcomeRow, Episode]]:
             if getattr(self._held, "conn", None) is None:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            heads = conn.execute(_HISTORY_HEADS, (namespace, after)).fetchall()
-            items = conn.execute(_HISTORY_ITEMS, (namespace, after)).fetchall()
+            first = conn.execute("SELECT min(seq) FROM outcomes WHERE namespace = %s", (namespace,)).fetchone()[0]
+            if first is None or after >= first:  # nothing logged, or a part of the log: a probe per outcome
+                heads = conn.execute(_HISTORY_HEADS, (namespace, after)).fetchall()
+                items = conn.execute(_HISTORY_ITEMS, (namespace, after)).fetchall()
+                return joined(namespace, heads, items)
+            (was, _) = conn.execute(_NO_NESTED_LOOPS).fetchone()
+            heads = conn.execute(_HISTORY_HEADS_ALL, (namespace, after)).fetchall()
+            items = conn.execute(_HISTORY_ITEMS_ALL, (namespace, after)).fetchall()
+            conn.execute("SELECT set_config('enable_nestloop', %s, true)", (was,))  # a held transaction goes on
             return joined(namespace, heads, items)
 
         return list(self._run(work))

@@ -25,12 +25,12 @@ RELEASE_WITHIN = 150
 """Episodes after its flag within which issue 14 asks a useful memory to be released."""
 
 
-def _run(world: str, seeds: list[int], episodes: int, out: Path) -> None:
+def _run(world: str, seeds: list[int], episodes: int, out: Path, settings: dict[str, Any]) -> None:
     import memworth_experiments.governance as governance
     from memworth_experiments.common import load_config
     from memworth_experiments.demo import run_agent  # noqa: F401  (the agent run_seed drives)
     from memworth_experiments.exp5 import CachedEncoder, default_encoder
-    from memworth_experiments.governance import PROTECTIVE, run_seed
+    from memworth_experiments.governance import PROTECTIVE, run_seed, store_settings
 
     cfg = load_config("governance")
     encoder = CachedEncoder(default_encoder())
@@ -46,8 +46,9 @@ def _run(world: str, seeds: list[int], episodes: int, out: Path) -> None:
     governance.tally = tally  # type: ignore[assignment]
     for seed in seeds:
         kept_events.clear()
-        (row,) = run_seed(world, cfg, seed, episodes, encoder, {})
-        events = kept_events[0]
+        arms = {"tuned": store_settings(settings)} if settings else {}
+        row = run_seed(world, cfg, seed, episodes, encoder, arms)[-1]  # the tuned arm, else the governed agent
+        events = kept_events[-1]
         flagged: dict[str, int] = {}
         acts = []
         for e in events:
@@ -121,6 +122,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1500)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--summary", type=Path, nargs="*")
+    parser.add_argument("--probe-share", type=float, help="the store's probe_share (default: the library's)")
+    parser.add_argument("--probe-margin", type=float, help="the policy's probe_margin (default: the library's)")
     args = parser.parse_args()
     if args.summary:
         for path in args.summary:
@@ -128,7 +131,13 @@ def main() -> None:
         return
     if args.world is None or args.out is None:
         parser.error("--world and --out are needed to run")
-    _run(args.world, list(range(args.first_seed, args.first_seed + args.seeds)), args.episodes, args.out)
+    settings: dict[str, Any] = {}
+    if args.probe_share is not None:
+        settings["probe_share"] = args.probe_share
+    if args.probe_margin is not None:
+        settings["policy"] = {"probe_margin": args.probe_margin}
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    _run(args.world, seeds, args.episodes, args.out, settings)
 
 
 if __name__ == "__main__":

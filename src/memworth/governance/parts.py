@@ -274,20 +274,20 @@ class ProbeSettings:
     """The probe test that releases or suppresses a quarantined memory
     (:class:`memworth.governance.verification.ControlTest`, probes against controls; for a flag
     raised before the store logged controls, :class:`memworth.governance.verification.ProbeTest`):
-    ``alpha`` is the chance of releasing a memory still broken (doing harm beyond ``margin``),
+    ``alpha`` is the chance of releasing a memory still broken (raising the failure chance by ``margin``),
     ``beta`` of suppressing one that recovered (does no harm), both in (0, 0.5)."""
 
     alpha: float = 0.05
     beta: float = 0.05
-    margin: float = 2.0
-    """The failure-chance ratio, probes over controls, a released memory is shown to stay
-    below (:class:`memworth.governance.verification.ControlTest`), > 1."""
+    margin: float = 0.2
+    """How much higher than its controls' a released memory's failure chance is shown to stay
+    below (:class:`memworth.governance.verification.ControlTest`), in (0, 1)."""
 
     def __post_init__(self) -> None:
         _plain(self)
         _number(self.alpha, "alpha", 0.0, 0.5, open_ends=True)
         _number(self.beta, "beta", 0.0, 0.5, open_ends=True)
-        _number(self.margin, "margin", 1.0, open_ends=True)
+        _number(self.margin, "margin", 0.0, 1.0, open_ends=True)
 
 
 @dataclass(frozen=True)

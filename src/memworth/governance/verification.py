@@ -145,28 +145,33 @@ class ControlTest:
       contested recall": a failure multiplies it by ``1 + b w (A - q) / q`` and a success by
       ``1 - b w (A - q) / (1 - q)`` (``A`` 1 for a probe, 0 for a control): failures that fall
       on probes and successes on controls, more often than the draw explains, raise it;
-    * *no harm beyond the margin* (``release``), against "the memory multiplies the failure
-      chance by at least ``margin``: ``f1 >= margin f0`` in every contested recall": with
-      ``qm = q margin / (q margin + 1 - q)``, a failure multiplies it by
-      ``1 - b w (A - qm) / (1 - qm)`` and a success by ``1 + b w (A - q) / q``.
+    * *no harm beyond the margin* (``release``), against "the memory raises the failure
+      chance by at least ``margin``: ``f1 >= f0 + margin`` in every contested recall": then a
+      failure is a probe with chance at least ``qf = q / (q + (1 - q) (1 - margin))`` and a
+      success with chance at most ``qs = q (1 - margin) / (q (1 - margin) + 1 - q)`` (the
+      bounds at the worst ``f0``), so a failure multiplies it by ``1 - b w (A - qf) / (1 - qf)``
+      and a success by ``1 + b w (A - qs) / qs``: failures on controls and successes on probes
+      raise it, even when neither arm ever fails.
 
     Guarantee: under its hypothesis each product is a nonnegative supermartingale (given the
     past and the outcome, the arm's expected bet is at most 0), so by Ville's inequality the
     chance that it ever reaches ``1 / alpha`` is at most ``alpha``, however long the memory
     is watched and however often govern looks (the draw's fresh randomness is all it
     assumes: contexts, rivals and rates may change from recall to recall). So a memory that
-    does harm in every contested recall is released with chance at most ``alpha``, and one
-    that does none is suppressed with chance at most ``beta``. Between the two (``f0 < f1 <
-    margin f0``) either may happen; the answer is ``wait`` until one bar is reached.
+    raises the failure chance by ``margin`` or more in every contested recall is released
+    with chance at most ``alpha``, and one that does no harm is suppressed with chance at
+    most ``beta``. Between the two (``f0 < f1 <
+    f0 + margin``) either may happen; the answer is ``wait`` until one bar is reached.
 
     Parameters
     ----------
     alpha
-        Chance of releasing a memory that multiplies the failure chance by ``margin`` or more.
+        Chance of releasing a memory that raises the failure chance by ``margin`` or more.
     beta
         Chance of suppressing a memory that does no harm.
     margin
-        The failure-chance ratio (probe over control) a released memory is shown to stay below, > 1.
+        How much higher than the controls' a released memory's failure chance is shown to
+        stay below (a difference of chances), in (0, 1).
 
     Examples
     --------
@@ -184,7 +189,7 @@ class ControlTest:
 
     alpha: float = 0.05
     beta: float = 0.05
-    margin: float = 2.0
+    margin: float = 0.2
 
     def _check(self) -> None:
         for name in ("alpha", "beta"):
@@ -192,8 +197,8 @@ class ControlTest:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < float(v) < 0.5:
                 raise ValidationError(name, f"must be a number in (0, 0.5), got {v!r}")
         m = self.margin
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or not m > 1:
-            raise ValidationError("margin", f"must be a finite number > 1, got {m!r}")
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < float(m) < 1:
+            raise ValidationError("margin", f"must be a number in (0, 1), got {m!r}")
 
     def statistics(
         self, probe: np.ndarray, share: np.ndarray, success: np.ndarray, weight: np.ndarray
@@ -209,10 +214,11 @@ class ControlTest:
             raise ValidationError("weight", "must be finite and within [0, 1]")
         if q.size and (not np.isfinite(q).all() or (q <= 0).any() or (q >= 1).any()):
             raise ValidationError("share", "must be a chance within (0, 1)")
-        qm = q * self.margin / (q * self.margin + 1 - q)
-        on_success = (a - q) / q  # both tests' bet on a success, up to its sign
+        keep = 1 - float(self.margin)
+        qf = q / (q + (1 - q) * keep)  # a failure's least chance to be a probe under harm by the margin
+        qs = q * keep / (q * keep + 1 - q)  # a success's greatest chance to be a probe under it
         harm = np.where(y, -(a - q) / (1 - q), (a - q) / q)
-        fine = np.where(y, on_success, -(a - qm) / (1 - qm))
+        fine = np.where(y, (a - qs) / qs, -(a - qf) / (1 - qf))
         return _mixture(harm * w), _mixture(fine * w)
 
     def decide(self, probe: np.ndarray, share: np.ndarray, success: np.ndarray, weight: np.ndarray) -> Decision:
@@ -239,7 +245,7 @@ class ControlTest:
         if fine >= release_at:
             return Decision(
                 "release",
-                f"probes against controls say it does no harm (failure ratio below {self.margin:g}): {seen}; "
+                f"probes against controls say it does no harm (failure chance not {self.margin:g} higher): {seen}; "
                 f"log e-value {fine:.2f} >= {release_at:.2f}",
                 numbers,
             )

@@ -50,13 +50,17 @@ def _run(world: str, seeds: list[int], episodes: int, out: Path, settings: dict[
         row = run_seed(world, cfg, seed, episodes, encoder, arms)[-1]  # the tuned arm, else the governed agent
         events = kept_events[-1]
         flagged: dict[str, int] = {}
-        acts = []
+        acts: list[dict[str, Any]] = []
+        stale: list[dict[str, Any]] = []
         for e in events:
             if e["action"] in PROTECTIVE and e["memory"] not in flagged:
                 flagged[e["memory"]] = e["episode"]
-            if e["memory"] != spec["stale"] and e["action"] in ("release", "suppress"):
-                acts.append({k: e[k] for k in ("episode", "memory", "action", "reason")})
+            if e["action"] in ("release", "suppress"):
+                (stale if e["memory"] == spec["stale"] else acts).append(
+                    {k: e[k] for k in ("episode", "memory", "action", "reason")}
+                )
         row["acts"] = acts
+        row["stale_acts"] = stale
         rows.append(row)
         out.write_text(json.dumps(rows, indent=1))
         print(world, seed, row["useful_flagged"], "released:", row["useful_released"], flush=True)
@@ -100,8 +104,10 @@ def summary(path: Path) -> dict[str, Any]:
     twin = (sum(r["early_base_s"] for r in rows), sum(r["early_n"] for r in rows))
     after = (sum(r["after_gov_s"] for r in rows), sum(r["after_n"] for r in rows))
     after_twin = (sum(r["after_base_s"] for r in rows), sum(r["after_n"] for r in rows))
+    stale_released = sum(any(a["action"] == "release" for a in r.get("stale_acts", ())) for r in rows)
     return {
         "runs": len(rows),
+        "stale_released_in_seeds": stale_released,
         "seeds_with_useful_flag": seeds_flagged,
         "useful_flags": flags,
         "released_within_150": within,

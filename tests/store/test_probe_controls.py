@@ -8,6 +8,7 @@ item. Govern's test compares the probes' outcomes with the controls'.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -201,3 +202,58 @@ def _downgrade_to_8(s: MemoryStore) -> None:
     db.execute("DELETE FROM meta WHERE key = ?", (DRAWS_FROM_KEY,))
     db.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
     db.close()
+
+
+def test_the_sidecar_logs_its_controls_too(make_store: Callable[..., MemoryStore]) -> None:
+    """Sidecar.retrieve picks through the same choose: a quarantined candidate in contention is
+    a probe or a control, logged with the episode, and a control is never returned."""
+    from memworth import Sidecar
+
+    s = make_store(exploration=0.0, seed=2, probe_share=0.5)
+    helper = Sidecar(s)
+    candidates = [("doc-a", 0.9), ("doc-b", 0.5), ("doc-c", 0.4)]
+    helper.register([c for c, _ in candidates])
+    s.set_standing("doc-a", "re-verify", reason="check it")
+    arms = []
+    for _ in range(30):
+        got = helper.retrieve(candidates, k=1)
+        (draw,) = got.episode.draws
+        assert draw.memory_id == "doc-a"
+        assert (got.ids == ["doc-a"]) == draw.probe  # served exactly when a probe
+        helper.record(got.episode, success=True)
+        arms.append(draw.probe)
+    assert 0 < sum(arms) < 30
+    assert [p for p, _, _, _ in s.backend.draw_outcomes("default", "doc-a", 0)] == arms
+
+
+def test_the_async_postgres_store_logs_its_controls_through_the_same_plan() -> None:
+    """The native async store awaits the PostgreSQL backend's own plans: its recalls log the
+    draws as the sync store's do, and govern reads them."""
+    import asyncio
+
+    from memworth.aio import AsyncMemoryStore
+    from tests.store.conftest import NO_DISK_WAIT, POSTGRES, with_query
+
+    url = with_query(POSTGRES, schema=f"t_{uuid.uuid4().hex[:16]}", pool_size="2", options=NO_DISK_WAIT)
+
+    async def run() -> tuple[list[bool], list[bool]]:
+        s = await AsyncMemoryStore.open(url, encoder=HashingEncoder(), exploration=0.0, seed=5, probe_share=0.5)
+        try:
+            assert s.native
+            await s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+            await s.set_standing("czechoslovakia", "re-verify", reason="check it")
+            arms = []
+            for _ in range(20):
+                r = await s.recall(QUERY, k=1)
+                (draw,) = r.episode.draws
+                assert ("czechoslovakia" in [m.memory.id for m in r]) == draw.probe
+                arms.append(draw.probe)
+                await s.record(r.episode, success=True)
+            logged = [p for p, _, _, _ in s.store.backend.draw_outcomes("default", "czechoslovakia", 0)]
+            return arms, logged
+        finally:
+            s.store.backend.drop()
+            await s.aclose()
+
+    arms, logged = asyncio.run(run())
+    assert logged == arms and 0 < sum(arms) < 20

@@ -257,3 +257,27 @@ def test_the_async_postgres_store_logs_its_controls_through_the_same_plan() -> N
 
     arms, logged = asyncio.run(run())
     assert logged == arms and 0 < sum(arms) < 20
+
+
+def test_under_a_lower_bound_rule_a_quarantined_memory_whose_worth_fell_is_still_probed(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """LowerBoundBlend ranks an unproven memory at a Wilson bound of 0, so a floor at "the
+    score of an unproven memory" gave a quarantined one nothing: it competes with its worth
+    read at face value (0.5) instead, and is probed (and drawn for controls)."""
+    from memworth.ranking import LowerBoundBlend
+
+    s = make_store(exploration=0.0, seed=0, probe_share=0.5, scoring=LowerBoundBlend(similarity=0.5))
+    s.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+    for mid, text in FACTS.items():  # every memory proven: its lower bound well above 0
+        for _ in range(8):
+            s.record(s.recall(text, k=len(FACTS)).episode, success=mid != "czechoslovakia", used=[mid])
+    s.set_standing("czechoslovakia", "re-verify", reason="check it")
+    served = 0
+    assert [r.memory.id for r in s.recall(QUERY, k=2)] == ["prague", "methods"]  # it is out, ranked below prague
+    for _ in range(20):
+        r = s.recall(QUERY, k=1)
+        (draw,) = r.episode.draws  # in contention for the first place: unproven at face value beats prague
+        served += draw.probe
+        assert [m.memory.id for m in r] == (["czechoslovakia"] if draw.probe else ["prague"])
+    assert 0 < served < 20

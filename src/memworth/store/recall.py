@@ -23,7 +23,15 @@ from memworth.counts import Counts, CountsTable
 from memworth.credit import normalise
 from memworth.embed.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 from memworth.errors import StoreError, ValidationError
-from memworth.ranking import ScoreRule, Selection, drop, inclusion_probabilities, select, with_standing
+from memworth.ranking import (
+    ScoreRule,
+    Selection,
+    at_face_value,
+    drop,
+    inclusion_probabilities,
+    select,
+    with_standing,
+)
 from memworth.signals.holdout import in_holdout
 from memworth.store.backend import Backend, erased_key
 from memworth.store.filters import RecallFilter
@@ -548,7 +556,8 @@ class RecallMixin(StoreState):
         never serve it. Exact for every pick: a drawn probe moves the others' chances too,
         so each pick logs its chance over the draws (:func:`served_chance`; only the
         :data:`PROBES_DRAWN` best-scored quarantined candidates of a recall are drawn for). It competes for those recalls with the higher of its score and the
-        score it would have as an unproven memory (no evidence): its fallen worth is what
+        score it would have as an unproven memory (no evidence, its worth read at face value,
+        :func:`memworth.ranking.at_face_value`, under a lower-bound rule too): its fallen worth is what
         the probes test, so it must not keep the memory from them (a memory whose worth fell
         below every rival's would otherwise never be probed, and never released).
 
@@ -563,7 +572,8 @@ class RecallMixin(StoreState):
             q = np.flatnonzero(quarantined)
             none = np.zeros(q.size)
             born = np.broadcast_to(np.asarray(created, dtype=float), scores.shape)[q]  # one time for all, too
-            unproven = self.score(sims[q], CountsTable(none, none, none), born, scoring, None)
+            face = at_face_value(self.scoring if scoring is None else scoring)  # unproven: 0.5, not a bound of 0
+            unproven = self.score(sims[q], CountsTable(none, none, none), born, face, None)
             scores = scores.copy()
             scores[q] = np.maximum(scores[q], unproven)
         allowed = ~quarantined

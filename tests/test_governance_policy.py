@@ -80,6 +80,8 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"probe_alpha": 0.5}, "probe_alpha", "(0, 0.5)"),
     ({"probe_alpha": True}, "probe_alpha", "number"),
     ({"probe_beta": 0.0}, "probe_beta", "(0, 0.5)"),
+    ({"probe_margin": 0.0}, "probe_margin", "(0, 1)"),
+    ({"probe_margin": 1}, "probe_margin", "(0, 1)"),
     ({"max_quarantined": 1.5}, "max_quarantined", "[0, 1]"),
     ({"change_alpha": 1.0}, "change_alpha", "(0, 1)"),
     ({"change_alpha": "0.05"}, "change_alpha", "number"),

@@ -33,6 +33,7 @@ probability under that policy, so later analysis can weight by inverse propensit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ __all__ = [
     "LowerBoundBlend",
     "ScoreRule",
     "Selection",
+    "at_face_value",
     "drop",
     "select",
     "with_standing",
@@ -139,6 +141,25 @@ class CosineRecencyWorth:
 
 
 ScoreRule = Blend | LowerBoundBlend | CosineRecencyWorth
+
+
+def at_face_value(rule: ScoreRule) -> ScoreRule:
+    """``rule`` reading worth as its point estimate (:class:`memworth.estimators.RawWorth`)
+    where it reads a Wilson lower bound: the rule under which a memory with no evidence
+    ranks as the paper's 0.5 rather than as 0. A quarantined memory competes for its probes
+    with the score it would have unproven (:meth:`memworth.MemoryStore.choose`); under a
+    lower-bound rule that score would be the lowest of all, and it would never be probed.
+
+    Examples
+    --------
+    >>> at_face_value(LowerBoundBlend()).estimator
+    RawWorth(no_evidence=0.5)
+    >>> at_face_value(Blend()) == Blend()
+    True
+    """
+    if isinstance(rule.estimator, WilsonBound):
+        return dataclasses.replace(rule, estimator=RawWorth())
+    return rule
 
 
 def with_standing(rule: ScoreRule, scores: np.ndarray, standing: object, similarity: object) -> np.ndarray:

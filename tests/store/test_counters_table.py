@@ -47,7 +47,7 @@ def _fill(store: MemoryStore) -> None:
 
 def _same_answers(original: MemoryStore, migrated: MemoryStore) -> None:
     a, b = original.backend, migrated.backend
-    assert b.get_meta("schema_version") == str(SCHEMA_VERSION) == "8"
+    assert b.get_meta("schema_version") == str(SCHEMA_VERSION) == "9"
     for ns in ("default", "tenant-b"):
         before, after = a.memories(ns), b.memories(ns)
         assert after == before and len(after) == 3

@@ -307,7 +307,7 @@ def test_a_version_3_sqlite_store_gains_expiry(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder()) as store:
-        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "8"
+        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "9"
         assert store.get("old").expires is None and store.get("old").text == "an old memory"
         store.delete("old", reason="migrated stores erase too")
         assert store.list() == []
@@ -333,7 +333,7 @@ def test_a_version_3_postgres_store_gains_expiry() -> None:
         )
     store = MemoryStore.open(url, encoder=HashingEncoder())
     try:
-        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "8"
+        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "9"
         assert store.get("old").expires is None
         store.add("a new one", id="new", ttl=5)
         assert store.get("new").expires is not None

@@ -52,7 +52,7 @@ def test_a_version_5_postgres_store_gains_a_settings_version_per_outcome() -> No
         )
     store = MemoryStore.open(url, encoder=HashingEncoder())
     try:
-        assert store.backend.get_meta("schema_version") == "8"
+        assert store.backend.get_meta("schema_version") == "9"
         (old,) = store.backend.outcome_log()
         assert (old.episode_id, old.propagation, old.max_hops, old.settings_version) == ("old", 0.7, 3, None)
         store.record(store.recall("rivers", k=1), True)
@@ -61,7 +61,7 @@ def test_a_version_5_postgres_store_gains_a_settings_version_per_outcome() -> No
         assert [o.settings_version for o in store.backend.outcome_log()] == [None, 0, 1]
         assert store.get("r").counts.n == 3 and store.replay().consistent
         again = MemoryStore.open(url)  # a second open finds nothing to do
-        assert again.backend.get_meta("schema_version") == "8" and again.settings_version == 1
+        assert again.backend.get_meta("schema_version") == "9" and again.settings_version == 1
         again.close()
     finally:
         drop(store)

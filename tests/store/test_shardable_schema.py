@@ -175,7 +175,7 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
     migrated = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"), encoder=HashingEncoder(), seed=3)
     try:
         a, b = original.backend, migrated.backend
-        assert b.get_meta("schema_version") == str(SCHEMA_VERSION) == "8"
+        assert b.get_meta("schema_version") == str(SCHEMA_VERSION) == "9"
         for ns in ("default", "tenant-b"):
             assert b.memories(ns) == a.memories(ns)
             assert b.history(ns) == a.history(ns)
@@ -202,7 +202,7 @@ def test_a_version_6_postgres_store_migrates_to_shardable_keys(schemas: list[str
         with pytest.raises(DuplicateError, match="a0"):
             migrated.record("a0", True)
         again = MemoryStore.open(with_query(POSTGRES, schema=old, pool_size="2"))  # nothing left to do
-        assert again.backend.get_meta("schema_version") == "8"
+        assert again.backend.get_meta("schema_version") == "9"
         again.close()
     finally:
         migrated.close()

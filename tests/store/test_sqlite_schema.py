@@ -83,7 +83,7 @@ def test_a_version_5_store_gains_a_settings_version_per_outcome(tmp_path: Path) 
     db.close()
     url = f"sqlite:///{path}"
     with MemoryStore.open(url, encoder=HashingEncoder()) as store:
-        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "8"
+        assert store.backend.get_meta("schema_version") == str(SCHEMA_VERSION) == "9"
         (old,) = store.backend.outcome_log()
         assert (old.episode_id, old.propagation, old.max_hops, old.settings_version) == ("old", 0.7, 3, None)
         assert store.settings_version == 0  # never set: the defaults
@@ -93,5 +93,5 @@ def test_a_version_5_store_gains_a_settings_version_per_outcome(tmp_path: Path) 
         assert [o.settings_version for o in store.backend.outcome_log()] == [None, 0, 1]
         assert store.get("r").counts.n == 3 and store.replay().consistent
     with MemoryStore.open(url) as store:  # a second open finds nothing to do
-        assert store.backend.get_meta("schema_version") == "8" and store.settings_version == 1
+        assert store.backend.get_meta("schema_version") == "9" and store.settings_version == 1
         assert [o.settings_version for o in store.backend.outcome_log()] == [None, 0, 1]

@@ -209,7 +209,7 @@ def test_a_version_1_sqlite_store_is_migrated(tmp_path: Path) -> None:
     db.close()
     for _ in range(2):  # a second open finds nothing to do
         with MemoryStore.open(f"sqlite:///{path}", encoder=HashingEncoder(), holdout=0.5) as store:
-            assert store.backend.get_meta("schema_version") == "8"
+            assert store.backend.get_meta("schema_version") == "9"
             # version 3: each outcome learnt its episode's namespace, and a namespace's log reads alone
             assert [(o.episode_id, o.namespace) for o in store.backend.outcome_log()] == [("old", "default"), ("other", "b")]
             assert [o.episode_id for o in store.backend.outcome_log("b")] == ["other"]

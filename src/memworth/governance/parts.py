@@ -272,16 +272,22 @@ class ChangeSettings:
 @dataclass(frozen=True)
 class ProbeSettings:
     """The probe test that releases or suppresses a quarantined memory
-    (:class:`memworth.governance.verification.ProbeTest`): ``alpha`` is the chance of releasing a
-    memory still broken, ``beta`` of suppressing one that recovered, both in (0, 0.5)."""
+    (:class:`memworth.governance.verification.ControlTest`, probes against controls; for a flag
+    raised before the store logged controls, :class:`memworth.governance.verification.ProbeTest`):
+    ``alpha`` is the chance of releasing a memory still broken (raising the failure chance by ``margin``),
+    ``beta`` of suppressing one that recovered (does no harm), both in (0, 0.5)."""
 
     alpha: float = 0.05
     beta: float = 0.05
+    margin: float = 0.2
+    """How much higher than its controls' a released memory's failure chance is shown to stay
+    below (:class:`memworth.governance.verification.ControlTest`), in (0, 1)."""
 
     def __post_init__(self) -> None:
         _plain(self)
         _number(self.alpha, "alpha", 0.0, 0.5, open_ends=True)
         _number(self.beta, "beta", 0.0, 0.5, open_ends=True)
+        _number(self.margin, "margin", 0.0, 1.0, open_ends=True)
 
 
 @dataclass(frozen=True)
@@ -361,6 +367,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "change_hold_apart": ("change", "hold_apart"),
     "probe_alpha": ("probes", "alpha"),
     "probe_beta": ("probes", "beta"),
+    "probe_margin": ("probes", "margin"),
     "max_changes_per_day": ("limits", "max_changes_per_day"),
     "max_quarantined": ("limits", "max_quarantined"),
     "pin_evidence": ("limits", "pin_evidence"),

@@ -58,7 +58,7 @@ from memworth.governance.parts import (
     StalenessSettings,
     StandingSettings,
 )
-from memworth.governance.verification import ProbeTest
+from memworth.governance.verification import ControlTest, ProbeTest
 from memworth.policy import DecisionRule, DeprecationRule, Taxonomy, ValueClass
 from memworth.signals.change_detection import BernoulliCusum, ContextCheck, OutcomeStream
 from memworth.signals.confidence_sequences import SequentialDeprecation
@@ -345,8 +345,13 @@ class GovernancePolicy:
         return HoldoutGuard(self.holdout_guard.alpha)
 
     def probe_test(self) -> ProbeTest:
-        """The sequential test that resolves a quarantined memory from its probe outcomes."""
+        """The probe-only sequential test: resolves a quarantined memory flagged before its
+        store logged controls (schema 9), from its probe outcomes against its flag's rates."""
         return ProbeTest(self.probes.alpha, self.probes.beta)
+
+    def control_test(self) -> ControlTest:
+        """The randomised test that resolves a quarantined memory: its probes against its controls."""
+        return ControlTest(self.probes.alpha, self.probes.beta, self.probes.margin)
 
     def detector(self) -> BernoulliCusum:
         """The change detector behind the change-detection test of re-verify."""
@@ -627,6 +632,7 @@ class GovernancePolicy:
             found = make("re-verify", "; ".join(stale))
             if found:
                 return found
+
         def protect(action: str, reason: str) -> Proposal | None:
             """Suppress or deprecate, unless a memory in alarm came with at least half of its
             recent failures (``OutcomeStream.window_explained_by``): those failures are that

@@ -24,7 +24,7 @@ from memworth.sidecar.arguments import (
 from memworth.sidecar.records import Ranked, Retrieval
 from memworth.store.backend import NewMemory
 from memworth.store.configuring import WrapsStore
-from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory
+from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, ProbeDraw
 from memworth.store.report import MemoryReport, worth_of
 from memworth.store.steps import Call, Steps, run
 from memworth.store.store import (
@@ -330,12 +330,14 @@ class Sidecar(WrapsStore):
             sel = Selection(order, np.zeros(order.size, dtype=bool), np.ones(order.size))
             weights = self.store._credit(sims[order])
             probe = np.zeros(order.size, dtype=bool)
+            draws: tuple[ProbeDraw, ...] = ()
             diagnostics["holdout"] = True
         else:
             ids, sims, table, created, known = yield from self._rank_steps(candidates, namespace)
             standing = [known[mid].standing if mid in known else "normal" for mid in ids]
             choice = self.store.choose(namespace, ids, sims, table, created, k, diagnostics, scoring, standing)
             sel, scores, weights, probe = choice.selection, choice.scores, choice.weights, choice.probe
+            draws = choice.draws
         picked = [ids[i] for i in sel.picked]
         yield from self._ensure_steps(picked, known, namespace)
         items = tuple(
@@ -343,7 +345,7 @@ class Sidecar(WrapsStore):
             for pos, (mid, w, p, q) in enumerate(zip(picked, weights, sel.propensity, probe, strict=True))
         )
         episode = yield from self._log_steps(
-            items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout"))
+            items, query, context, namespace, eid, holdout=bool(diagnostics.get("holdout")), draws=draws
         )
         results = self._ranked(ids, sims, scores, table, known, sel.picked, sel.propensity, sel.explored, probe)
         return Retrieval(episode, tuple(results), diagnostics)
@@ -410,9 +412,10 @@ class Sidecar(WrapsStore):
         episode_id: str | None = None,
         *,
         holdout: bool = False,
+        draws: tuple[ProbeDraw, ...] = (),
     ) -> Steps[Episode]:
         eid = uuid.uuid4().hex if episode_id is None else episode_id
-        episode = Episode(eid, namespace, query, context, self.store.clock(), items, holdout=holdout)
+        episode = Episode(eid, namespace, query, context, self.store.clock(), items, holdout=holdout, draws=draws)
         yield Call("insert_episode", (episode,))
         return episode
 

@@ -23,10 +23,12 @@ from memworth.errors import ChangedError, DuplicateError, ValidationError
 from memworth.store.records import AuditEntry, Episode, EpisodeItem, Memory, OutcomeRow, Verification
 
 __all__ = [
+    "DRAWS_FROM_KEY",
     "ERASE",
     "NOTE_FIELDS",
     "REQUIRES",
     "Backend",
+    "DrawOutcome",
     "Increment",
     "NewMemory",
     "changed",
@@ -42,7 +44,13 @@ __all__ = [
     "shareable",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
+DRAWS_FROM_KEY = "probe_draws_from_audit"
+"""The meta key holding the last audit seq of a store when it began logging probe draws
+(schema 9; 0 for a store made since): a re-verify flag at or below it has no draws logged."""
+DrawOutcome = tuple[bool, float, bool, float]
+"""One outcome of a probe draw (:meth:`Backend.draw_outcomes`): whether the draw made it a
+probe (else a control), the chance it had to, the outcome (success) and its confidence."""
 NOTE_FIELDS = ("pin", "verification")
 """Audit entries that record a decision without changing a column (pins, verifier failures)."""
 ERASE = "erase"
@@ -212,6 +220,16 @@ class Backend(Protocol):
         """How many outcomes the namespace holds: as many as :meth:`history` returns from 0
         (a reader that follows the log by sequence number checks with it that no outcome
         committed after a later one was read)."""
+        ...
+
+    def draw_outcomes(
+        self, namespace: str, memory_id: str, after: int, exclude: Sequence[str] = ()
+    ) -> list[DrawOutcome]:
+        """The outcomes (log sequence number above ``after``) of the namespace's episodes that
+        drew ``memory_id`` for a probe (:class:`memworth.store.records.ProbeDraw`), in commit
+        order, leaving out episodes that retrieved any of ``exclude``: per outcome whether the
+        draw made it a probe (else a control), the draw's chance to, the outcome and its
+        confidence."""
         ...
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:

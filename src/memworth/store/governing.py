@@ -34,7 +34,7 @@ from memworth.progress import Bar, Progress
 from memworth.progress import bar as progress_bar
 from memworth.signals.sources import BurstAlert
 from memworth.store import decisions
-from memworth.store.backend import ERASE, REQUIRES, NewMemory
+from memworth.store.backend import DRAWS_FROM_KEY, ERASE, REQUIRES, NewMemory
 from memworth.store.followed import Followed
 from memworth.store.records import STANDINGS, STATUSES, AuditEntry, Memory
 from memworth.store.report import MemoryReport, assess
@@ -371,11 +371,14 @@ class GovernanceMixin(StoreState):
         active = [m for m in everyone if m.status == "active"]
         worth = dict(zip((m.id for m in active), self.policy.worth_flags([m.counts for m in active]), strict=True))
         out: dict[str, _Decision] = {}
+        draws_from: int | None = None
         for m in chosen:
             p = None
             flag = flagged.get(m.id)
             if m.status == "active" and m.standing == "re-verify" and flag is not None:
-                p = self._probe_proposal(m, flag, followed, suspects - {m.id})
+                if draws_from is None:
+                    draws_from = int(self.backend.get_meta(DRAWS_FROM_KEY) or 0)
+                p = self._probe_proposal(m, flag, followed, suspects - {m.id}, draws_from)
             if p is None:
                 p = self.policy.propose(
                     m.id,
@@ -406,8 +409,19 @@ class GovernanceMixin(StoreState):
                 shown.update(1)
         return out, guard, max((e.seq for e in audit), default=0)
 
-    def _probe_proposal(self, m: Memory, flag: AuditEntry, followed: Followed, others: set[str]) -> Proposal | None:
+    def _probe_proposal(
+        self, m: Memory, flag: AuditEntry, followed: Followed, others: set[str], draws_from: int = 0
+    ) -> Proposal | None:
         """Release or suppress a quarantined memory when its probe outcomes decide (else None).
+
+        The test (:meth:`GovernancePolicy.control_test`) compares the outcomes of the recalls
+        where a random draw served the memory (probes) with those where it held the memory out
+        (controls), both logged with their episodes (:class:`memworth.store.records.ProbeDraw`).
+        A flag raised before the store logged draws (its audit seq at most ``draws_from``, the
+        store's :data:`memworth.store.backend.DRAWS_FROM_KEY`), one that states no
+        ``flag_outcome_seq``, and any flag in a store whose ``probe_share`` is 1 (every recall
+        in contention serves the memory) have no controls: the probe-only test
+        (:meth:`GovernancePolicy.probe_test`) resolves it, on the memory's retrievals since.
 
         Outcomes of episodes that also retrieved another suspect (``others``: memories that
         look broken now, or are quarantined themselves) are left out: they tell nothing
@@ -420,12 +434,17 @@ class GovernanceMixin(StoreState):
         numbers = flag.settings.get("numbers", {}) if isinstance(flag.settings, dict) else {}
         read = numbers.get("flag_outcome_seq") if isinstance(numbers, dict) else None
         after_seq = int(read) if isinstance(read, int) and not isinstance(read, bool) else None
-        with self._follow_lock:
-            success, confidence = followed.retrievals_since(m.id, flag.at, others, after_seq)
-        evidence = decisions.probe_evidence(success, confidence, flag, worth, float(self.policy.change.odds_ratio))
-        decision = self.policy.probe_test().decide(
-            evidence.success, evidence.weight, before=evidence.before, after=evidence.after
-        )
+        if after_seq is not None and flag.seq > draws_from and self.probe_share < 1:
+            rows = self.backend.draw_outcomes(m.namespace, m.id, after_seq, sorted(others))
+            columns = [np.array([r[c] for r in rows], dtype=t) for c, t in enumerate((bool, float, bool, float))]
+            decision = self.policy.control_test().decide(*columns)
+        else:
+            with self._follow_lock:
+                success, confidence = followed.retrievals_since(m.id, flag.at, others, after_seq)
+            evidence = decisions.probe_evidence(success, confidence, flag, worth, float(self.policy.change.odds_ratio))
+            decision = self.policy.probe_test().decide(
+                evidence.success, evidence.weight, before=evidence.before, after=evidence.after
+            )
         if decision.action == "wait":
             return None
         numbers = {"worth": round(worth, 6), "retrievals": m.counts.n, "flag_seq": flag.seq}

@@ -23,6 +23,7 @@ from memworth.store.backend import (
     ERASE,
     NOTE_FIELDS,
     SCHEMA_VERSION,
+    DrawOutcome,
     Increment,
     NewMemory,
     changed,
@@ -312,6 +313,21 @@ class MemoryBackend:
                 for o in self._outcomes
                 if o.namespace == namespace and o.seq > after and o.episode_id in self._episodes
             ]
+
+    def draw_outcomes(
+        self, namespace: str, memory_id: str, after: int, exclude: Sequence[str] = ()
+    ) -> list[DrawOutcome]:
+        banned = set(exclude)
+        out: list[DrawOutcome] = []
+        with self._lock:
+            for o in self._outcomes:
+                ep = self._episodes.get(o.episode_id)
+                if o.namespace != namespace or o.seq <= after or ep is None or not ep.draws:
+                    continue
+                if banned and any(it.memory_id in banned for it in ep.items):
+                    continue
+                out += [(d.probe, d.share, o.success, o.confidence) for d in ep.draws if d.memory_id == memory_id]
+        return out
 
     def outcome_count(self, namespace: str) -> int:
         with self._lock:

@@ -72,6 +72,7 @@ from memworth.store.backend import (
     NOTE_FIELDS,
     OUTCOME_COLUMNS,
     SCHEMA_VERSION,
+    DrawOutcome,
     Increment,
     NewMemory,
     ambiguous_episode,
@@ -255,6 +256,25 @@ MIGRATIONS: dict[int, list[str]] = {
         " SELECT namespace, id, success, failure, n, updated FROM memories",
         "ALTER TABLE memories DROP COLUMN success, DROP COLUMN failure, DROP COLUMN n, DROP COLUMN updated",
         "DROP INDEX IF EXISTS outcomes_by_time",
+    ],
+    # 9: the probe draws of quarantined memories (issue 14): in a recall where a quarantined
+    # memory would be served if allowed, a random draw makes it a probe (allowed) or a control
+    # (held out), logged here beside the episode (keyed by namespace, so it shards with it),
+    # never as an item (no counter, credit or replay reads this table). Flags raised up to the
+    # audit entry recorded in meta ``probe_draws_from_audit`` have no draws logged for them and
+    # keep the probe-only test.
+    9: [
+        """CREATE TABLE IF NOT EXISTS probe_draws (
+            namespace TEXT NOT NULL,
+            episode_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL,
+            probe BOOLEAN NOT NULL,
+            share DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (namespace, episode_id, memory_id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS probe_draws_by_memory ON probe_draws (namespace, memory_id)",
+        "INSERT INTO meta SELECT 'probe_draws_from_audit', COALESCE(MAX(seq), 0)::text FROM audit"
+        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
     ],
 }
 
@@ -930,6 +950,11 @@ class PostgresBackend:
                         for it in episode.items
                     ],
                 )
+            if episode.draws:
+                yield Many(
+                    "INSERT INTO probe_draws (namespace, episode_id, memory_id, probe, share) VALUES (%s,%s,%s,%s,%s)",
+                    [(episode.namespace, episode.id, d.memory_id, d.probe, d.share) for d in episode.draws],
+                )
 
         return Plan(steps(), "write")
 
@@ -1118,6 +1143,26 @@ class PostgresBackend:
             return int(n)
 
         return int(self._run(work))
+
+    def draw_outcomes(
+        self, namespace: str, memory_id: str, after: int, exclude: Sequence[str] = ()
+    ) -> list[DrawOutcome]:
+        return self._do(self.plan_draw_outcomes(namespace, memory_id, after, exclude))
+
+    def plan_draw_outcomes(self, namespace: str, memory_id: str, after: int, exclude: Sequence[str] = ()) -> Plan:
+        sql = (
+            "SELECT d.probe, d.share, o.success, o.confidence FROM probe_draws d"
+            " JOIN outcomes o ON o.namespace = d.namespace AND o.episode_id = d.episode_id"
+            " WHERE d.namespace = %s AND d.memory_id = %s AND o.seq > %s"
+            " AND NOT EXISTS (SELECT 1 FROM episode_items i WHERE i.namespace = d.namespace"
+            " AND i.episode_id = d.episode_id AND i.memory_id = ANY(%s))"
+            " ORDER BY o.seq"
+        )
+        return _one_read(
+            sql,
+            (namespace, memory_id, int(after), sorted(set(exclude))),
+            lambda rows: [(bool(p), float(q), bool(ok), float(c)) for p, q, ok, c in rows],
+        )
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         return self._do(self.plan_outcomes_since(since, source, namespace))

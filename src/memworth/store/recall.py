@@ -23,11 +23,19 @@ from memworth.counts import Counts, CountsTable
 from memworth.credit import normalise
 from memworth.embed.vector_index import ExactIndex, HNSWIndex, VectorIndex, faiss_available
 from memworth.errors import StoreError, ValidationError
-from memworth.ranking import ScoreRule, Selection, drop, inclusion_probabilities, select, with_standing
+from memworth.ranking import (
+    ScoreRule,
+    Selection,
+    at_face_value,
+    drop,
+    inclusion_probabilities,
+    select,
+    with_standing,
+)
 from memworth.signals.holdout import in_holdout
 from memworth.store.backend import Backend, erased_key
 from memworth.store.filters import RecallFilter
-from memworth.store.records import Episode, EpisodeItem, Memory, Recalled
+from memworth.store.records import Episode, EpisodeItem, Memory, ProbeDraw, Recalled
 from memworth.store.report import worth_of
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
@@ -36,7 +44,16 @@ from memworth.validation import check_context, check_k, check_memory_id, check_n
 if TYPE_CHECKING:
     from memworth.store.hot import HotMemory
 
-__all__ = ["FILTERS_KEPT", "PROBES_DRAWN", "UNGOVERNED", "Choice", "Recall", "RecallMixin", "served_chance"]
+__all__ = [
+    "FILTERS_KEPT",
+    "PROBES_DRAWN",
+    "UNGOVERNED",
+    "Choice",
+    "Recall",
+    "RecallMixin",
+    "in_contention",
+    "served_chance",
+]
 
 FILTERS_KEPT = 32
 """Recall filters whose per-memory answers a store keeps (the least recently used go first)."""
@@ -86,6 +103,9 @@ class Choice:
     scores: np.ndarray
     weights: np.ndarray
     probe: np.ndarray
+    draws: tuple[ProbeDraw, ...] = ()
+    """The probe draws of the quarantined candidates in contention (:func:`in_contention`):
+    each a probe (allowed to compete) or a control (held out), to log with the episode."""
 
 
 class _Content(NamedTuple):
@@ -217,6 +237,30 @@ def _probe_eligible(scores: np.ndarray, quarantined: np.ndarray) -> np.ndarray:
     q = np.flatnonzero(quarantined)
     out = np.zeros(scores.size, dtype=bool)
     out[q[np.argsort(-scores[q], kind="stable")[:PROBES_DRAWN]]] = True
+    return out
+
+
+def in_contention(scores: np.ndarray, eligible: np.ndarray, plain: np.ndarray, k: int) -> np.ndarray:
+    """The ``eligible`` quarantined candidates that would be served if their draw let them:
+    those that, competing alone beside the ``plain`` candidates, rank among the first ``k``
+    by score (fewer than ``k`` plain candidates score higher, or as high and come earlier:
+    the order :func:`memworth.ranking.select` ranks in). Decided from the scores alone,
+    before any draw, so which of them become probes and which controls is left to the draw
+    only: the split is randomised.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> scores = np.array([0.9, 0.8, 0.85, 0.1])
+    >>> plain = np.array([True, True, False, False])
+    >>> in_contention(scores, ~plain, plain, k=2).tolist()
+    [False, False, True, False]
+    """
+    out = np.zeros(scores.size, dtype=bool)
+    rivals = np.flatnonzero(plain)
+    for i in np.flatnonzero(eligible):
+        ahead = (scores[rivals] > scores[i]) | ((scores[rivals] == scores[i]) & (rivals < i))
+        out[i] = int(ahead.sum()) < int(k)
     return out
 
 
@@ -375,6 +419,7 @@ class RecallMixin(StoreState):
             return held_out
         picked_results: list[Recalled] = []
         items: list[EpisodeItem] = []
+        draws: tuple[ProbeDraw, ...] = ()
         hot: builtins.list[HotMemory] | None = None
         if tier == "hot" and flt is not None:
             diagnostics["hot_tier"] = (
@@ -445,7 +490,7 @@ class RecallMixin(StoreState):
             choice = self.choose(
                 namespace, cand.ids, cand_sims, table, cand.created, k, diagnostics, standing=cand.standing
             )
-            sel, scores, weights = choice.selection, choice.scores, choice.weights
+            sel, scores, weights, draws = choice.selection, choice.scores, choice.weights, choice.draws
             picked = yield from cand.memories_steps(namespace, sel.picked.tolist(), None if space is None else space.kept)
             shown = worth_of(self.policy, CountsTable(*(np.asarray(col)[sel.picked] for col in table)))
             for pos, (i, w, p, ex) in enumerate(zip(sel.picked, weights, sel.propensity, sel.explored, strict=True)):
@@ -466,7 +511,7 @@ class RecallMixin(StoreState):
                         probe,
                     )
                 )
-        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items))
+        episode = Episode(eid, namespace, query, context, self.clock(), tuple(items), draws=draws)
         yield Call("insert_episode", (episode,))
         return Recall(episode, tuple(picked_results), diagnostics)
 
@@ -511,7 +556,8 @@ class RecallMixin(StoreState):
         never serve it. Exact for every pick: a drawn probe moves the others' chances too,
         so each pick logs its chance over the draws (:func:`served_chance`; only the
         :data:`PROBES_DRAWN` best-scored quarantined candidates of a recall are drawn for). It competes for those recalls with the higher of its score and the
-        score it would have as an unproven memory (no evidence): its fallen worth is what
+        score it would have as an unproven memory (no evidence, its worth read at face value,
+        :func:`memworth.ranking.at_face_value`, under a lower-bound rule too): its fallen worth is what
         the probes test, so it must not keep the memory from them (a memory whose worth fell
         below every rival's would otherwise never be probed, and never released).
 
@@ -526,14 +572,21 @@ class RecallMixin(StoreState):
             q = np.flatnonzero(quarantined)
             none = np.zeros(q.size)
             born = np.broadcast_to(np.asarray(created, dtype=float), scores.shape)[q]  # one time for all, too
-            unproven = self.score(sims[q], CountsTable(none, none, none), born, scoring, None)
+            face = at_face_value(self.scoring if scoring is None else scoring)  # unproven: 0.5, not a bound of 0
+            unproven = self.score(sims[q], CountsTable(none, none, none), born, face, None)
             scores = scores.copy()
             scores[q] = np.maximum(scores[q], unproven)
         allowed = ~quarantined
         drawn = quarantined.any() and self.probe_share > 0
+        draws: tuple[ProbeDraw, ...] = ()
         if drawn:
             eligible = _probe_eligible(scores, quarantined)
-            allowed |= eligible & (self._rng.random(scores.size) < self.probe_share)
+            contending = in_contention(scores, eligible, ~quarantined, k)  # before the draw
+            lets = self._rng.random(scores.size) < self.probe_share
+            allowed |= eligible & lets
+            share = float(self.probe_share)
+            if share < 1:  # at share 1 every contender competes: no control to log
+                draws = tuple(ProbeDraw(ids[i], bool(lets[i]), share) for i in np.flatnonzero(contending).tolist())
         keep = np.flatnonzero(allowed)  # selection and ablation run among the allowed candidates
         kept_scores = scores[keep]
         explorable = (table.n < self.min_evidence)[keep]
@@ -559,7 +612,9 @@ class RecallMixin(StoreState):
             propensity = sel.propensity
         if probe.any():
             diagnostics["probes"] = [ids[i] for i in picked[probe]]
-        return Choice(Selection(picked, sel.explored, propensity), scores, self._credit(scores[picked]), probe)
+        if draws:
+            diagnostics["controls"] = [d.memory_id for d in draws if not d.probe]
+        return Choice(Selection(picked, sel.explored, propensity), scores, self._credit(scores[picked]), probe, draws)
 
     def holdout_episode(self, episode_id: str) -> bool:
         """Whether the episode ``episode_id`` recalls without governance (the ``holdout`` share)."""

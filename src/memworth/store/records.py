@@ -17,6 +17,7 @@ __all__ = [
     "EpisodeItem",
     "Memory",
     "OutcomeRow",
+    "ProbeDraw",
     "Recalled",
     "Verification",
 ]
@@ -75,6 +76,22 @@ class EpisodeItem:
 
 
 @dataclass(frozen=True)
+class ProbeDraw:
+    """One randomised draw of a quarantined memory in contention for a recall
+    (:meth:`memworth.MemoryStore.choose`): whether the draw let it compete (``probe``, with
+    chance ``share``) or held it out (a *control*: it was not served, whatever else happened).
+
+    A draw is logged with its episode (table ``probe_draws`` on the SQL backends) and never
+    becomes an episode item: it reaches no recall result, counter, credit or replay. The probe
+    test compares the outcomes of the probe draws with those of the control draws.
+    """
+
+    memory_id: str
+    probe: bool
+    share: float
+
+
+@dataclass(frozen=True)
 class Episode:
     """The handle of one recall: pass it (or its id) to ``MemoryStore.record``."""
 
@@ -86,6 +103,10 @@ class Episode:
     items: tuple[EpisodeItem, ...]
     holdout: bool = False
     """Recalled without governance (similarity only), for :meth:`MemoryStore.holdout_report`."""
+    draws: tuple[ProbeDraw, ...] = field(default=(), compare=False)
+    """The probe draws of quarantined memories in contention for this recall (probes and
+    controls, :class:`ProbeDraw`): written with the episode; reads of the episode do not
+    return them (the probe test reads them with their outcomes, ``Backend.draw_outcomes``)."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from memworth.store.backend import (
     NOTE_FIELDS,
     OUTCOME_COLUMNS,
     SCHEMA_VERSION,
+    DrawOutcome,
     Increment,
     NewMemory,
     changed,
@@ -204,6 +205,24 @@ MIGRATIONS: dict[int, str] = {
     CREATE INDEX memories_by_expiry ON memories (namespace, expires) WHERE expires IS NOT NULL;
     CREATE INDEX memories_by_seq ON memories (namespace, seq);
     DROP INDEX IF EXISTS outcomes_by_time;
+    """,
+    # 9: the probe draws of quarantined memories (issue 14): in a recall where a quarantined
+    # memory would be served if allowed, a random draw makes it a probe (allowed) or a control
+    # (held out), logged here beside the episode, never as an item (no counter, credit or
+    # replay reads this table). The probe test compares the two arms' outcomes. Flags raised
+    # up to the audit entry recorded in meta ``probe_draws_from_audit`` have no draws logged
+    # for them and keep the probe-only test.
+    9: """
+    CREATE TABLE IF NOT EXISTS probe_draws (
+        episode_id TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        probe INTEGER NOT NULL,
+        share REAL NOT NULL,
+        PRIMARY KEY (episode_id, memory_id)
+    );
+    CREATE INDEX IF NOT EXISTS probe_draws_by_memory ON probe_draws (namespace, memory_id);
+    INSERT OR REPLACE INTO meta SELECT 'probe_draws_from_audit', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM audit;
     """,
 }
 
@@ -634,6 +653,11 @@ class SQLiteBackend:
                     for it in episode.items
                 ],
             )
+            if episode.draws:
+                db.executemany(
+                    "INSERT INTO probe_draws (episode_id, memory_id, namespace, probe, share) VALUES (?,?,?,?,?)",
+                    [(episode.id, d.memory_id, episode.namespace, int(d.probe), d.share) for d in episode.draws],
+                )
         return int(version)
 
     def episodes(self, ids: Sequence[str], namespace: str | None = None) -> dict[str, Episode]:
@@ -839,6 +863,23 @@ class SQLiteBackend:
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.url}: {exc}") from exc
         return int(n)
+
+    def draw_outcomes(
+        self, namespace: str, memory_id: str, after: int, exclude: Sequence[str] = ()
+    ) -> list[DrawOutcome]:
+        banned = sorted(set(exclude))
+        sql = (
+            "SELECT d.probe, d.share, o.success, o.confidence FROM probe_draws d"
+            " JOIN outcomes o ON o.episode_id = d.episode_id"
+            " WHERE d.namespace = ? AND d.memory_id = ? AND o.seq > ?"
+        )
+        if banned:
+            sql += (
+                " AND NOT EXISTS (SELECT 1 FROM episode_items i WHERE i.episode_id = d.episode_id"
+                f" AND i.memory_id IN ({','.join('?' * len(banned))}))"
+            )
+        rows = self._read(sql + " ORDER BY o.seq", (namespace, memory_id, int(after), *banned))
+        return [(bool(p), float(q), bool(ok), float(c)) for p, q, ok, c in rows]
 
     def outcomes_since(self, since: float, source: str | None = None, namespace: str | None = None) -> list[OutcomeRow]:
         cols = OUTCOME_COLUMNS

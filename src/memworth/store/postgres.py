@@ -59,9 +59,11 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import (
+    ChangedError,
     DuplicateError,
     StoreError,
     UnavailableError,
+    UnknownEpisodeError,
     UnknownMemoryError,
     ValidationError,
 )
@@ -76,6 +78,7 @@ from memworth.store.backend import (
     NewMemory,
     ambiguous_episode,
     changed,
+    check_given,
     episodes_from_rows,
     erased_key,
     joined,
@@ -982,9 +985,15 @@ class PostgresBackend:
         )
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
-        self.append_verifications((), outcomes, increments, reweighted)
+        self._do(self.plan_append_outcomes(outcomes, increments, reweighted, given=given, generations=generations))
 
     def append_verifications(
         self,
@@ -1010,9 +1019,20 @@ class PostgresBackend:
         self._do(self.plan_append_verifications(verifications, outcomes, increments, reweighted))
 
     def plan_append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> Plan:
-        return self.plan_append_verifications((), outcomes, increments, reweighted)
+        """:meth:`append_outcomes`' plan; ``given`` (a plain record's episodes as the caller holds
+        them) and ``generations`` are checked in the one statement that writes (:data:`_RECORD_GIVEN`)."""
+        check_given(given, outcomes, reweighted)
+        if generations and not given:
+            raise ValidationError("generations", "are checked with the episodes given (given=...) only")
+        return self._plan_append((), outcomes, increments, reweighted, given, generations or {})
 
     def plan_append_verifications(
         self,
@@ -1020,6 +1040,17 @@ class PostgresBackend:
         outcomes: Sequence[OutcomeRow],
         increments: Sequence[Increment],
         reweighted: Sequence[Episode] = (),
+    ) -> Plan:
+        return self._plan_append(verifications, outcomes, increments, reweighted, (), {})
+
+    def _plan_append(
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode],
+        given: Sequence[Episode],
+        generations: Mapping[str, int],
     ) -> Plan:
         _no_repeats([(v.namespace, v.episode_id) for v in verifications], "is verified twice in one batch")
         _no_repeats([(o.namespace, o.episode_id) for o in outcomes], "has two outcomes in one batch")
@@ -1030,7 +1061,7 @@ class PostgresBackend:
         keys = [(o.namespace, o.episode_id) for o in outcomes]
         if outcomes and not verifications and not reweighted:  # a plain record: one statement
             return Plan(
-                _record_outcomes(outcomes, increments, recorded),
+                _record_outcomes(outcomes, increments, recorded, given, generations),
                 "statement",
                 on_unique=lambda exc: self._duplicate_outcome(keys, exc),
             )
@@ -1406,13 +1437,11 @@ RETURNING m.namespace, m.id
 # DO UPDATE; every row exists, locked above, so none is inserted): an UPDATE joined to
 # ``total`` was planned as a seq scan of the table, as ``locked`` was. Under READ COMMITTED
 # the conflict path updates the row's newest version, which ``locked`` holds.
-_RECORD = (
-    _LOCKED_TOTALS
-    + """, missing AS (
+_WRITE_RECORD = """, missing AS (
     SELECT namespace, id FROM inc EXCEPT SELECT namespace, id FROM locked
 ), counted AS (
     INSERT INTO counters AS m (namespace, id, success, failure, n, updated)
-    SELECT namespace, id, success, failure, n, %s FROM total WHERE NOT EXISTS (SELECT FROM missing)
+    SELECT namespace, id, success, failure, n, %s FROM total WHERE NOT EXISTS (SELECT FROM missing){also}
     ON CONFLICT (namespace, id) DO UPDATE
     SET success = excluded.success, failure = excluded.failure, n = excluded.n, updated = excluded.updated
     RETURNING m.id
@@ -1424,13 +1453,46 @@ _RECORD = (
         %b::int4[], %b::int4[])
         WITH ORDINALITY AS o(episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
             settings_version, ord)
-    WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing)
+    WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing){also}
     ORDER BY ord
     RETURNING 1
 )
-SELECT namespace, id FROM missing
 """
+_RECORD = _LOCKED_TOTALS + _WRITE_RECORD.format(also="") + "SELECT namespace, id FROM missing\n"
+
+_RECORD_GIVEN = (
+    _LOCKED_TOTALS
+    + """, moved AS (
+    SELECT gg.namespace FROM unnest(%b::text[], %b::int8[]) AS gg(namespace, value)
+    WHERE COALESCE((SELECT value FROM generations WHERE namespace = gg.namespace), 0) <> gg.value
+), given AS (
+    SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[]) AS g(namespace, episode_id, items)
+), given_items AS (
+    SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[], %b::text[], %b::float8[])
+        AS gi(namespace, episode_id, position, memory_id, weight)
+), unlike AS (
+    SELECT NULL AS namespace, g.episode_id FROM given g
+    WHERE NOT EXISTS (SELECT FROM episodes e WHERE e.namespace = g.namespace AND e.id = g.episode_id)
+        OR (SELECT count(*) FROM episode_items i WHERE i.namespace = g.namespace AND i.episode_id = g.episode_id)
+            <> g.items
+    UNION ALL
+    SELECT NULL, gi.episode_id FROM given_items gi
+    WHERE NOT EXISTS (
+        SELECT FROM episode_items i WHERE i.namespace = gi.namespace AND i.episode_id = gi.episode_id
+            AND i.position = gi.position AND i.memory_id = gi.memory_id AND i.weight = gi.weight
+    )
+    UNION ALL
+    SELECT namespace, NULL FROM moved
+)"""
+    + _WRITE_RECORD.format(also=" AND NOT EXISTS (SELECT FROM unlike)")
+    + "SELECT namespace, episode_id FROM unlike UNION ALL SELECT namespace, id FROM missing\n"
 )
+""":data:`_RECORD` for outcomes whose episodes the caller credited as it holds them, not read
+back (``given``): ``unlike`` names each given episode not logged in its namespace with exactly
+these items (as many, and each one's position, memory and weight, probed by the primary key),
+and each namespace whose generation moved from the one given (the provenance credit propagated
+along was read at it); any makes both inserts write nothing. Answered: those (an episode with a
+NULL namespace, a namespace with a NULL id), then the missing memories."""
 
 
 class _Texts(list[str]):
@@ -1553,13 +1615,22 @@ def _maybe_float8s(values: list[float | None]) -> list[float | None]:
     return values
 
 
-def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
+def _record_outcomes(
+    outcomes: Sequence[OutcomeRow],
+    increments: Sequence[Increment],
+    recorded: float,
+    given: Sequence[Episode] = (),
+    generations: Mapping[str, int] | None = None,
+) -> Statements:
     """Apply ``increments`` and append ``outcomes`` in one statement (:data:`_RECORD`);
-    UnknownMemoryError (first in id order) if a memory is missing, with nothing written."""
+    UnknownMemoryError (first in id order) if a memory is missing, with nothing written. With
+    ``given`` (:data:`_RECORD_GIVEN`), first ChangedError if a namespace's generation is not the
+    one ``generations`` says, then UnknownEpisodeError if an episode is not logged as given."""
     missing = yield Query(
-        _RECORD,
+        _RECORD_GIVEN if given else _RECORD,
         (
             *_increment_arrays(increments),
+            *(_given_arrays(given, generations or {}) if given else ()),
             recorded,
             _Texts([o.episode_id for o in outcomes]),
             _Bools([bool(o.success) for o in outcomes]),
@@ -1572,8 +1643,32 @@ def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increm
             _maybe_int4s([o.settings_version for o in outcomes]),
         ),
     )
+    if any(eid is None for _ns, eid in missing):
+        raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
+    unlike = sorted(eid for ns, eid in missing if ns is None)
+    if unlike:
+        raise UnknownEpisodeError(unlike[0])
     if missing:
         raise UnknownMemoryError(min(missing)[1])  # in Python's order, as _add_to_counters names it
+
+
+def _given_arrays(given: Sequence[Episode], generations: Mapping[str, int]) -> tuple[list[Any], ...]:
+    """The arrays :data:`_RECORD_GIVEN` unnests: (namespace, generation) per namespace checked,
+    then (namespace, id, item count) per episode, then (namespace, episode id, position, memory
+    id, weight) per item."""
+    items = [(ep, it) for ep in given for it in ep.items]
+    return (
+        _Texts(list(generations)),
+        [int(g) for g in generations.values()],
+        _Texts([ep.namespace for ep in given]),
+        _Texts([ep.id for ep in given]),
+        _MaybeInt4s([len(ep.items) for ep in given]),
+        _Texts([ep.namespace for ep, _ in items]),
+        _Texts([ep.id for ep, _ in items]),
+        _MaybeInt4s([it.position for _, it in items]),
+        _Texts([it.memory_id for _, it in items]),
+        _Float8s([float(it.weight) for _, it in items]),
+    )
 
 
 def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:

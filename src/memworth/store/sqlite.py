@@ -35,7 +35,14 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
+from memworth.errors import (
+    ChangedError,
+    DuplicateError,
+    StoreError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
 from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
@@ -46,6 +53,8 @@ from memworth.store.backend import (
     Increment,
     NewMemory,
     changed,
+    check_given,
+    credited_as,
     episodes_from_rows,
     erased_key,
     joined,
@@ -692,9 +701,22 @@ class SQLiteBackend:
             return self.episodes(ids, namespace), None if namespace is None else self.generation(namespace)
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
+        check_given(given, outcomes, reweighted)
         with self._write() as db:
+            if generations:
+                row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if any(g != int(row[0] if row else 0) for g in generations.values()):  # one counter (generation())
+                    raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
+            if given:
+                _check_logged_as_given(db, given)
             self._append(db, outcomes, increments, reweighted)
 
     def append_verifications(
@@ -1284,6 +1306,30 @@ _LOST = (
     "an earlier write of this transaction failed and SQLite rolled the whole transaction back "
     "(a full disk or an I/O error): nothing of it is written, and nothing more is until the block ends"
 )
+
+
+def _check_logged_as_given(db: sqlite3.Connection, given: Sequence[Episode]) -> None:
+    """UnknownEpisodeError naming the first of ``given`` not logged as it is given
+    (:func:`memworth.store.backend.logged_as_given`), read inside the caller's write transaction:
+    the items' rows only (one read per 500 episodes), compared as :func:`credited_as` gives them."""
+    logged: dict[str, tuple[str, list[tuple[int, str, float]]]] = {}
+    ids = [ep.id for ep in given]
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = db.execute(
+            "SELECT e.id, e.namespace, i.position, i.memory_id, i.weight"
+            " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+            f" WHERE e.id IN ({','.join('?' * len(chunk))}) ORDER BY e.id, i.position",
+            chunk,
+        ).fetchall()
+        for eid, namespace, position, memory_id, weight in rows:
+            items = logged.setdefault(eid, (namespace, []))[1]
+            if position is not None:
+                items.append((position, memory_id, weight))
+    for ep in given:
+        namespace, items = logged.get(ep.id, (None, []))
+        if (namespace, tuple(items)) != credited_as(ep):
+            raise UnknownEpisodeError(ep.id)
 
 
 def _as_read(episode: Episode) -> Episode:

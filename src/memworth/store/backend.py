@@ -449,9 +449,12 @@ def logged_as_given(logged: Episode | None, given: Episode) -> bool:
 
 def check_given(given: Sequence[Episode], outcomes: Sequence[OutcomeRow], reweighted: Sequence[Episode]) -> None:
     """ValidationError unless ``given`` (``append_outcomes``) comes with a plain batch: one episode
-    per outcome, in order, and no ``reweighted`` ones (their weights change in the write)."""
+    per outcome, in order, each with an item (PostgreSQL checks them by their items), and no
+    ``reweighted`` ones (their weights change in the write)."""
     if given and (reweighted or [ep.id for ep in given] != [o.episode_id for o in outcomes]):
         raise ValidationError("given", "must be the episodes of a plain batch's outcomes, one each, in order")
+    if any(not ep.items for ep in given):
+        raise ValidationError("given", "must be episodes that retrieved something (read the others)")
 
 
 def reweigh(logged: Episode, reweighted: Episode) -> Episode:

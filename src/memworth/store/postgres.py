@@ -82,6 +82,7 @@ from memworth.store.backend import (
     episodes_from_rows,
     erased_key,
     joined,
+    logged_as_given,
     memories_from_rows,
     outcome_from_row,
     redact,
@@ -1462,37 +1463,37 @@ _RECORD = _LOCKED_TOTALS + _WRITE_RECORD.format(also="") + "SELECT namespace, id
 
 _RECORD_GIVEN = (
     _LOCKED_TOTALS
-    + """, moved AS (
-    SELECT gg.namespace FROM unnest(%b::text[], %b::int8[]) AS gg(namespace, value)
-    WHERE COALESCE((SELECT value FROM generations WHERE namespace = gg.namespace), 0) <> gg.value
-), given AS (
-    SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[]) AS g(namespace, episode_id, items)
-), given_items AS (
-    SELECT * FROM unnest(%b::text[], %b::text[], %b::int4[], %b::text[], %b::float8[])
-        AS gi(namespace, episode_id, position, memory_id, weight)
+    + """, held AS (
+    SELECT COALESCE(array_agg(g.id ORDER BY g.ord, i.position), '{}') AS ids,
+        array_agg(i.position ORDER BY g.ord, i.position) AS positions,
+        array_agg(i.memory_id ORDER BY g.ord, i.position) AS memories,
+        array_agg(i.weight ORDER BY g.ord, i.position) AS weights
+    FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS g(namespace, id, ord)
+    JOIN episodes e ON e.namespace = g.namespace AND e.id = g.id
+    JOIN episode_items i ON i.namespace = g.namespace AND i.episode_id = g.id
 ), unlike AS (
-    SELECT NULL AS namespace, g.episode_id FROM given g
-    WHERE NOT EXISTS (SELECT FROM episodes e WHERE e.namespace = g.namespace AND e.id = g.episode_id)
-        OR (SELECT count(*) FROM episode_items i WHERE i.namespace = g.namespace AND i.episode_id = g.episode_id)
-            <> g.items
+    SELECT 'generation' AS what WHERE (
+        SELECT COALESCE(array_agg(COALESCE(v.value, 0)::int8 ORDER BY g.ord), '{}')
+        FROM unnest(%b::text[]) WITH ORDINALITY AS g(namespace, ord)
+        LEFT JOIN generations v ON v.namespace = g.namespace
+    ) <> %b::int8[]
     UNION ALL
-    SELECT NULL, gi.episode_id FROM given_items gi
-    WHERE NOT EXISTS (
-        SELECT FROM episode_items i WHERE i.namespace = gi.namespace AND i.episode_id = gi.episode_id
-            AND i.position = gi.position AND i.memory_id = gi.memory_id AND i.weight = gi.weight
-    )
-    UNION ALL
-    SELECT namespace, NULL FROM moved
+    SELECT 'episode' FROM held
+    WHERE (ids, positions, memories, weights) IS DISTINCT FROM (%b::text[], %b::int4[], %b::text[], %b::float8[])
 )"""
     + _WRITE_RECORD.format(also=" AND NOT EXISTS (SELECT FROM unlike)")
-    + "SELECT namespace, episode_id FROM unlike UNION ALL SELECT namespace, id FROM missing\n"
+    + "SELECT what, NULL FROM unlike UNION ALL SELECT namespace, id FROM missing\n"
 )
 """:data:`_RECORD` for outcomes whose episodes the caller credited as it holds them, not read
-back (``given``): ``unlike`` names each given episode not logged in its namespace with exactly
-these items (as many, and each one's position, memory and weight, probed by the primary key),
-and each namespace whose generation moved from the one given (the provenance credit propagated
-along was read at it); any makes both inserts write nothing. Answered: those (an episode with a
-NULL namespace, a namespace with a NULL id), then the missing memories."""
+back (``given``, each with at least one item): ``held`` reads their items as logged (the
+episode row and its items, probed by primary key), in the order given and by position, and
+``unlike`` says whether those differ from the items given (as many, and each one's episode,
+position, memory and weight), or a namespace's generation moved from the one given (the
+provenance credit propagated along was read at it); either makes both inserts write nothing.
+Whole arrays are compared, not a probe per given row, so the generic plan PostgreSQL keeps for
+the prepared statement is as cheap as one planned for the values (probes per row cost the
+generic plan's 100 estimated rows each, and every call was planned anew). Answered: what is
+unlike (``generation``, ``episode``; no id), then the missing memories."""
 
 
 class _Texts(list[str]):
@@ -1643,28 +1644,32 @@ def _record_outcomes(
             _maybe_int4s([o.settings_version for o in outcomes]),
         ),
     )
-    if any(eid is None for _ns, eid in missing):
+    unlike = {what for what, mid in missing if mid is None}
+    if "generation" in unlike:
         raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
-    unlike = sorted(eid for ns, eid in missing if ns is None)
-    if unlike:
-        raise UnknownEpisodeError(unlike[0])
+    if unlike:  # which episode: read them (a rare path: a copy the log does not hold, or none logged)
+        logged: dict[tuple[str, str], Episode] = {}
+        for namespace in dict.fromkeys(ep.namespace for ep in given):
+            ids = [ep.id for ep in given if ep.namespace == namespace]
+            rows = yield Query(_EPISODES + " WHERE e.namespace = %s AND e.id = ANY(%s)" + _EPISODES_ORDER, (namespace, ids))
+            logged.update({(namespace, eid): ep for eid, ep in episodes_from_rows(rows).items()})
+        unknown = (ep.id for ep in given if not logged_as_given(logged.get((ep.namespace, ep.id)), ep))
+        raise UnknownEpisodeError(next(unknown, given[0].id))  # none: changed since the write looked
     if missing:
         raise UnknownMemoryError(min(missing)[1])  # in Python's order, as _add_to_counters names it
 
 
 def _given_arrays(given: Sequence[Episode], generations: Mapping[str, int]) -> tuple[list[Any], ...]:
-    """The arrays :data:`_RECORD_GIVEN` unnests: (namespace, generation) per namespace checked,
-    then (namespace, id, item count) per episode, then (namespace, episode id, position, memory
-    id, weight) per item."""
-    items = [(ep, it) for ep in given for it in ep.items]
+    """The arrays :data:`_RECORD_GIVEN` takes: the episodes' namespaces and ids; the namespaces
+    whose generation is checked and those generations; per item, in order, its episode id,
+    position, memory id and weight."""
+    items = [(ep.id, it) for ep in given for it in ep.items]
     return (
-        _Texts(list(generations)),
-        [int(g) for g in generations.values()],
         _Texts([ep.namespace for ep in given]),
         _Texts([ep.id for ep in given]),
-        _MaybeInt4s([len(ep.items) for ep in given]),
-        _Texts([ep.namespace for ep, _ in items]),
-        _Texts([ep.id for ep, _ in items]),
+        _Texts(list(generations)),
+        [int(g) for g in generations.values()],
+        _Texts([eid for eid, _ in items]),
         _MaybeInt4s([it.position for _, it in items]),
         _Texts([it.memory_id for _, it in items]),
         _Float8s([float(it.weight) for _, it in items]),

@@ -1309,27 +1309,29 @@ _LOST = (
 
 
 def _check_logged_as_given(db: sqlite3.Connection, given: Sequence[Episode]) -> None:
-    """UnknownEpisodeError naming the first of ``given`` not logged as it is given
+    """UnknownEpisodeError naming one of ``given`` not logged as it is given (the first in id order)
     (:func:`memworth.store.backend.logged_as_given`), read inside the caller's write transaction:
-    the items' rows only (one read per 500 episodes), compared as :func:`credited_as` gives them."""
-    logged: dict[str, tuple[str, list[tuple[int, str, float]]]] = {}
-    ids = [ep.id for ep in given]
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    the items' rows only (one read per 500 episodes), compared whole with the rows
+    :func:`credited_as` says a read gives (an episode that retrieved nothing: one row of NULLs)."""
+    for start in range(0, len(given), 500):
+        chunk = sorted(given[start : start + 500], key=attrgetter("id"))
         rows = db.execute(
             "SELECT e.id, e.namespace, i.position, i.memory_id, i.weight"
             " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
             f" WHERE e.id IN ({','.join('?' * len(chunk))}) ORDER BY e.id, i.position",
-            chunk,
+            [ep.id for ep in chunk],
         ).fetchall()
-        for eid, namespace, position, memory_id, weight in rows:
-            items = logged.setdefault(eid, (namespace, []))[1]
-            if position is not None:
-                items.append((position, memory_id, weight))
-    for ep in given:
-        namespace, items = logged.get(ep.id, (None, []))
-        if (namespace, tuple(items)) != credited_as(ep):
-            raise UnknownEpisodeError(ep.id)
+        expected = []
+        for ep in chunk:
+            namespace, items = credited_as(ep)
+            expected += [(ep.id, namespace, *item) for item in items or ((None, None, None),)]
+        if rows != expected:
+            for ep in chunk:  # the first episode whose rows differ
+                namespace, items = credited_as(ep)
+                mine = [r[1:] for r in rows if r[0] == ep.id]
+                if mine != [(namespace, *item) for item in items or ((None, None, None),)]:
+                    raise UnknownEpisodeError(ep.id)
+            raise UnknownEpisodeError(chunk[0].id)  # each matched: an id given twice
 
 
 def _as_read(episode: Episode) -> Episode:

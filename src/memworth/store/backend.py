@@ -449,12 +449,13 @@ def logged_as_given(logged: Episode | None, given: Episode) -> bool:
 
 def check_given(given: Sequence[Episode], outcomes: Sequence[OutcomeRow], reweighted: Sequence[Episode]) -> None:
     """ValidationError unless ``given`` (``append_outcomes``) comes with a plain batch: one episode
-    per outcome, in order, each with an item (PostgreSQL checks them by their items), and no
+    per outcome, in order, each with an item and a namespace (PostgreSQL checks them by their
+    items; items of no logged episode were given the namespace '' by schema 7), and no
     ``reweighted`` ones (their weights change in the write)."""
     if given and (reweighted or [ep.id for ep in given] != [o.episode_id for o in outcomes]):
         raise ValidationError("given", "must be the episodes of a plain batch's outcomes, one each, in order")
-    if any(not ep.items for ep in given):
-        raise ValidationError("given", "must be episodes that retrieved something (read the others)")
+    if any(not ep.items or not ep.namespace for ep in given):
+        raise ValidationError("given", "must be episodes of a namespace that retrieved something (read the others)")
 
 
 def reweigh(logged: Episode, reweighted: Episode) -> Episode:

@@ -172,10 +172,10 @@ def credit_increments(
 
 
 def _plain_items(episode: Episode) -> bool:
-    """Whether ``episode`` is in the form a read gives and every backend compares as it is: a str
-    namespace, and items (at least one) with str memory ids, float weights and int positions
+    """Whether ``episode`` is in the form a read gives and every backend compares as it is: a
+    namespace (a non-empty str), and items (at least one) with str memory ids, float weights and int positions
     rising from 0 below 2**31."""
-    if type(episode.namespace) is not str or not episode.items:
+    if type(episode.namespace) is not str or not episode.namespace or not episode.items:
         return False
     last = -1
     for it in episode.items:

@@ -58,6 +58,7 @@ from memworth.store.backend import (
     episodes_from_rows,
     erased_key,
     joined,
+    logged_as_given,
     memories_from_rows,
     outcome_from_row,
     required,
@@ -660,22 +661,16 @@ class SQLiteBackend:
         unique = list(dict.fromkeys(ids))
         cached = False
         with self._lock:
-            kept = self._episodes.kept
-            if kept and not self._db.in_transaction:
-                try:
-                    (version,) = self._db.execute("PRAGMA data_version").fetchone()
-                except sqlite3.Error as exc:
-                    raise StoreError(f"{self.url}: {exc}") from exc
-                kept = self._episodes.since(version)
-                if kept:
-                    missing = []
-                    for eid in unique:
-                        ep = kept.get(eid)
-                        if ep is None:
-                            missing.append(eid)
-                        else:
-                            out[eid] = ep
-                    cached, unique = bool(out), missing
+            kept = self._kept_now()
+            if kept:
+                missing = []
+                for eid in unique:
+                    ep = kept.get(eid)
+                    if ep is None:
+                        missing.append(eid)
+                    else:
+                        out[eid] = ep
+                cached, unique = bool(out), missing
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -694,6 +689,18 @@ class SQLiteBackend:
             out = dict(sorted(out.items()))
         return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
 
+    def _kept_now(self) -> dict[str, Episode]:
+        """The kept episodes (:class:`_KeptEpisodes`) that are what a read gives now: none inside
+        a transaction (once its first write has begun it, every episode is read) or once another
+        connection has committed anything (``PRAGMA data_version``). Call under the lock."""
+        if not self._episodes.kept or self._db.in_transaction:
+            return {}
+        try:
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
+        return self._episodes.since(version)
+
     def episodes_at(
         self, ids: Sequence[str], namespace: str | None = None
     ) -> tuple[dict[str, Episode], int | None]:
@@ -710,13 +717,16 @@ class SQLiteBackend:
         generations: Mapping[str, int] | None = None,
     ) -> None:
         check_given(given, outcomes, reweighted)
+        with self._lock:  # a kept copy vouches for a given episode: only the others are read
+            kept = self._kept_now()
+            unread = [ep for ep in given if not logged_as_given(kept.get(ep.id), ep)] if kept else given
         with self._write() as db:
             if generations:
                 row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
                 if any(g != int(row[0] if row else 0) for g in generations.values()):  # one counter (generation())
                     raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
-            if given:
-                _check_logged_as_given(db, given)
+            if unread:  # an episode kept above cannot have changed since: only its outcome changes it,
+                _check_logged_as_given(db, unread)  # and the unique key refuses a second one
             self._append(db, outcomes, increments, reweighted)
 
     def append_verifications(

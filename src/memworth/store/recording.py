@@ -173,8 +173,8 @@ def credit_increments(
 
 def _plain_items(episode: Episode) -> bool:
     """Whether ``episode`` is in the form a read gives and every backend compares as it is: a
-    namespace (a non-empty str), and items (at least one) with str memory ids, float weights and int positions
-    rising from 0 below 2**31."""
+    namespace (a non-empty str) and at least one item, with str memory ids, float weights and
+    int positions rising strictly, from 0 up, below 2**31."""
     if type(episode.namespace) is not str or not episode.namespace or not episode.items:
         return False
     last = -1
@@ -573,8 +573,7 @@ class RecordingMixin(StoreState):
         the items is needed before the write: a verification, a source with limits (they count
         logged items), ``used``, credit propagation along provenance not read yet by this store
         object (the write checks the namespace's generation is still the one it was read at);
-        or when an episode is not in plain form (float weights, positions rising from 0 below
-        2**31, str ids)."""
+        or when an episode is not in plain form (:func:`_plain_items`)."""
         if source == VERIFIED or self.limits.get(source) is not None:
             return None
         propagates = self.propagation > 0 and self.max_hops > 0

@@ -154,3 +154,25 @@ def test_a_kept_episode_is_what_a_read_gives_bit_for_bit(tmp_path: Path) -> None
     assert kept == _read(store, episode.id)
     assert [math.copysign(1.0, it.weight) for it in kept.items] == [1.0, 1.0]
     assert [type(it.weight) for it in kept.items] == [float, float]
+
+
+def _item_reads(store: MemoryStore) -> list[str]:
+    """The statements that read ``episode_items`` on the store object's connection, from now on."""
+    seen: list[str] = []
+    store.backend._db.set_trace_callback(lambda sql: seen.append(sql) if "episode_items i" in sql else None)
+    return seen
+
+
+def test_a_held_kept_episode_is_recorded_without_reading_its_items(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    """A record given the episode it holds (branch reccpu): the kept copy vouches for it, so the
+    write reads nothing back; once another connection committed, the write reads its items."""
+    first, second = pair
+    first.record(first.recall("capital", k=2), True)  # reads and caches the provenance
+    held, other = first.recall(QUERY, k=3).episode, first.recall("recursive", k=2).episode
+    reads = _item_reads(first)
+    first.record(held, True)
+    assert reads == []
+    second.record(second.recall("boils", k=1), True)  # another connection commits (no generation moves)
+    first.record(other, False)
+    assert len(reads) == 1 and "e.query" not in reads[0], reads  # the write's check, not a read of the episode
+    assert first.replay().consistent

@@ -80,7 +80,7 @@ def test_records_on_analysed_tables_reuse_one_plan_of_the_episode_read(store: Me
         conn.execute("ANALYZE")
         conn.commit()
     for ep in made:
-        store.record(ep, True)
+        store.record(ep.id, True, namespace=ep.namespace)  # by id: read (a held episode is not: test_record_held.py)
     with pool.connection() as conn:
         rows = conn.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'SELECT g.value%'"
@@ -91,3 +91,52 @@ def test_records_on_analysed_tables_reuse_one_plan_of_the_episode_read(store: Me
     # psycopg prepares the read at its fifth call; PostgreSQL plans it five times to compare, then keeps one plan
     assert custom <= 5 and generic >= len(made) - 10, (generic, custom)
     assert store.replay().consistent
+
+
+@pytest.mark.parametrize("analysed", [True, False])
+def test_held_records_reuse_one_plan_of_the_checked_write(store: MemoryStore, analysed: bool) -> None:
+    """A held episode is checked by the write (``_RECORD_GIVEN_ONE``: a primary-key probe of its
+    items): that statement too is planned once and kept, with a log of some size, analysed or
+    not (with the episode named by arrays, PostgreSQL planned it at every record)."""
+    made = episodes(store, 20)
+    pool = store.backend._pool  # type: ignore[attr-defined]
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO episodes (id, namespace, query, context, created)"
+            " SELECT 'filler-' || g, 'default', 'q', NULL, 0 FROM generate_series(1, 3000) g"
+        )
+        conn.execute(
+            "INSERT INTO episode_items (namespace, episode_id, position, memory_id, weight, propensity)"
+            " SELECT 'default', 'filler-' || g, p, 'm0', 1.0, 1.0 FROM generate_series(1, 3000) g, generate_series(0, 3) p"
+        )
+        if analysed:
+            conn.execute("ANALYZE")
+        conn.commit()
+    store.record(made[0], True)  # the provenance read and cached: the others are held
+    for ep in made[1:]:
+        store.record(ep, True)
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%held AS (%'"
+        ).fetchall()
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN (COSTS OFF) SELECT 1 FROM episode_items i WHERE i.namespace = 'default'"
+                " AND i.episode_id = 'filler-7' AND i.position = 2"
+            ).fetchall()
+        )
+        conn.commit()
+    assert len(rows) == 1 and "Index" in plan, (rows, plan)
+    generic, custom = rows[0]
+    assert custom <= 5 and generic >= len(made) - 11, (generic, custom)
+    assert not any(conn_read.startswith("SELECT g.value") for conn_read in prepared(store))
+    assert store.replay().consistent
+
+
+def prepared(store: MemoryStore) -> list[str]:
+    """The statements the store's one connection has prepared."""
+    with store.backend._pool.connection() as conn:  # type: ignore[attr-defined]
+        found = [str(r[0]) for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
+        conn.commit()
+    return found

@@ -3,7 +3,8 @@
 * a plain record (one outcome, no ``used``, no verification) is two statements: the episode
   read and one write that sets the counters and appends the outcome, committed by itself (no
   BEGIN, no COMMIT: six round trips before, with BEGIN, the counters UPDATE, a two-step COPY
-  and COMMIT);
+  and COMMIT); given the Recall or Episode the store handed out, one: the write checks the
+  episode is logged as held (branch reccpu) instead of reading it first;
 * that write is still refused whole: an erased memory credits the others only (the store's
   retry), an episode recorded twice writes nothing; inside ``transaction()`` it is a savepoint
   of the block, undone with it; ``used`` keeps its transaction (the reweighting is a second
@@ -57,14 +58,19 @@ def round_trips(sent: list[str]) -> int:
     return sum(1 for m in sent if m in ("Sync", "CopyDone") or m.startswith("Query"))
 
 
-def test_a_plain_record_is_two_round_trips_and_no_transaction_block(store: MemoryStore, tmp_path: Path) -> None:
-    episodes = [store.recall("python lists", k=3).episode for _ in range(4)]
+def test_a_plain_record_is_one_round_trip_held_two_by_id_and_no_transaction_block(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    episodes = [store.recall("python lists", k=3).episode for _ in range(5)]
     store.record(episodes[0], True)  # the first record starts the live statistics (a log read)
     sent = messages(store, tmp_path / "trace.txt", lambda: store.record(episodes[1], False))
-    assert round_trips(sent) == 2, sent
+    assert round_trips(sent) == 1, sent  # the episode held: checked by the write, not read back
     assert not any("BEGIN" in m or "COMMIT" in m or "COPY" in m for m in sent), sent
     many = messages(store, tmp_path / "many.txt", lambda: store.record_many([(episodes[2], True)]))
-    assert round_trips(many) == 2, many
+    assert round_trips(many) == 1, many
+    by_id = messages(store, tmp_path / "by_id.txt", lambda: store.record(episodes[3].id, True, namespace="default"))
+    assert round_trips(by_id) == 2, by_id  # an id: the episode read (with the generation), then the write
+    assert not any("BEGIN" in m or "COMMIT" in m or "COPY" in m for m in by_id), by_id
     assert store.replay().consistent
 
 

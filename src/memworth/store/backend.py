@@ -32,9 +32,12 @@ __all__ = [
     "Increment",
     "NewMemory",
     "changed",
+    "check_given",
+    "credited_as",
     "episodes_from_rows",
     "erased_key",
     "joined",
+    "logged_as_given",
     "outcome_from_row",
     "redact",
     "required",
@@ -193,7 +196,13 @@ class Backend(Protocol):
         ...
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
         """In one transaction: append the outcomes and apply the increments.
 
@@ -201,6 +210,14 @@ class Backend(Protocol):
         written. Increments are applied in the order given. ``reweighted``: episodes of
         these outcomes whose items' credit weights the outcome set (``record(..., used=...)``):
         the logged weights become theirs, in the same transaction (:func:`reweighted_rows`).
+
+        ``given``: the outcomes' episodes as the caller holds them, its increments made from
+        them without reading them back (a plain batch: no ``reweighted``). The write is made
+        only if each is logged in its namespace with exactly these items (:func:`logged_as_given`);
+        else UnknownEpisodeError names one that is not, and nothing is written. ``generations``:
+        ``{namespace: generation}`` the increments were made under (the provenance credit
+        propagated along, cached at that generation): the write is made only if each namespace's
+        :meth:`generation` is still that; else ChangedError, and nothing is written.
         """
         ...
 
@@ -430,6 +447,33 @@ def reweighted_rows(reweighted: Sequence[Episode]) -> list[tuple[float, str, str
     set: the parameters of both SQL backends' ``UPDATE episode_items SET weight = ...`` (PostgreSQL's
     episode ids are unique per namespace, schema 7; SQLite's across the file)."""
     return [(it.weight, ep.namespace, ep.id, it.position) for ep in reweighted for it in ep.items]
+
+
+def credited_as(episode: Episode) -> tuple[str, tuple[tuple[int, str, float], ...]]:
+    """What crediting ``episode`` reads of it: its namespace and, per item in order, ``(position,
+    memory id, weight)`` (:func:`memworth.store.recording.credit_increments`, the live statistics)."""
+    return episode.namespace, tuple((it.position, it.memory_id, it.weight) for it in episode.items)
+
+
+def logged_as_given(logged: Episode | None, given: Episode) -> bool:
+    """Whether an episode credited as the caller holds it (``given``, not read back) is credited as
+    its logged copy would be: logged (``logged`` is the read of its id) and the same
+    :func:`credited_as`. A plain outcome's write checks it inside its
+    transaction (``append_outcomes(..., given=...)``; PostgreSQL's statement asks the same in SQL,
+    :data:`memworth.store.postgres._RECORD_GIVEN`): an episode's items change only with its
+    outcome (``used``), so what is checked there is what a replay reads."""
+    return logged is not None and credited_as(logged) == credited_as(given)
+
+
+def check_given(given: Sequence[Episode], outcomes: Sequence[OutcomeRow], reweighted: Sequence[Episode]) -> None:
+    """ValidationError unless ``given`` (``append_outcomes``) comes with a plain batch: one episode
+    per outcome, in order, each with an item and a namespace (PostgreSQL checks them by their
+    items; items of no logged episode were given the namespace '' by schema 7), and no
+    ``reweighted`` ones (their weights change in the write)."""
+    if given and (reweighted or [ep.id for ep in given] != [o.episode_id for o in outcomes]):
+        raise ValidationError("given", "must be the episodes of a plain batch's outcomes, one each, in order")
+    if any(not ep.items or not ep.namespace for ep in given):
+        raise ValidationError("given", "must be episodes of a namespace that retrieved something (read the others)")
 
 
 def reweigh(logged: Episode, reweighted: Episode) -> Episode:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError
+from memworth.errors import ChangedError, DuplicateError, StoreError, UnknownEpisodeError, UnknownMemoryError
 from memworth.store.backend import (
     ERASE,
     NOTE_FIELDS,
@@ -27,7 +27,9 @@ from memworth.store.backend import (
     Increment,
     NewMemory,
     changed,
+    check_given,
     erased_key,
+    logged_as_given,
     required,
     reused,
     reweigh,
@@ -250,9 +252,22 @@ class MemoryBackend:
             return self.episodes(ids, namespace), None if namespace is None else self._generation
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
-        self.append_verifications((), outcomes, increments, reweighted)
+        check_given(given, outcomes, reweighted)
+        with self._lock:
+            if generations and any(g != self._generation for g in generations.values()):
+                raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
+            for ep in given:
+                if not logged_as_given(self._episodes.get(ep.id), ep):
+                    raise UnknownEpisodeError(ep.id)
+            self.append_verifications((), outcomes, increments, reweighted)
 
     def append_verifications(
         self,

@@ -59,9 +59,11 @@ import numpy as np
 
 from memworth.counts import Counts
 from memworth.errors import (
+    ChangedError,
     DuplicateError,
     StoreError,
     UnavailableError,
+    UnknownEpisodeError,
     UnknownMemoryError,
     ValidationError,
 )
@@ -77,9 +79,11 @@ from memworth.store.backend import (
     NewMemory,
     ambiguous_episode,
     changed,
+    check_given,
     episodes_from_rows,
     erased_key,
     joined,
+    logged_as_given,
     memories_from_rows,
     outcome_from_row,
     redact,
@@ -1007,9 +1011,15 @@ class PostgresBackend:
         )
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
-        self.append_verifications((), outcomes, increments, reweighted)
+        self._do(self.plan_append_outcomes(outcomes, increments, reweighted, given=given, generations=generations))
 
     def append_verifications(
         self,
@@ -1035,9 +1045,20 @@ class PostgresBackend:
         self._do(self.plan_append_verifications(verifications, outcomes, increments, reweighted))
 
     def plan_append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> Plan:
-        return self.plan_append_verifications((), outcomes, increments, reweighted)
+        """:meth:`append_outcomes`' plan; ``given`` (a plain record's episodes as the caller holds
+        them) and ``generations`` are checked in the one statement that writes (:data:`_RECORD_GIVEN`)."""
+        check_given(given, outcomes, reweighted)
+        if generations and not given:
+            raise ValidationError("generations", "are checked with the episodes given (given=...) only")
+        return self._plan_append((), outcomes, increments, reweighted, given, generations or {})
 
     def plan_append_verifications(
         self,
@@ -1045,6 +1066,17 @@ class PostgresBackend:
         outcomes: Sequence[OutcomeRow],
         increments: Sequence[Increment],
         reweighted: Sequence[Episode] = (),
+    ) -> Plan:
+        return self._plan_append(verifications, outcomes, increments, reweighted, (), {})
+
+    def _plan_append(
+        self,
+        verifications: Sequence[Verification],
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode],
+        given: Sequence[Episode],
+        generations: Mapping[str, int],
     ) -> Plan:
         _no_repeats([(v.namespace, v.episode_id) for v in verifications], "is verified twice in one batch")
         _no_repeats([(o.namespace, o.episode_id) for o in outcomes], "has two outcomes in one batch")
@@ -1055,7 +1087,7 @@ class PostgresBackend:
         keys = [(o.namespace, o.episode_id) for o in outcomes]
         if outcomes and not verifications and not reweighted:  # a plain record: one statement
             return Plan(
-                _record_outcomes(outcomes, increments, recorded),
+                _record_outcomes(outcomes, increments, recorded, given, generations),
                 "statement",
                 on_unique=lambda exc: self._duplicate_outcome(keys, exc),
             )
@@ -1451,13 +1483,11 @@ RETURNING m.namespace, m.id
 # DO UPDATE; every row exists, locked above, so none is inserted): an UPDATE joined to
 # ``total`` was planned as a seq scan of the table, as ``locked`` was. Under READ COMMITTED
 # the conflict path updates the row's newest version, which ``locked`` holds.
-_RECORD = (
-    _LOCKED_TOTALS
-    + """, missing AS (
+_WRITE_RECORD = """, missing AS (
     SELECT namespace, id FROM inc EXCEPT SELECT namespace, id FROM locked
 ), counted AS (
     INSERT INTO counters AS m (namespace, id, success, failure, n, updated)
-    SELECT namespace, id, success, failure, n, %s FROM total WHERE NOT EXISTS (SELECT FROM missing)
+    SELECT namespace, id, success, failure, n, %s FROM total WHERE NOT EXISTS (SELECT FROM missing){also}
     ON CONFLICT (namespace, id) DO UPDATE
     SET success = excluded.success, failure = excluded.failure, n = excluded.n, updated = excluded.updated
     RETURNING m.id
@@ -1469,13 +1499,70 @@ _RECORD = (
         %b::int4[], %b::int4[])
         WITH ORDINALITY AS o(episode_id, success, source, confidence, recorded, namespace, propagation, max_hops,
             settings_version, ord)
-    WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing)
+    WHERE (SELECT count(*) FROM counted) >= 0 AND NOT EXISTS (SELECT FROM missing){also}
     ORDER BY ord
     RETURNING 1
 )
-SELECT namespace, id FROM missing
 """
+_RECORD = _LOCKED_TOTALS + _WRITE_RECORD.format(also="") + "SELECT namespace, id FROM missing\n"
+
+_RECORD_GIVEN = (
+    _LOCKED_TOTALS
+    + """, held AS (
+    SELECT array_agg(g.id ORDER BY g.ord, i.position) AS ids,
+        array_agg(i.position ORDER BY g.ord, i.position) AS positions,
+        array_agg(i.memory_id ORDER BY g.ord, i.position) AS memories,
+        array_agg(i.weight ORDER BY g.ord, i.position) AS weights
+    FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS g(namespace, id, ord)
+    JOIN episode_items i ON i.namespace = g.namespace AND i.episode_id = g.id
+), unlike AS (
+    SELECT 'generation' AS what WHERE (
+        SELECT COALESCE(array_agg(COALESCE(v.value, 0)::int8 ORDER BY g.ord), '{}')
+        FROM unnest(%b::text[]) WITH ORDINALITY AS g(namespace, ord)
+        LEFT JOIN generations v ON v.namespace = g.namespace
+    ) <> %b::int8[]
+    UNION ALL
+    SELECT 'episode' FROM held
+    WHERE (ids, positions, memories, weights) IS DISTINCT FROM (%b::text[], %b::int4[], %b::text[], %b::float8[])
+)"""
+    + _WRITE_RECORD.format(also=" AND NOT EXISTS (SELECT FROM unlike)")
+    + "SELECT what, NULL FROM unlike UNION ALL SELECT namespace, id FROM missing\n"
 )
+""":data:`_RECORD` for outcomes whose episodes the caller credited as it holds them, not read
+back (``given``, each with at least one item and a namespace): ``held`` reads their items as
+logged (probed by primary key; an episode's items are written with its row, in one
+transaction, and neither is ever deleted), in the order given and by position, and
+``unlike`` says whether those differ from the items given (as many, and each one's episode,
+position, memory and weight), or a namespace's generation moved from the one given (the
+provenance credit propagated along was read at it); either makes both inserts write nothing.
+Whole arrays are compared, not a probe per given row, so the generic plan PostgreSQL keeps for
+the prepared statement is as cheap as one planned for the values (probes per row cost the
+generic plan's 100 estimated rows each, and every call was planned anew). Answered: what is
+unlike (``generation``, ``episode``; no id), then the missing memories."""
+
+
+_RECORD_GIVEN_ONE = (
+    _LOCKED_TOTALS
+    + """, held AS (
+    SELECT array_agg(i.position ORDER BY i.position) AS positions,
+        array_agg(i.memory_id ORDER BY i.position) AS memories,
+        array_agg(i.weight ORDER BY i.position) AS weights
+    FROM episode_items i WHERE i.namespace = %s AND i.episode_id = %s
+), unlike AS (
+    SELECT 'generation' AS what FROM (SELECT %s::int8 AS value) g
+    WHERE g.value IS NOT NULL AND g.value <> COALESCE((SELECT value FROM generations WHERE namespace = %s), 0)
+    UNION ALL
+    SELECT 'episode' FROM held
+    WHERE (positions, memories, weights) IS DISTINCT FROM (%b::int4[], %b::text[], %b::float8[])
+)"""
+    + _WRITE_RECORD.format(also=" AND NOT EXISTS (SELECT FROM unlike)")
+    + "SELECT what, NULL FROM unlike UNION ALL SELECT namespace, id FROM missing\n"
+)
+""":data:`_RECORD_GIVEN` for one episode (a record), named by value, not by arrays: the generic
+plan then probes the one episode's items as a plan made for the values would, and PostgreSQL
+keeps it (with arrays it estimates 100 episodes, and after some thousands of records on
+unanalysed tables it planned the statement anew at every record: 0.4 ms of server CPU each).
+The generation is checked when one is given (not NULL)."""
 
 
 class _Texts(list[str]):
@@ -1598,13 +1685,23 @@ def _maybe_float8s(values: list[float | None]) -> list[float | None]:
     return values
 
 
-def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], recorded: float) -> Statements:
+def _record_outcomes(
+    outcomes: Sequence[OutcomeRow],
+    increments: Sequence[Increment],
+    recorded: float,
+    given: Sequence[Episode] = (),
+    generations: Mapping[str, int] | None = None,
+) -> Statements:
     """Apply ``increments`` and append ``outcomes`` in one statement (:data:`_RECORD`);
-    UnknownMemoryError (first in id order) if a memory is missing, with nothing written."""
+    UnknownMemoryError (first in id order) if a memory is missing, with nothing written. With
+    ``given`` (:data:`_RECORD_GIVEN`), first ChangedError if a namespace's generation is not the
+    one ``generations`` says, then UnknownEpisodeError if an episode is not logged as given."""
+    one = len(given) == 1 and len(generations or {}) <= 1
     missing = yield Query(
-        _RECORD,
+        (_RECORD_GIVEN_ONE if one else _RECORD_GIVEN) if given else _RECORD,
         (
             *_increment_arrays(increments),
+            *((_given_one(given[0], generations or {}) if one else _given_arrays(given, generations or {})) if given else ()),
             recorded,
             _Texts([o.episode_id for o in outcomes]),
             _Bools([bool(o.success) for o in outcomes]),
@@ -1617,8 +1714,51 @@ def _record_outcomes(outcomes: Sequence[OutcomeRow], increments: Sequence[Increm
             _maybe_int4s([o.settings_version for o in outcomes]),
         ),
     )
+    unlike = {what for what, mid in missing if mid is None}
+    if "generation" in unlike:
+        raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
+    if unlike:  # which episode: read them (a rare path: a copy the log does not hold, or none logged)
+        logged: dict[tuple[str, str], Episode] = {}
+        for namespace in dict.fromkeys(ep.namespace for ep in given):
+            ids = [ep.id for ep in given if ep.namespace == namespace]
+            rows = yield Query(_EPISODES + " WHERE e.namespace = %s AND e.id = ANY(%s)" + _EPISODES_ORDER, (namespace, ids))
+            logged.update({(namespace, eid): ep for eid, ep in episodes_from_rows(rows).items()})
+        unknown = (ep.id for ep in given if not logged_as_given(logged.get((ep.namespace, ep.id)), ep))
+        raise UnknownEpisodeError(next(unknown, given[0].id))  # none: changed since the write looked
     if missing:
         raise UnknownMemoryError(min(missing)[1])  # in Python's order, as _add_to_counters names it
+
+
+def _given_one(episode: Episode, generations: Mapping[str, int]) -> tuple[Any, ...]:
+    """The parameters :data:`_RECORD_GIVEN_ONE` takes: the episode's namespace and id; the
+    generation checked (None: none) and its namespace; its items' positions, memory ids and weights."""
+    namespace, generation = next(iter(generations.items()), (episode.namespace, None))
+    return (
+        episode.namespace,
+        episode.id,
+        None if generation is None else int(generation),
+        namespace,
+        _MaybeInt4s([it.position for it in episode.items]),
+        _Texts([it.memory_id for it in episode.items]),
+        _Float8s([float(it.weight) for it in episode.items]),
+    )
+
+
+def _given_arrays(given: Sequence[Episode], generations: Mapping[str, int]) -> tuple[list[Any], ...]:
+    """The arrays :data:`_RECORD_GIVEN` takes: the episodes' namespaces and ids; the namespaces
+    whose generation is checked and those generations; per item, in order, its episode id,
+    position, memory id and weight."""
+    items = [(ep.id, it) for ep in given for it in ep.items]
+    return (
+        _Texts([ep.namespace for ep in given]),
+        _Texts([ep.id for ep in given]),
+        _Texts(list(generations)),
+        [int(g) for g in generations.values()],
+        _Texts([eid for eid, _ in items]),
+        _MaybeInt4s([it.position for _, it in items]),
+        _Texts([it.memory_id for _, it in items]),
+        _Float8s([float(it.weight) for _, it in items]),
+    )
 
 
 def _add_to_counters(increments: Sequence[Increment], recorded: float) -> Statements:

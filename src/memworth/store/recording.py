@@ -14,7 +14,14 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 from memworth.credit import share_among_used
-from memworth.errors import DuplicateError, RateLimitError, UnknownEpisodeError, UnknownMemoryError, ValidationError
+from memworth.errors import (
+    ChangedError,
+    DuplicateError,
+    RateLimitError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
 from memworth.outcome import as_outcome
 from memworth.signals.coretrieval import AlarmSplitter
 from memworth.signals.sources import Agreement, Reliability
@@ -164,6 +171,22 @@ def credit_increments(
     return out
 
 
+def _plain_items(episode: Episode) -> bool:
+    """Whether ``episode`` is in the form a read gives and every backend compares as it is: a
+    namespace (a non-empty str) and at least one item, with str memory ids, float weights and
+    int positions rising strictly, from 0 up, below 2**31."""
+    if type(episode.namespace) is not str or not episode.namespace or not episode.items:
+        return False
+    last = -1
+    for it in episode.items:
+        if type(it.position) is not int or not last < it.position < 2**31:
+            return False
+        if type(it.memory_id) is not str or type(it.weight) is not float:
+            return False
+        last = it.position
+    return True
+
+
 class RecordingMixin(StoreState):
     """The recording part of :class:`memworth.store.MemoryStore`: :meth:`record`, :meth:`verify`, sources and credit."""
 
@@ -296,8 +319,10 @@ class RecordingMixin(StoreState):
         namespace: str | None,
         *,
         many: bool = False,
+        read: bool = False,
     ) -> Steps[builtins.list[Verification]]:
-        """:meth:`_record` as steps: what the sync and the async store run."""
+        """:meth:`_record` as steps: what the sync and the async store run. ``read``: read every
+        episode back, even those given as held (:meth:`_as_given`: the write refused one)."""
 
         def where(i: int, name: str) -> str:
             return f"outcomes[{i}].{name}" if many else name
@@ -347,7 +372,11 @@ class RecordingMixin(StoreState):
             }
             if len(carried) == 1 and all(isinstance(p[0], (Recall, Episode)) for p in pairs):
                 namespace = carried.pop()
-        known, generation = yield Call("episodes_at", (ids,), {"namespace": namespace})  # named: one shard
+        held = None if read else self._as_given(pairs, useds, source, namespace)
+        if held is not None:  # credited as held; the write checks they are logged so
+            known, generation = {ep.id: ep for ep in held}, None
+        else:
+            known, generation = yield Call("episodes_at", (ids,), {"namespace": namespace})  # named: one shard
         now = self.clock()
         episodes = []
         for i, eid in enumerate(ids):
@@ -366,8 +395,14 @@ class RecordingMixin(StoreState):
             yield from self._refresh_agreement_steps()
         earlier = (yield Call("outcomes_of", (ids,), {"namespace": namespace})) if source == VERIFIED else {}
         parents = {}
+        generations = None  # with episodes held: {namespace: generation} of the provenance credited along
+        propagates = self.propagation > 0 and self.max_hops > 0
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
+            if held is not None and propagates:  # as cached (_as_given): the write checks it is current
+                generations, parents[ns] = generations or {}, self._parents[ns][1]
+                generations[ns] = self._parents[ns][0]
+            else:
+                parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
         rows, increments, checks, reweighted = [], [], [], []
@@ -389,7 +424,13 @@ class RecordingMixin(StoreState):
             increments += self.increments_of(row, ep, parents[ep.namespace])
             credited.append((ep, ok, conf))
         try:
-            yield from self._append_steps(source, checks, rows, increments, reweighted)
+            yield from self._append_steps(source, checks, rows, increments, reweighted, held or (), generations)
+        except (UnknownEpisodeError, ChangedError):
+            if held is None:
+                raise
+            # an episode held is not logged so (or at all), or the provenance moved: nothing was
+            # written; read them back, and record (or refuse) as a read says
+            return (yield from self._record_steps(pairs, source, confidence, namespace, many=many, read=True))
         except DuplicateError:
             if not many or source == VERIFIED or len(ids) < 2:
                 raise
@@ -475,11 +516,13 @@ class RecordingMixin(StoreState):
         rows: builtins.list[OutcomeRow],
         increments: builtins.list[Increment],
         reweighted: Sequence[Episode] = (),
+        given: Sequence[Episode] = (),
+        generations: dict[str, int] | None = None,
     ) -> Steps[None]:
         """The backend write of a record call; if an episode retrieved a memory erased since (the
         write refused, nothing written), written again crediting the other memories only."""
         try:
-            yield self._append_call(source, checks, rows, increments, reweighted)
+            yield self._append_call(source, checks, rows, increments, reweighted, given, generations)
         except UnknownMemoryError:
             erased = set()
             for ns in {i.namespace for i in increments}:
@@ -487,9 +530,8 @@ class RecordingMixin(StoreState):
                 erased |= {(ns, mid) for mid in gone}
             if not erased:
                 raise
-            yield self._append_call(
-                source, checks, rows, [i for i in increments if (i.namespace, i.memory_id) not in erased], reweighted
-            )
+            kept = [i for i in increments if (i.namespace, i.memory_id) not in erased]
+            yield self._append_call(source, checks, rows, kept, reweighted, given, generations)
 
     def _append_call(
         self,
@@ -498,13 +540,52 @@ class RecordingMixin(StoreState):
         rows: builtins.list[OutcomeRow],
         increments: builtins.list[Increment],
         reweighted: Sequence[Episode] = (),
+        given: Sequence[Episode] = (),
+        generations: dict[str, int] | None = None,
     ) -> Call:
         """The one backend write of a record call (``reweighted``: the episodes whose weights
-        ``used`` set, written with it; the argument is left out when there are none)."""
-        extra = {"reweighted": reweighted} if reweighted else {}
+        ``used`` set, written with it; ``given``: the episodes credited as held, and
+        ``generations``, those of the provenance credited along, both checked by the write;
+        each argument left out when there are none)."""
+        extra: dict[str, object] = {"reweighted": reweighted} if reweighted else {}
+        if given:
+            extra["given"] = given
+        if generations:
+            extra["generations"] = generations
         if source == VERIFIED:
             return Call("append_verifications", (checks, rows, increments), extra)
         return Call("append_outcomes", (rows, increments), extra)
+
+    def _as_given(
+        self,
+        pairs: Sequence[tuple[object, ...]],
+        useds: Sequence[tuple[str, ...] | None],
+        source: str,
+        namespace: str | None,
+    ) -> builtins.list[Episode] | None:
+        """The outcomes' episodes as the caller holds them (each a :class:`Recall` or an
+        :class:`Episode`), to credit without reading them back, or None to read them.
+
+        An episode's items change only with its outcome (``used``), so one the caller holds is
+        credited as its logged copy would be when they match; the write checks that they do
+        (``append_outcomes(..., given=...)``, :func:`memworth.store.backend.logged_as_given`)
+        and, if not, writes nothing, and the call reads them back. Read instead when more than
+        the items is needed before the write: a verification, a source with limits (they count
+        logged items), ``used``, credit propagation along provenance not read yet by this store
+        object (the write checks the namespace's generation is still the one it was read at);
+        or when an episode is not in plain form (:func:`_plain_items`)."""
+        if source == VERIFIED or self.limits.get(source) is not None:
+            return None
+        propagates = self.propagation > 0 and self.max_hops > 0
+        given = []
+        for pair, used in zip(pairs, useds, strict=True):
+            ep = pair[0].episode if isinstance(pair[0], Recall) else pair[0]
+            if used is not None or not isinstance(ep, Episode) or (namespace is not None and ep.namespace != namespace):
+                return None
+            if not _plain_items(ep) or (propagates and ep.namespace not in self._parents):
+                return None
+            given.append(ep)
+        return given
 
     def _live_to_start(self, namespaces: set[str]) -> bool:
         """Whether :meth:`_start_live` has a namespace to scan (else it does nothing)."""

@@ -35,7 +35,14 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 from memworth.counts import Counts
-from memworth.errors import DuplicateError, StoreError, UnknownMemoryError, ValidationError
+from memworth.errors import (
+    ChangedError,
+    DuplicateError,
+    StoreError,
+    UnknownEpisodeError,
+    UnknownMemoryError,
+    ValidationError,
+)
 from memworth.store.backend import (
     ERASE,
     MEMORY_COLUMNS,
@@ -47,9 +54,12 @@ from memworth.store.backend import (
     Increment,
     NewMemory,
     changed,
+    check_given,
+    credited_as,
     episodes_from_rows,
     erased_key,
     joined,
+    logged_as_given,
     memories_from_rows,
     outcome_from_row,
     required,
@@ -675,22 +685,16 @@ class SQLiteBackend:
         unique = list(dict.fromkeys(ids))
         cached = False
         with self._lock:
-            kept = self._episodes.kept
-            if kept and not self._db.in_transaction:
-                try:
-                    (version,) = self._db.execute("PRAGMA data_version").fetchone()
-                except sqlite3.Error as exc:
-                    raise StoreError(f"{self.url}: {exc}") from exc
-                kept = self._episodes.since(version)
-                if kept:
-                    missing = []
-                    for eid in unique:
-                        ep = kept.get(eid)
-                        if ep is None:
-                            missing.append(eid)
-                        else:
-                            out[eid] = ep
-                    cached, unique = bool(out), missing
+            kept = self._kept_now()
+            if kept:
+                missing = []
+                for eid in unique:
+                    ep = kept.get(eid)
+                    if ep is None:
+                        missing.append(eid)
+                    else:
+                        out[eid] = ep
+                cached, unique = bool(out), missing
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
@@ -709,6 +713,18 @@ class SQLiteBackend:
             out = dict(sorted(out.items()))
         return out if namespace is None else {i: e for i, e in out.items() if e.namespace == namespace}
 
+    def _kept_now(self) -> dict[str, Episode]:
+        """The kept episodes (:class:`_KeptEpisodes`) that are what a read gives now: none inside
+        a transaction (once its first write has begun it, every episode is read) or once another
+        connection has committed anything (``PRAGMA data_version``). Call under the lock."""
+        if not self._episodes.kept or self._db.in_transaction:
+            return {}
+        try:
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.url}: {exc}") from exc
+        return self._episodes.since(version)
+
     def episodes_at(
         self, ids: Sequence[str], namespace: str | None = None
     ) -> tuple[dict[str, Episode], int | None]:
@@ -716,9 +732,25 @@ class SQLiteBackend:
             return self.episodes(ids, namespace), None if namespace is None else self.generation(namespace)
 
     def append_outcomes(
-        self, outcomes: Sequence[OutcomeRow], increments: Sequence[Increment], reweighted: Sequence[Episode] = ()
+        self,
+        outcomes: Sequence[OutcomeRow],
+        increments: Sequence[Increment],
+        reweighted: Sequence[Episode] = (),
+        *,
+        given: Sequence[Episode] = (),
+        generations: Mapping[str, int] | None = None,
     ) -> None:
+        check_given(given, outcomes, reweighted)
+        with self._lock:  # a kept copy vouches for a given episode: only the others are read
+            kept = self._kept_now()
+            unread = [ep for ep in given if not logged_as_given(kept.get(ep.id), ep)] if kept else given
         with self._write() as db:
+            if generations:
+                row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                if any(g != int(row[0] if row else 0) for g in generations.values()):  # one counter (generation())
+                    raise ChangedError("the namespace changed since its provenance was read; nothing recorded")
+            if unread:  # an episode kept above cannot have changed since: only its outcome changes it,
+                _check_logged_as_given(db, unread)  # and the unique key refuses a second one
             self._append(db, outcomes, increments, reweighted)
 
     def append_verifications(
@@ -1325,6 +1357,32 @@ _LOST = (
     "an earlier write of this transaction failed and SQLite rolled the whole transaction back "
     "(a full disk or an I/O error): nothing of it is written, and nothing more is until the block ends"
 )
+
+
+def _check_logged_as_given(db: sqlite3.Connection, given: Sequence[Episode]) -> None:
+    """UnknownEpisodeError naming one of ``given`` not logged as it is given (the first in id order)
+    (:func:`memworth.store.backend.logged_as_given`), read inside the caller's write transaction:
+    the items' rows only (one read per 500 episodes), compared whole with the rows
+    :func:`credited_as` says a read gives (an episode that retrieved nothing: one row of NULLs)."""
+    for start in range(0, len(given), 500):
+        chunk = sorted(given[start : start + 500], key=attrgetter("id"))
+        rows = db.execute(
+            "SELECT e.id, e.namespace, i.position, i.memory_id, i.weight"
+            " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
+            f" WHERE e.id IN ({','.join('?' * len(chunk))}) ORDER BY e.id, i.position",
+            [ep.id for ep in chunk],
+        ).fetchall()
+        expected = []
+        for ep in chunk:
+            namespace, items = credited_as(ep)
+            expected += [(ep.id, namespace, *item) for item in items or ((None, None, None),)]
+        if rows != expected:
+            for ep in chunk:  # the first episode whose rows differ
+                namespace, items = credited_as(ep)
+                mine = [r[1:] for r in rows if r[0] == ep.id]
+                if mine != [(namespace, *item) for item in items or ((None, None, None),)]:
+                    raise UnknownEpisodeError(ep.id)
+            raise UnknownEpisodeError(chunk[0].id)  # each matched: an id given twice
 
 
 def _as_read(episode: Episode) -> Episode:

@@ -1,0 +1,159 @@
+"""Recording a Recall or Episode the caller holds, on every backend (issue 17, branch reccpu).
+
+A plain record credits the episode as held, without reading it back; the write checks it is
+logged so (``append_outcomes(..., given=...)``), with the namespace's generation the cached
+provenance was read at (``generations=...``). When it is not (another copy of the episode, one
+never logged, provenance added since), nothing is written and the record reads the episode and
+credits what a read gives, as before: replay equals the live counters bit for bit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memworth import Counts, HashingEncoder, MemoryStore, UnknownEpisodeError
+from memworth.aio import AsyncMemoryStore
+from memworth.errors import ChangedError
+from memworth.store import Episode
+from memworth.store.backend import Increment
+from memworth.store.records import OutcomeRow
+from tests.store.conftest import FACTS, drop, url_for
+
+
+def counting_reads(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each episode read the store makes for a record."""
+    reads: list[int] = []
+    read = store.backend.episodes_at
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append(1)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(store.backend, "episodes_at", counted)
+    return reads
+
+
+def reweighted(episode: Episode, weight: float) -> Episode:
+    """``episode`` with every item's weight set to ``weight``: a copy the log does not hold."""
+    return dataclasses.replace(episode, items=tuple(dataclasses.replace(it, weight=weight) for it in episode.items))
+
+
+def test_a_held_episode_is_credited_without_a_read(filled: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    filled.exploration = 0.0
+    first, second, third = (filled.recall(q, k=3) for q in ("python list", "capital", "recursive"))
+    filled.record(first, True)  # the first record reads (and caches) the namespace's provenance
+    reads = counting_reads(filled, monkeypatch)
+    filled.record(second.episode, False)
+    filled.record_many([(third, True)])
+    assert reads == []
+    assert filled.get(second.results[0].memory.id).counts.failure > 0
+    assert filled.replay().consistent
+    filled.record(filled.recall("boils", k=2).episode.id, True)  # an id: read
+    assert reads == [1]
+
+
+def test_a_held_copy_the_log_does_not_hold_is_credited_as_logged(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)
+    recall = filled.recall("reverse a python list", k=3)
+    logged = filled.backend.episodes([recall.episode.id])[recall.episode.id]
+    before = {m.id: m.counts for m in filled.list()}
+    reads = counting_reads(filled, monkeypatch)
+    filled.record(reweighted(recall.episode, 0.25), True)  # the write refuses the copy; the record reads
+    assert reads == [1]
+    for it in logged.items:
+        old = before[it.memory_id]
+        assert filled.get(it.memory_id).counts.success == old.success + it.weight != old.success + 0.25
+    assert filled.replay().consistent
+
+
+def test_a_held_episode_never_logged_is_refused_with_nothing_written(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)
+    recall = filled.recall("reverse a python list", k=2)
+    before = {m.id: m.counts for m in filled.list()}
+    forged = dataclasses.replace(recall.episode, id="never-logged")
+    with pytest.raises(UnknownEpisodeError, match="never-logged"):
+        filled.record(forged, True)
+    elsewhere = dataclasses.replace(recall.episode, namespace="elsewhere")
+    with pytest.raises(UnknownEpisodeError):
+        filled.record(elsewhere, True)
+    with pytest.raises(UnknownEpisodeError, match=r"outcomes\[1\]"):
+        filled.record_many([(recall, True), (forged, False)])
+    assert {m.id: m.counts for m in filled.list()} == before
+    assert len(list(filled.backend.outcome_log())) == 1
+    filled.record(recall, False)  # the real one still records
+    assert filled.replay().consistent
+
+
+def test_provenance_added_after_it_was_cached_is_credited_along(filled: MemoryStore) -> None:
+    """The cached provenance was read at a generation the write finds moved: the record reads
+    again, and credit flows to the new memory's parent (replay, which reads the provenance as
+    it is, agrees)."""
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)  # caches the provenance (no edges yet)
+    filled.add("Reverse a list in place with list.reverse().", id="child", derived_from=["water"])
+    recall = filled.recall("reverse a list in place", k=1)
+    assert [r.memory.id for r in recall] == ["child"]
+    before = filled.get("water").counts
+    filled.record(recall, True)
+    assert filled.get("water").counts.success == before.success + filled.propagation
+    assert filled.replay().consistent
+
+
+def test_the_backend_refuses_a_given_episode_or_generation_that_moved(filled: MemoryStore) -> None:
+    filled.exploration = 0.0
+    recall = filled.recall("reverse a python list", k=2)
+    ep, ns = recall.episode, recall.episode.namespace
+    row = OutcomeRow(ep.id, True, "explicit", 1.0, 1.0, 0, ns, 0.0, 0, None)
+    increments = [Increment(ns, it.memory_id, it.weight, 0.0, 1.0) for it in ep.items]
+    before = {m.id: m.counts for m in filled.list()}
+    with pytest.raises(UnknownEpisodeError):
+        filled.backend.append_outcomes([row], increments, given=[reweighted(ep, 0.125)])
+    moved = filled.backend.generation(ns) + 1
+    with pytest.raises(ChangedError):
+        filled.backend.append_outcomes([row], increments, given=[ep], generations={ns: moved})
+    assert {m.id: m.counts for m in filled.list()} == before
+    assert list(filled.backend.outcome_log()) == []
+    filled.backend.append_outcomes([row], increments, given=[ep], generations={ns: filled.backend.generation(ns)})
+    assert [o.episode_id for o in filled.backend.outcome_log()] == [ep.id]
+    assert filled.get(ep.items[0].memory_id).counts == Counts(
+        before[ep.items[0].memory_id].success + ep.items[0].weight, 0.0, 1.0
+    )
+
+
+def test_the_async_store_credits_a_held_episode_as_the_sync_one_does(backend_kind: str, tmp_path: Path) -> None:
+    """On PostgreSQL the async store writes natively (the backend's plans): the same check."""
+    url = url_for(backend_kind, tmp_path)
+
+    async def play() -> tuple[list[tuple[str, Counts]], bool]:
+        store = await AsyncMemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0)
+        try:
+            await store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+            await store.record(await store.recall("capital", k=2), True)
+            held = await store.recall("reverse a python list", k=3)
+            await store.record(held, False)
+            copy = await store.recall("recursive function", k=2)
+            await store.record_many([(reweighted(copy.episode, 0.125), True)])  # refused by the write, then read
+            with pytest.raises(UnknownEpisodeError):
+                await store.record(dataclasses.replace(held.episode, id="never-logged"), True)
+            counts = [(m.id, m.counts) for m in store.store.list()]
+            return counts, (await store.replay()).consistent
+        finally:
+            await store.aclose()
+
+    counts, consistent = asyncio.run(play())
+    assert consistent and any(c.failure > 0 for _, c in counts) and any(c.success > 0 for _, c in counts)
+    if backend_kind != "memory":  # what the async store wrote, read by a sync one
+        sync = MemoryStore.open(url, encoder=HashingEncoder())
+        try:
+            assert [(m.id, m.counts) for m in sync.list()] == counts
+        finally:
+            drop(sync)

@@ -137,6 +137,24 @@ def test_the_control_test_is_anytime_valid_for_a_memory_that_does_no_harm() -> N
     assert crossed <= 0.1 * runs
 
 
+def test_the_control_test_is_anytime_valid_for_a_memory_that_harms_by_the_margin() -> None:
+    """A memory that raises each recall's failure chance by exactly the margin (the release
+    null at its edge, control failure chances varying by recall, some never failing): the
+    no-harm e-process crosses 1/alpha on at most about alpha of runs, looked at every 10."""
+    rng = np.random.default_rng(1)
+    test, runs, crossed = ControlTest(alpha=0.1, margin=0.2), 300, 0
+    for _ in range(runs):
+        probe = rng.random(300) < 0.3
+        f0 = np.where(rng.random(300) < 0.3, 0.0, rng.uniform(0.0, 0.8, 300))
+        success = rng.random(300) >= np.where(probe, f0 + 0.2, f0)
+        share, weight = np.full(300, 0.3), np.ones(300)
+        for n in range(10, 301, 10):
+            if test.decide(probe[:n], share[:n], success[:n], weight[:n]).action == "release":
+                crossed += 1
+                break
+    assert crossed <= 0.1 * runs
+
+
 def test_the_control_test_refuses_bad_input_naming_the_field() -> None:
     from memworth.errors import ValidationError
 

@@ -21,6 +21,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from memworth.signals.holdout import wilson_interval
+
 RELEASE_WITHIN = 150
 """Episodes after its flag within which issue 14 asks a useful memory to be released."""
 
@@ -66,12 +68,9 @@ def _run(world: str, seeds: list[int], episodes: int, out: Path, settings: dict[
         print(world, seed, row["useful_flagged"], "released:", row["useful_released"], flush=True)
 
 
-def _wilson(s: int, n: int, z: float = 1.96) -> tuple[float, float, float]:
-    p = s / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return p, c - h, c + h
+def _wilson(s: int, n: int) -> tuple[float, float, float]:
+    """The rate with its 95% Wilson interval (the library's, :func:`wilson_interval`)."""
+    return (s / n, *wilson_interval(s, n))
 
 
 def _lift(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, float]:

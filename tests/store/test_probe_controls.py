@@ -137,6 +137,24 @@ def test_the_control_test_is_anytime_valid_for_a_memory_that_does_no_harm() -> N
     assert crossed <= 0.1 * runs
 
 
+def test_the_control_test_is_anytime_valid_for_a_memory_that_harms_by_the_margin() -> None:
+    """A memory that raises each recall's failure chance by exactly the margin (the release
+    null at its edge, control failure chances varying by recall, some never failing): the
+    no-harm e-process crosses 1/alpha on at most about alpha of runs, looked at every 10."""
+    rng = np.random.default_rng(1)
+    test, runs, crossed = ControlTest(alpha=0.1, margin=0.2), 300, 0
+    for _ in range(runs):
+        probe = rng.random(300) < 0.3
+        f0 = np.where(rng.random(300) < 0.3, 0.0, rng.uniform(0.0, 0.8, 300))
+        success = rng.random(300) >= np.where(probe, f0 + 0.2, f0)
+        share, weight = np.full(300, 0.3), np.ones(300)
+        for n in range(10, 301, 10):
+            if test.decide(probe[:n], share[:n], success[:n], weight[:n]).action == "release":
+                crossed += 1
+                break
+    assert crossed <= 0.1 * runs
+
+
 def test_the_control_test_refuses_bad_input_naming_the_field() -> None:
     from memworth.errors import ValidationError
 
@@ -281,3 +299,23 @@ def test_under_a_lower_bound_rule_a_quarantined_memory_whose_worth_fell_is_still
         served += draw.probe
         assert [m.memory.id for m in r] == (["czechoslovakia"] if draw.probe else ["prague"])
     assert 0 < served < 20
+
+
+def test_a_harmless_memory_beside_another_quarantined_one_is_not_found_harmful(
+    make_store: Callable[..., MemoryStore],
+) -> None:
+    """Two quarantined memories contend for one slot and every recall fails whatever it
+    serves: neither does harm. When czechoslovakia is a control, prague (ranked next) may be
+    served as a probe; dropping the episodes that retrieved another suspect would then drop
+    czechoslovakia's controls more often than its probes (2 of 3 kept outcomes probes at share
+    0.5), and the harm e-process would suppress a memory whose probes fail exactly as often as
+    its controls. The control test reads every draw: the split stays the draw's."""
+    s = _quarantined(make_store)
+    s.set_standing("prague", "re-verify", reason="the second suspect")
+    for _ in range(300):
+        s.record(s.recall(QUERY, k=1), success=False)
+    found = {p.memory_id: p for p in s.govern().proposals}
+    harm = [p for p in found.values() if "probes against controls say it does harm" in p.reason]
+    assert harm == [], [(p.memory_id, p.reason) for p in harm]
+    rows = s.backend.draw_outcomes("default", "czechoslovakia", 0)
+    assert len(rows) == 300 and 120 <= sum(p for p, _, _, _ in rows) <= 180  # the draw's split, about half

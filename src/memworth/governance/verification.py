@@ -163,6 +163,14 @@ class ControlTest:
     most ``beta``. Between the two (``f0 < f1 <
     f0 + margin``) either may happen; the answer is ``wait`` until one bar is reached.
 
+    What the guarantee needs of the outcomes: that whether a draw's outcome is recorded at all,
+    and the confidence it is recorded with, do not depend on the arm beyond the outcome itself.
+    A caller that records only the recalls that served something, or reports a failure with
+    less confidence when the memory was held out, breaks it (both in a 2,000-run check of
+    the harm e-process: confidence 0.1 on control failures only, the memory doing nothing,
+    suppressed 99% of runs). Nothing the store itself does depends on the arm that way:
+    a source's confidence is fixed or learned from verified outcomes.
+
     Parameters
     ----------
     alpha

@@ -423,10 +423,14 @@ class GovernanceMixin(StoreState):
         in contention serves the memory) have no controls: the probe-only test
         (:meth:`GovernancePolicy.probe_test`) resolves it, on the memory's retrievals since.
 
-        Outcomes of episodes that also retrieved another suspect (``others``: memories that
-        look broken now, or are quarantined themselves) are left out: they tell nothing
-        about this memory. So are the outcomes the flag was raised on (up to its
-        ``flag_outcome_seq``, the last outcome logged when the flag was written, by govern
+        The probe-only test leaves out the outcomes of episodes that also retrieved another
+        suspect (``others``: memories that look broken now, or are quarantined themselves):
+        they tell nothing about this memory. The control test keeps them: what else a recall
+        retrieved depends on the draw (a control serves the next candidate, which may be a
+        suspect), so leaving those episodes out would leave out controls more often than
+        probes, and a memory that does nothing would look harmful (the draw already makes the
+        other memories the same, on average, in both arms). Both leave out the outcomes the
+        flag was raised on (up to its ``flag_outcome_seq``, the last outcome logged when the flag was written, by govern
         or by hand (:meth:`_change`); a flag written before it was recorded states none and
         keeps the time rule): the failures that raised the alarm are not evidence that it still fails,
         and counting them again would tilt the test toward suppression."""
@@ -435,7 +439,7 @@ class GovernanceMixin(StoreState):
         read = numbers.get("flag_outcome_seq") if isinstance(numbers, dict) else None
         after_seq = int(read) if isinstance(read, int) and not isinstance(read, bool) else None
         if after_seq is not None and flag.seq > draws_from and self.probe_share < 1:
-            rows = self.backend.draw_outcomes(m.namespace, m.id, after_seq, sorted(others))
+            rows = self.backend.draw_outcomes(m.namespace, m.id, after_seq)  # no exclusion: see above
             columns = [np.array([r[c] for r in rows], dtype=t) for c, t in enumerate((bool, float, bool, float))]
             decision = self.policy.control_test().decide(*columns)
         else:

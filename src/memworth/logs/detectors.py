@@ -77,6 +77,7 @@ def settings_of(policy: GovernancePolicy) -> str:
         f"{policy.detector()!r} ExplainingAway(margin={rule.margin!r}, suspect={rule.suspect!r}, "
         f"tie={rule.tie!r}, hold={rule.hold!r}) reference_half_life={policy.change_reference_half_life!r}"
         f" counts=watched observations={CREDITED!r}"
+        + (" frozen_baseline=True" if policy.change.frozen_baseline else "")
     )
 
 

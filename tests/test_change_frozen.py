@@ -228,3 +228,25 @@ def test_a_state_made_without_the_counts_takes_its_live_ones() -> None:
     state = CusumState.empty(2)  # as a caller made before the option
     det.update(state, [0, 1], [True, False], time=0)
     assert state.frozen is not None and state.frozen.shape == (2, 3)
+
+
+def test_score_state_keeps_the_counts_and_advances_over_new_episodes_only(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("duckdb")
+    from memworth.logs import ScoreSettings, score_files
+    from tests.test_logs_detectors import advanced_episodes, assert_same, in_state, parts
+
+    files = parts(tmp_path)
+    settings = ScoreSettings(policy=FROZEN_POLICY)
+    whole = score_files(files, settings)
+    assert any(r["change_statistic"] > 0 for r in whole.table.to_pylist())
+    state = tmp_path / "state.duckdb"
+    calls = advanced_episodes(monkeypatch)
+    sizes = [200, 150, 120, 130]
+    for i in range(len(files)):
+        calls.clear()
+        run = score_files(files[: i + 1], settings, state=state)
+        assert calls == [sizes[i]]  # resumed with its counts, not read again from the first episode
+        assert_same(run.table, score_files(files[: i + 1], settings).table)
+    assert_same(run.table, whole.table)
+    rows = in_state(state, "SELECT count(*) FROM scan_frozen")
+    assert isinstance(rows, tuple) and rows[0] > 0

@@ -129,6 +129,9 @@ def main() -> None:
     parser.add_argument("--summary", type=Path, nargs="*")
     parser.add_argument("--probe-share", type=float, help="the store's probe_share (default: the library's)")
     parser.add_argument("--probe-margin", type=float, help="the policy's probe_margin (default: the library's)")
+    parser.add_argument(
+        "--frozen-baseline", action="store_true", help="the policy's change_frozen_baseline on (default: off)"
+    )
     args = parser.parse_args()
     if args.summary:
         for path in args.summary:
@@ -139,8 +142,13 @@ def main() -> None:
     settings: dict[str, Any] = {}
     if args.probe_share is not None:
         settings["probe_share"] = args.probe_share
+    policy: dict[str, Any] = {}
     if args.probe_margin is not None:
-        settings["policy"] = {"probe_margin": args.probe_margin}
+        policy["probe_margin"] = args.probe_margin
+    if args.frozen_baseline:
+        policy["change_frozen_baseline"] = True
+    if policy:
+        settings["policy"] = policy
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     _run(args.world, seeds, args.episodes, args.out, settings)
 

@@ -93,6 +93,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"change_history_prior": -1}, "change_history_prior", ">= 0"),
     ({"change_hold_apart": -1}, "change_hold_apart", ">= 0"),
     ({"change_hold_apart": 2.5}, "change_hold_apart", "integer"),
+    ({"change_frozen_baseline": 1}, "change_frozen_baseline", "True or False"),
     ({"window_test": 1}, "window_test", "True or False"),
     ({"guard_alpha": 0.0}, "guard_alpha", "(0, 1)"),
     ({"deprecation_evidence": "hits"}, "deprecation_evidence", "'retrievals' or 'weighted'"),

@@ -237,6 +237,11 @@ class ChangeSettings:
         since its change point failed more often without it than it did without that
         memory, over at least this many retrievals apart
         (:meth:`memworth.signals.change_detection.ExplainingAway.failing_apart`).
+    frozen_baseline
+        Learn a memory's pre-change rate from the observations before its current
+        excursion only (a bool; off by default): while its CUSUM is above 0 the baseline
+        stays where it was when the excursion started
+        (``BernoulliCusum(frozen_baseline=True)``).
     """
 
     enabled: bool = True
@@ -250,10 +255,12 @@ class ChangeSettings:
     weights: tuple[float, ...] = ()
     history_prior: float = 0.0
     hold_apart: int = 0
+    frozen_baseline: bool = False
 
     def __post_init__(self) -> None:
         _plain(self)
         _switch(self.enabled, "enabled")
+        _switch(self.frozen_baseline, "frozen_baseline")
         _count(self.hold_apart, "hold_apart", 0)
         _number(self.odds_ratio, "odds_ratio", 0.0, 1.0, open_ends=True)
         # Settings read back from JSON or TOML give lists: kept as tuples of floats, so two
@@ -365,6 +372,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
     "change_weights": ("change", "weights"),
     "change_history_prior": ("change", "history_prior"),
     "change_hold_apart": ("change", "hold_apart"),
+    "change_frozen_baseline": ("change", "frozen_baseline"),
     "probe_alpha": ("probes", "alpha"),
     "probe_beta": ("probes", "beta"),
     "probe_margin": ("probes", "margin"),

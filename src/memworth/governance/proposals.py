@@ -363,6 +363,7 @@ class GovernancePolicy:
             odds_ratios=c.odds_ratios,
             weights=c.weights,
             history_prior=c.history_prior,
+            frozen_baseline=c.frozen_baseline,
         )
 
     def change_evalues(self, statistic: object, watched: object) -> np.ndarray:

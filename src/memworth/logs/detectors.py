@@ -27,6 +27,10 @@ The tables (since state version 2):
 * ``scan_components`` (added in memworth's mixture detector; created in older files when
   they are opened): a mixture detector's CUSUM per memory and alternative. A scan saved
   without it has one alternative; one saved under other detector settings is not resumed.
+* ``scan_frozen`` (added with the frozen baseline, ``change_frozen_baseline``; created in
+  older files when they are opened): each memory's counts at the start of its current
+  excursion. A scan saved without them resumes when every statistic is 0 and is read again
+  otherwise.
 """
 
 from __future__ import annotations
@@ -56,7 +60,13 @@ ALTER TABLE scan_memories ADD COLUMN IF NOT EXISTS watched DOUBLE;
 CREATE TABLE IF NOT EXISTS scan_shared (namespace VARCHAR, row INTEGER, seq BIGINT, other INTEGER, value DOUBLE);
 CREATE TABLE IF NOT EXISTS scan_references (namespace VARCHAR, pos BIGINT, reference DOUBLE);
 CREATE TABLE IF NOT EXISTS scan_components (namespace VARCHAR, row INTEGER, alternative INTEGER, value DOUBLE);
+CREATE TABLE IF NOT EXISTS scan_frozen (
+    namespace VARCHAR, row INTEGER, observations DOUBLE, successes DOUBLE, expected DOUBLE
+);
 """
+
+_FROZEN = ("observations", "successes", "expected")
+"""The columns of ``scan_frozen``: ``CusumState.frozen``'s, in order."""
 
 _CUSUM = ("statistic", "observations", "successes", "expected", "since", "first_alarm", "watched")
 
@@ -77,6 +87,7 @@ def settings_of(policy: GovernancePolicy) -> str:
         f"{policy.detector()!r} ExplainingAway(margin={rule.margin!r}, suspect={rule.suspect!r}, "
         f"tie={rule.tie!r}, hold={rule.hold!r}) reference_half_life={policy.change_reference_half_life!r}"
         f" counts=watched observations={CREDITED!r}"
+        + (" frozen_baseline=True" if policy.change.frozen_baseline else "")
     )
 
 
@@ -145,11 +156,19 @@ def keep(con: Any, namespace: str, scan: NamespaceScan, read: int) -> None:
             "value": pa.array(np.zeros(0) if parts is None else parts.ravel()),
         }
     )
-    for table in ("scan_memories", "scan_shared", "scan_components"):
+    held = snap.get("frozen")
+    frozen = pa.table(
+        {
+            "namespace": pa.array([namespace] * (0 if held is None else size), pa.string()),
+            "row": pa.array(np.arange(0 if held is None else size, dtype=np.int32)),
+        }
+        | {k: pa.array(np.zeros(0) if held is None else held[:, i]) for i, k in enumerate(_FROZEN)}
+    )
+    for table in ("scan_memories", "scan_shared", "scan_components", "scan_frozen"):
         con.execute(f"DELETE FROM {table} WHERE namespace = ?", [namespace])
     con.execute("DELETE FROM scan_references WHERE namespace = ? AND pos > ?", [namespace, read])
     tables = (("scan_memories", memories), ("scan_shared", shared), ("scan_references", references))
-    for name, arrow in (*tables, ("scan_components", components)):
+    for name, arrow in (*tables, ("scan_components", components), ("scan_frozen", frozen)):
         con.register("kept_rows", arrow)
         con.execute(f"INSERT INTO {name} SELECT * FROM kept_rows")
         con.unregister("kept_rows")
@@ -212,6 +231,13 @@ def _resume(con: Any, namespace: str, policy: GovernancePolicy, read: int, rate:
         extra = {"components": values.reshape(len(ids), alternatives)}
     else:
         extra = {}
+    if policy.change.frozen_baseline:
+        found = con.execute(
+            f"SELECT row, {', '.join(_FROZEN)} FROM scan_frozen WHERE namespace = ? ORDER BY row", [namespace]
+        ).fetchnumpy()
+        if np.array_equal(np.asarray(found["row"], dtype=np.int64), np.arange(len(ids))) and len(ids):
+            extra["frozen"] = np.column_stack([np.asarray(found[k], dtype=np.float64) for k in _FROZEN])
+        # else saved without them: NamespaceScan.resume takes the live counts, or refuses
     snapshot = extra | {k: np.asarray(memories[k]) for k in _CUSUM} | {
         "shared_starts": np.r_[0, np.cumsum(np.bincount(owner, minlength=len(ids)))].astype(np.int64),
         "shared_keys": np.asarray(shared["other"], dtype=np.int64),

@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -296,7 +296,11 @@ class CusumState:
     the statistic maximises over, which its e-value divides by. ``components``: for
     a mixture detector (several ``odds_ratios``), one CUSUM per alternative (a row per
     memory, a column per alternative), of which ``statistic`` is the mixture; ``None`` for
-    a detector with one alternative (its ``statistic`` is its only CUSUM).
+    a detector with one alternative (its ``statistic`` is its only CUSUM). ``frozen``: for a
+    detector with a frozen baseline (``BernoulliCusum(frozen_baseline=True)``), each row's
+    ``observations``, ``successes`` and ``expected`` as they stood when its current
+    excursion started (a row per memory, those three columns; equal to the live counts
+    while the statistic is 0); ``None`` otherwise.
     """
 
     statistic: np.ndarray
@@ -307,11 +311,13 @@ class CusumState:
     first_alarm: np.ndarray
     watched: np.ndarray
     components: np.ndarray | None = None
+    frozen: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, size: int, alternatives: int = 1) -> CusumState:
+    def empty(cls, size: int, alternatives: int = 1, *, frozen: bool = False) -> CusumState:
         """State for ``size`` memories with no history (``alternatives``: the detector's
-        number of alternatives; more than one keeps a CUSUM per alternative)."""
+        number of alternatives; more than one keeps a CUSUM per alternative; ``frozen``:
+        keep the counts at each excursion's start, for a frozen baseline)."""
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
             raise ValidationError("size", f"must be an integer >= 0, got {size!r}")
         if isinstance(alternatives, bool) or not isinstance(alternatives, (int, np.integer)) or alternatives < 1:
@@ -319,7 +325,8 @@ class CusumState:
         z = np.zeros(int(size))
         minus = np.full(int(size), -1, dtype=np.int64)
         parts = np.zeros((int(size), int(alternatives))) if alternatives > 1 else None
-        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy(), z.copy(), parts)
+        held = np.zeros((int(size), 3)) if frozen else None
+        return cls(z, z.copy(), z.copy(), z.copy(), minus, minus.copy(), z.copy(), parts, held)
 
     @property
     def alternatives(self) -> int:
@@ -340,7 +347,21 @@ class CusumState:
             self.first_alarm.copy(),
             self.watched.copy(),
             None if self.components is None else self.components.copy(),
+            None if self.frozen is None else self.frozen.copy(),
         )
+
+    def live_counts(self, rows: np.ndarray) -> np.ndarray:
+        """The ``observations``, ``successes`` and ``expected`` of ``rows`` now, a row each
+        (what ``frozen`` holds for a row whose statistic is 0)."""
+        return np.stack([self.observations[rows], self.successes[rows], self.expected[rows]], axis=1)
+
+    def hold_counts(self) -> np.ndarray:
+        """``frozen``, made from the live counts when the state has none (a state saved
+        without it: exact for every row whose statistic is 0; a row in an excursion takes its
+        counts now as its excursion's start)."""
+        if self.frozen is None:
+            self.frozen = self.live_counts(np.arange(len(self)))
+        return self.frozen
 
     def grow(self, size: int) -> None:
         """Make room for ``size`` memories (new rows have no history); never shrinks."""
@@ -356,6 +377,8 @@ class CusumState:
         self.first_alarm = np.concatenate([self.first_alarm, minus])
         if self.components is not None:
             self.components = np.concatenate([self.components, np.zeros((more, self.components.shape[1]))])
+        if self.frozen is not None:
+            self.frozen = np.concatenate([self.frozen, np.zeros((more, 3))])
 
     def reset(self, rows: np.ndarray | list[int], *, forget_history: bool = False) -> None:
         """Restart the statistic of ``rows`` (after a person re-verified them): its change
@@ -374,6 +397,8 @@ class CusumState:
             self.observations[r] = 0.0
             self.successes[r] = 0.0
             self.expected[r] = 0.0
+        if self.frozen is not None:  # at 0 the baseline learns from every observation again
+            self.frozen[r] = self.live_counts(r)
 
 
 @dataclass(frozen=True)
@@ -471,6 +496,16 @@ class BernoulliCusum:
         Pseudo-observations at the reference rate that stand in for the memory's own
         history: they shrink its baseline toward the reference and count toward
         ``min_history``.
+    frozen_baseline
+        Estimate the pre-change rate from the observations before the current excursion
+        only (off by default): while the statistic is above 0 the memory's lift over the
+        reference stays where it was when the excursion started (the reference still
+        moves), so the observations of a candidate change do not pull down the baseline
+        they are tested against; at 0 it learns from every observation again, the
+        excursion's included. A mixture freezes it over the mixture's one excursion (from
+        the first alternative that leaves 0 until every one is back at 0), which is the
+        excursion its change point names. The state keeps the counts at each excursion's
+        start (``CusumState.frozen``).
 
     Examples
     --------
@@ -500,6 +535,9 @@ class BernoulliCusum:
     odds_ratios: tuple[float, ...] = ()
     weights: tuple[float, ...] = ()
     history_prior: float = 0.0
+    frozen_baseline: bool = field(default=False, repr=False)
+    # left out of the repr (the logs engine names a saved scan's settings by it): off, a
+    # detector reads as before; :func:`memworth.logs.detectors.settings_of` adds it when on.
 
     def _check(self) -> tuple[float, float, float, float]:
         checked: tuple[float, float, float, float] | None = self.__dict__.get("_checked")
@@ -513,6 +551,8 @@ class BernoulliCusum:
         a = _number(self.prior, "prior", low=0.0, open_low=True)
         shifts, log_weights = mixture_of(self.odds_ratios, self.weights)
         k = _number(self.history_prior, "history_prior", low=0.0)
+        if not isinstance(self.frozen_baseline, (bool, np.bool_)):
+            raise ValidationError("frozen_baseline", f"must be a bool, got {type(self.frozen_baseline).__name__}")
         object.__setattr__(self, "_mixture", None if shifts.size < 2 else (shifts, log_weights))
         object.__setattr__(self, "_shift", math.log(ratio) if shifts.size == 0 else float(shifts[0]))
         object.__setattr__(self, "_history", (k, max(n0 - k, 0.0)))
@@ -543,7 +583,7 @@ class BernoulliCusum:
     def start(self, size: int) -> CusumState:
         """A fresh state for ``size`` memories."""
         self._check()
-        return CusumState.empty(size, self.alternatives)
+        return CusumState.empty(size, self.alternatives, frozen=bool(self.frozen_baseline))
 
     def fits(self, state: CusumState) -> bool:
         """Whether ``state`` keeps the CUSUMs this detector advances (one per alternative)."""
@@ -560,7 +600,16 @@ class BernoulliCusum:
         # history_prior pseudo-observations at the reference rate (0.5 without one) stand in
         # for a short history: they pull the memory's lift over the reference toward 0.
         k, _start = self.__dict__["_history"]
-        return _baseline_of(state.observations[r], state.successes[r], state.expected[r], ref, a, k)
+        n, successes, expected = self._learned(state, r)
+        return _baseline_of(n, successes, expected, ref, a, k)
+
+    def _learned(self, state: CusumState, r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The counts rows ``r``'s baseline is learned from (fresh arrays): the live ones, or
+        with a frozen baseline those at the start of each row's current excursion."""
+        if not self.frozen_baseline:
+            return state.observations[r], state.successes[r], state.expected[r]
+        held = state.hold_counts()[r]
+        return held[:, 0], held[:, 1], held[:, 2]
 
     def update(
         self,
@@ -686,6 +735,9 @@ class BernoulliCusum:
         state.observations[r] = n + w
         state.successes[r] = successes + w * y
         state.expected[r] = expected + w * (0.5 if ref is None else ref)
+        if self.frozen_baseline:  # back at 0: the baseline learns again, this observation included
+            rest = r[after <= 0]
+            state.hold_counts()[rest] = state.live_counts(rest)
         return np.asarray(after)
 
     def steps(
@@ -739,7 +791,7 @@ class BernoulliCusum:
         mix: tuple[np.ndarray, np.ndarray] | None = self.__dict__["_mixture"]
         n, successes, expected = state.observations[r], state.successes[r], state.expected[r]
         watched = n >= start
-        p0 = _baseline_of(n, successes, expected, ref, a, k)
+        p0 = _baseline_of(*self._learned(state, r), ref, a, k) if self.frozen_baseline else _baseline_of(n, successes, expected, ref, a, k)
         if mix is None:
             llr = _step_ratio(y, p0, self.__dict__["_shift"])
             llr *= w

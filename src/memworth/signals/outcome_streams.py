@@ -725,7 +725,9 @@ class NamespaceScan:
             "watched": state.watched.copy(),
             **evidence,
             "reference_state": np.array(self.reference.state(), dtype=np.float64),
-        } | ({} if state.components is None else {"components": state.components.copy()})
+        } | ({} if state.components is None else {"components": state.components.copy()}) | (
+            {} if state.frozen is None else {"frozen": state.frozen.copy()}
+        )
 
     def reference_column(self) -> np.ndarray:
         """The reference rate before each kept episode, by row (a view: copy before advancing)."""
@@ -758,6 +760,7 @@ class NamespaceScan:
             raise ValueError(f"the CUSUM state lacks {', '.join(missing)}")
         state = CusumState(*(np.array(snapshot[k]) for k in _STATE))
         state.components = None if parts is None else np.array(parts, dtype=np.float64)
+        state.frozen = _frozen_counts(scan.detector, state, snapshot.get("frozen"))
         if any(getattr(state, k).shape != (size,) for k in _STATE):
             raise ValueError("the CUSUM state does not have one row per memory")
         if not scan.detector.fits(state) or (state.components is not None and state.components.shape[0] != size):
@@ -1018,6 +1021,23 @@ def namespace_streams(
         raise ValidationError("sets", "rows must be >= 0")
     scan.advance(named, success, confidence, contexts)
     return scan.read()
+
+
+def _frozen_counts(detector: BernoulliCusum, state: CusumState, saved: np.ndarray | None) -> np.ndarray | None:
+    """The counts at each excursion's start a resumed scan keeps: the saved ones, or for a
+    snapshot saved without them (before the option, or with it off) the live counts when
+    every memory's statistic is 0 (exact then). ValueError when a memory is in an excursion
+    whose start is unknown, or the saved counts do not fit (then scan the episodes again)."""
+    if not detector.frozen_baseline:
+        return None
+    if saved is None:
+        if np.any(state.statistic > 0):
+            raise ValueError("the CUSUM state lacks the counts at its excursions' start")
+        return state.live_counts(np.arange(len(state)))
+    held = np.array(saved, dtype=np.float64)
+    if held.shape != (len(state), 3):
+        raise ValueError("the counts at the excursions' start do not have one row per memory")
+    return held
 
 
 _STATE = ("statistic", "observations", "successes", "expected", "since", "first_alarm", "watched")

@@ -157,3 +157,46 @@ def test_the_async_store_credits_a_held_episode_as_the_sync_one_does(backend_kin
             assert [(m.id, m.counts) for m in sync.list()] == counts
         finally:
             drop(sync)
+
+
+def test_a_held_list_of_items_changed_before_the_write_is_credited_as_logged(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of reccpu (branch rrec): an Episode built with a *list* of items (the dataclass is
+    frozen, the list is not) is changed by another thread after the store credited it and before
+    the write checked it. The credit and the check must look at one copy: the store credits
+    what is logged, and replay agrees."""
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)
+    recall = filled.recall("reverse a python list", k=3)
+    logged = recall.episode.items
+    items = [dataclasses.replace(it, weight=0.25) for it in logged]  # a copy the log does not hold
+    held = dataclasses.replace(recall.episode, items=items)  # type: ignore[arg-type]
+    before = {m.id: m.counts for m in filled.list()}
+    write = filled.backend.append_outcomes
+
+    def changed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        items[:] = logged  # the other thread puts the logged items back before the write looks
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(filled.backend, "append_outcomes", changed_meanwhile)
+    filled.record(held, True)
+    for it in logged:
+        assert filled.get(it.memory_id).counts.success == before[it.memory_id].success + it.weight
+    assert filled.replay().consistent
+
+
+@pytest.mark.parametrize("tail", ["\x00", "\ud800"])
+def test_a_held_copy_with_unstorable_memory_ids_is_credited_as_logged(filled: MemoryStore, tail: str) -> None:
+    """Review of reccpu (branch rrec): a copy whose memory ids no backend can store (NUL, a lone
+    surrogate) is not logged so; like any other such copy it is credited as a read gives (as
+    before reccpu), not refused by the database driver (PostgreSQL: StoreError, UnicodeEncodeError)."""
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)
+    recall = filled.recall("reverse a python list", k=3)
+    items = tuple(dataclasses.replace(it, memory_id=it.memory_id + tail) for it in recall.episode.items)
+    before = {m.id: m.counts for m in filled.list()}
+    filled.record(dataclasses.replace(recall.episode, items=items), True)
+    for it in recall.episode.items:
+        assert filled.get(it.memory_id).counts.success == before[it.memory_id].success + it.weight
+    assert filled.replay().consistent

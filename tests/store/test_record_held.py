@@ -200,3 +200,56 @@ def test_a_held_copy_with_unstorable_memory_ids_is_credited_as_logged(filled: Me
     for it in recall.episode.items:
         assert filled.get(it.memory_id).counts.success == before[it.memory_id].success + it.weight
     assert filled.replay().consistent
+
+
+def test_an_add_between_recall_and_record_makes_no_refused_write(
+    filled: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of reccpu (branch rrec): an agent's loop recalls, adds what it learned, then records.
+    The add moved the namespace's generation, so the provenance this store object cached is not
+    current: crediting the held episode with it was refused by the write (a statement that locks
+    the counters and writes nothing, PostgreSQL four round trips where main made three), then read
+    back. The store object knows it added: it reads at once, one write."""
+    filled.exploration = 0.0
+    filled.record(filled.recall("capital", k=2), True)  # caches the provenance
+    writes: list[int] = []
+    write = filled.backend.append_outcomes
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        writes.append(1)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(filled.backend, "append_outcomes", counted)
+    recall = filled.recall("reverse a python list", k=2)
+    filled.add("Reversed lists keep their length.", id="learned", derived_from=["reverse"])
+    filled.record(recall, True)
+    assert writes == [1]
+    held = filled.recall("boils", k=2)
+    filled.record(held, False)  # nothing added since: held, no read
+    assert writes == [1, 1]
+    assert filled.replay().consistent
+
+
+def test_provenance_another_store_object_added_is_credited_along(backend_kind: str, tmp_path: Path) -> None:
+    """Review of reccpu (branch rrec): another writer (a second store object on the same file or
+    database) adds a derived memory after this object cached the provenance; this object recalls
+    it and records the held Recall. The write finds the generation moved (nothing written), the
+    record reads again and credit flows to the new parent, as a record by id gives."""
+    if backend_kind == "memory":
+        pytest.skip("one memory:// store per object: there is no other writer")
+    url = url_for(backend_kind, tmp_path)
+    mine = MemoryStore.open(url, encoder=HashingEncoder(), seed=0, exploration=0.0)
+    other = MemoryStore.open(url, encoder=HashingEncoder(), seed=1)
+    try:
+        mine.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+        mine.record(mine.recall("capital", k=2), True)  # caches the provenance (no edges yet)
+        other.add("Reverse a list in place with list.reverse().", id="child", derived_from=["water"])
+        recall = mine.recall("reverse a list in place", k=1)
+        assert [r.memory.id for r in recall] == ["child"]
+        before = mine.get("water").counts
+        mine.record(recall, True)
+        assert mine.get("water").counts.success == before.success + mine.propagation
+        assert mine.replay().consistent
+    finally:
+        other.close()
+        drop(mine)

@@ -415,10 +415,11 @@ class RecordingMixin(StoreState):
         generations = None  # with episodes held: {namespace: generation} of the provenance credited along
         propagates = self.propagation > 0 and self.max_hops > 0
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            if held is not None and propagates:  # as cached (_as_given): the write checks it is current
-                generations, parents[ns] = generations or {}, self._parents[ns][1]
-                generations[ns] = self._parents[ns][0]
-            else:
+            cached = self._parents.get(ns) if held is not None and propagates else None
+            if cached is not None:  # as cached (_as_given): the write checks it is current
+                generations, parents[ns] = generations or {}, cached[1]
+                generations[ns] = cached[0]
+            else:  # read (an add by another thread may have forgotten the cached one since _as_given)
                 parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memworth import Counts, HashingEncoder, MemoryStore, UnknownEpisodeError
+from memworth import Counts, HashingEncoder, MemoryStore, UnknownEpisodeError, ValidationError
 from memworth.aio import AsyncMemoryStore
 from memworth.errors import ChangedError
 from memworth.store import Episode
@@ -253,3 +253,25 @@ def test_provenance_another_store_object_added_is_credited_along(backend_kind: s
     finally:
         other.close()
         drop(mine)
+
+
+def test_every_backend_refuses_the_same_malformed_given_write(filled: MemoryStore) -> None:
+    """Review of reccpu (branch rrec): ``append_outcomes``' ``given`` / ``generations`` contract
+    answered differently per backend: ``generations`` without ``given`` was checked by the memory
+    and SQLite backends and refused by PostgreSQL; an outcome logged in one namespace for a
+    given episode of another was written by all three (PostgreSQL then logged an outcome whose
+    episode is not in its namespace). One rule (``check_given``) refuses both, nothing written."""
+    filled.exploration = 0.0
+    ep = filled.recall("reverse a python list", k=2).episode
+    ns = ep.namespace
+    increments = [Increment(ns, it.memory_id, it.weight, 0.0, 1.0) for it in ep.items]
+    row = OutcomeRow(ep.id, True, "explicit", 1.0, 1.0, 0, ns, 0.0, 0, None)
+    before = {m.id: m.counts for m in filled.list()}
+    generation = filled.backend.generation(ns)
+    with pytest.raises(ValidationError, match="generations"):
+        filled.backend.append_outcomes([row], increments, generations={ns: generation})
+    elsewhere = dataclasses.replace(row, namespace="elsewhere")
+    with pytest.raises(ValidationError, match="given"):
+        filled.backend.append_outcomes([elsewhere], increments, given=[ep])
+    assert {m.id: m.counts for m in filled.list()} == before
+    assert list(filled.backend.outcome_log()) == []

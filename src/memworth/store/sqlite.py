@@ -740,7 +740,7 @@ class SQLiteBackend:
         given: Sequence[Episode] = (),
         generations: Mapping[str, int] | None = None,
     ) -> None:
-        check_given(given, outcomes, reweighted)
+        check_given(given, outcomes, reweighted, generations)
         with self._lock:  # a kept copy vouches for a given episode: only the others are read
             kept = self._kept_now()
             unread = [ep for ep in given if not logged_as_given(kept.get(ep.id), ep)] if kept else given

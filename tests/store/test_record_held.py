@@ -10,8 +10,8 @@ credits what a read gives, as before: replay equals the live counters bit for bi
 from __future__ import annotations
 
 import asyncio
-import random
 import dataclasses
+import random
 from pathlib import Path
 from typing import Any
 

@@ -330,3 +330,21 @@ def test_held_and_by_id_records_credit_alike_bit_for_bit(backend_kind: str, tmp_
     assert as_held[1] and by_id[1]
     assert as_held[0] == by_id[0]
     assert any(c[0] > 0 for c in as_held[0].values()) and any(m.startswith("d") for m in as_held[0])
+
+
+def test_a_batch_with_a_copy_of_an_unstorable_namespace_is_credited_as_logged(filled: MemoryStore) -> None:
+    """Review of reccpu (branch rrec): a batch over two namespaces (so no one namespace is named)
+    holding a copy whose namespace no backend keeps (NUL) is credited as a read gives, as
+    before reccpu, not refused by PostgreSQL's driver (StoreError) while checking the copy.
+    Without credit propagation (with it, a namespace whose provenance is not cached is read)."""
+    filled.exploration, filled.propagation = 0.0, 0.0
+    filled.add("Paris is the capital of France.", id="paris", namespace="geo")
+    filled.record(filled.recall("capital", k=2), True)
+    filled.record(filled.recall("capital of France", k=1, namespace="geo"), True)
+    here, there = filled.recall("reverse a python list", k=2), filled.recall("capital", k=1, namespace="geo")
+    before = {it.memory_id: filled.get(it.memory_id).counts for it in here.episode.items}
+    forged = dataclasses.replace(here.episode, namespace="default\x00")
+    filled.record_many([(forged, True), (there, True)])
+    for it in here.episode.items:
+        assert filled.get(it.memory_id).counts.success == before[it.memory_id].success + it.weight
+    assert filled.replay().consistent

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeGuard
 
 from memworth.credit import share_among_used
@@ -174,31 +174,32 @@ def credit_increments(
 
 def _plain_items(episode: object) -> TypeGuard[Episode]:
     """Whether ``episode`` is in the form a read gives and every backend compares as it is: an
-    :class:`Episode` with a namespace (a non-empty str) and at least one item, with storable str
+    :class:`Episode` with a namespace (a name, :func:`check_name`) and at least one item, with storable str
     memory ids (:func:`check_storable`), float weights and int positions rising strictly, from 0
     up, below 2**31. Exact types throughout (a tuple of :class:`EpisodeItem`, no subclass), so
     the episode cannot change between its credit and the write's check of it: a list of items
     (the dataclass is frozen, a list in it is not) is read back instead."""
     if type(episode) is not Episode or type(episode.items) is not tuple or not episode.items:
         return False
-    if type(episode.namespace) is not str or not episode.namespace:
+    if type(episode.namespace) is not str or not _passes(check_name, episode.namespace):
         return False
     last = -1
     for it in episode.items:
         if type(it) is not EpisodeItem or type(it.position) is not int or not last < it.position < 2**31:
             return False
-        if type(it.memory_id) is not str or type(it.weight) is not float or not _storable(it.memory_id):
+        if type(it.memory_id) is not str or type(it.weight) is not float or not _passes(check_storable, it.memory_id):
             return False
         last = it.position
     return True
 
 
-def _storable(text: str) -> bool:
-    """Whether ``text`` is one every backend keeps (:func:`check_storable`): a copy whose memory
-    ids are not can be logged by none, and PostgreSQL's driver would refuse it before the
-    write's check could (StoreError, UnicodeEncodeError), where a read credits what is logged."""
+def _passes(check: Callable[[str, str], object], text: str) -> bool:
+    """Whether ``text`` passes ``check`` (:func:`check_name` for a namespace, :func:`check_storable`
+    for a memory id): a copy of an episode whose namespace or memory ids do not can be logged by
+    no backend, and PostgreSQL's driver would refuse it before the write's check could
+    (StoreError, UnicodeEncodeError), where a read credits what is logged."""
     try:
-        check_storable(text, "memory_id")
+        check(text, "episode")
     except ValidationError:
         return False
     return True

@@ -211,8 +211,9 @@ class Backend(Protocol):
         these outcomes whose items' credit weights the outcome set (``record(..., used=...)``):
         the logged weights become theirs, in the same transaction (:func:`reweighted_rows`).
 
-        ``given``: the outcomes' episodes as the caller holds them, its increments made from
-        them without reading them back (a plain batch: no ``reweighted``). The write is made
+        ``given``: the outcomes' episodes as the caller holds them (one per outcome, in order, of
+        its namespace), its increments made from them without reading them back (a plain batch:
+        no ``reweighted``; :func:`check_given`). The write is made
         only if each is logged in its namespace with exactly these items (:func:`logged_as_given`);
         else UnknownEpisodeError names one that is not, and nothing is written. ``generations``:
         ``{namespace: generation}`` the increments were made under (the provenance credit
@@ -465,12 +466,22 @@ def logged_as_given(logged: Episode | None, given: Episode) -> bool:
     return logged is not None and credited_as(logged) == credited_as(given)
 
 
-def check_given(given: Sequence[Episode], outcomes: Sequence[OutcomeRow], reweighted: Sequence[Episode]) -> None:
+def check_given(
+    given: Sequence[Episode],
+    outcomes: Sequence[OutcomeRow],
+    reweighted: Sequence[Episode],
+    generations: Mapping[str, int] | None = None,
+) -> None:
     """ValidationError unless ``given`` (``append_outcomes``) comes with a plain batch: one episode
-    per outcome, in order, each with an item and a namespace (PostgreSQL checks them by their
-    items; items of no logged episode were given the namespace '' by schema 7), and no
-    ``reweighted`` ones (their weights change in the write)."""
-    if given and (reweighted or [ep.id for ep in given] != [o.episode_id for o in outcomes]):
+    per outcome, in order, of the outcome's namespace, each with an item and a namespace
+    (PostgreSQL checks them by their items; items of no logged episode were given the namespace
+    '' by schema 7), and no ``reweighted`` ones (their weights change in the write); and
+    ``generations`` only with ``given`` (PostgreSQL checks them in the statement that checks
+    ``given``). Every backend asks this, so each answers a malformed write alike."""
+    if generations and not given:
+        raise ValidationError("generations", "are checked with the episodes given (given=...) only")
+    keys = [(ep.namespace, ep.id) for ep in given]
+    if given and (reweighted or keys != [(o.namespace, o.episode_id) for o in outcomes]):
         raise ValidationError("given", "must be the episodes of a plain batch's outcomes, one each, in order")
     if any(not ep.items or not ep.namespace for ep in given):
         raise ValidationError("given", "must be episodes of a namespace that retrieved something (read the others)")

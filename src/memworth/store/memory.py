@@ -260,7 +260,7 @@ class MemoryBackend:
         given: Sequence[Episode] = (),
         generations: Mapping[str, int] | None = None,
     ) -> None:
-        check_given(given, outcomes, reweighted)
+        check_given(given, outcomes, reweighted, generations)
         with self._lock:
             if generations and any(g != self._generation for g in generations.values()):
                 raise ChangedError("the namespace changed since its provenance was read; nothing recorded")

@@ -1055,9 +1055,7 @@ class PostgresBackend:
     ) -> Plan:
         """:meth:`append_outcomes`' plan; ``given`` (a plain record's episodes as the caller holds
         them) and ``generations`` are checked in the one statement that writes (:data:`_RECORD_GIVEN`)."""
-        check_given(given, outcomes, reweighted)
-        if generations and not given:
-            raise ValidationError("generations", "are checked with the episodes given (given=...) only")
+        check_given(given, outcomes, reweighted, generations)
         return self._plan_append((), outcomes, increments, reweighted, given, generations or {})
 
     def plan_append_verifications(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeGuard
 
 from memworth.credit import share_among_used
 from memworth.errors import (
@@ -29,7 +30,7 @@ from memworth.store.backend import Increment
 from memworth.store.governing import AUTOMATIC
 from memworth.store.outcome_log import SourceReport
 from memworth.store.recall import Recall
-from memworth.store.records import Episode, Memory, OutcomeRow, Recalled, Verification
+from memworth.store.records import Episode, EpisodeItem, Memory, OutcomeRow, Recalled, Verification
 from memworth.store.state import StoreState
 from memworth.store.steps import Blocking, Call, Steps, run
 from memworth.validation import check_confidence, check_name, check_storable
@@ -171,19 +172,36 @@ def credit_increments(
     return out
 
 
-def _plain_items(episode: Episode) -> bool:
-    """Whether ``episode`` is in the form a read gives and every backend compares as it is: a
-    namespace (a non-empty str) and at least one item, with str memory ids, float weights and
-    int positions rising strictly, from 0 up, below 2**31."""
-    if type(episode.namespace) is not str or not episode.namespace or not episode.items:
+def _plain_items(episode: object) -> TypeGuard[Episode]:
+    """Whether ``episode`` is in the form a read gives and every backend compares as it is: an
+    :class:`Episode` with a namespace (a name, :func:`check_name`) and at least one item, with storable str
+    memory ids (:func:`check_storable`), float weights and int positions rising strictly, from 0
+    up, below 2**31. Exact types throughout (a tuple of :class:`EpisodeItem`, no subclass), so
+    the episode cannot change between its credit and the write's check of it: a list of items
+    (the dataclass is frozen, a list in it is not) is read back instead."""
+    if type(episode) is not Episode or type(episode.items) is not tuple or not episode.items:
+        return False
+    if type(episode.namespace) is not str or not _passes(check_name, episode.namespace):
         return False
     last = -1
     for it in episode.items:
-        if type(it.position) is not int or not last < it.position < 2**31:
+        if type(it) is not EpisodeItem or type(it.position) is not int or not last < it.position < 2**31:
             return False
-        if type(it.memory_id) is not str or type(it.weight) is not float:
+        if type(it.memory_id) is not str or type(it.weight) is not float or not _passes(check_storable, it.memory_id):
             return False
         last = it.position
+    return True
+
+
+def _passes(check: Callable[[str, str], object], text: str) -> bool:
+    """Whether ``text`` passes ``check`` (:func:`check_name` for a namespace, :func:`check_storable`
+    for a memory id): a copy of an episode whose namespace or memory ids do not can be logged by
+    no backend, and PostgreSQL's driver would refuse it before the write's check could
+    (StoreError, UnicodeEncodeError), where a read credits what is logged."""
+    try:
+        check(text, "episode")
+    except ValidationError:
+        return False
     return True
 
 
@@ -398,10 +416,11 @@ class RecordingMixin(StoreState):
         generations = None  # with episodes held: {namespace: generation} of the provenance credited along
         propagates = self.propagation > 0 and self.max_hops > 0
         for ns in {ep.namespace for ep in episodes}:  # one read per call
-            if held is not None and propagates:  # as cached (_as_given): the write checks it is current
-                generations, parents[ns] = generations or {}, self._parents[ns][1]
-                generations[ns] = self._parents[ns][0]
-            else:
+            cached = self._parents.get(ns) if held is not None and propagates else None
+            if cached is not None:  # as cached (_as_given): the write checks it is current
+                generations, parents[ns] = generations or {}, cached[1]
+                generations[ns] = cached[0]
+            else:  # read (an add by another thread may have forgotten the cached one since _as_given)
                 parents[ns] = yield from self._parents_of_steps(ns, generation if ns == namespace else None)
         if self._live_to_start({ep.namespace for ep in episodes}):  # a scan of the log: in a thread
             yield Blocking(self._start_live, ({ep.namespace for ep in episodes},))
@@ -580,9 +599,9 @@ class RecordingMixin(StoreState):
         given = []
         for pair, used in zip(pairs, useds, strict=True):
             ep = pair[0].episode if isinstance(pair[0], Recall) else pair[0]
-            if used is not None or not isinstance(ep, Episode) or (namespace is not None and ep.namespace != namespace):
+            if used is not None or not _plain_items(ep) or (namespace is not None and ep.namespace != namespace):
                 return None
-            if not _plain_items(ep) or (propagates and ep.namespace not in self._parents):
+            if propagates and ep.namespace not in self._parents:
                 return None
             given.append(ep)
         return given

@@ -740,7 +740,7 @@ class SQLiteBackend:
         given: Sequence[Episode] = (),
         generations: Mapping[str, int] | None = None,
     ) -> None:
-        check_given(given, outcomes, reweighted)
+        check_given(given, outcomes, reweighted, generations)
         with self._lock:  # a kept copy vouches for a given episode: only the others are read
             kept = self._kept_now()
             unread = [ep for ep in given if not logged_as_given(kept.get(ep.id), ep)] if kept else given
@@ -906,9 +906,10 @@ class SQLiteBackend:
             " WHERE d.namespace = ? AND d.memory_id = ? AND o.seq > ?"
         )
         if banned:
+            marks = ",".join("?" * len(banned))
             sql += (
                 " AND NOT EXISTS (SELECT 1 FROM episode_items i WHERE i.episode_id = d.episode_id"
-                f" AND i.memory_id IN ({','.join('?' * len(banned))}))"
+                f" AND i.memory_id IN ({marks}))"
             )
         rows = self._read(sql + " ORDER BY o.seq", (namespace, memory_id, int(after), *banned))
         return [(bool(p), float(q), bool(ok), float(c)) for p, q, ok, c in rows]
@@ -1366,10 +1367,11 @@ def _check_logged_as_given(db: sqlite3.Connection, given: Sequence[Episode]) -> 
     :func:`credited_as` says a read gives (an episode that retrieved nothing: one row of NULLs)."""
     for start in range(0, len(given), 500):
         chunk = sorted(given[start : start + 500], key=attrgetter("id"))
+        marks = ",".join("?" * len(chunk))
         rows = db.execute(
             "SELECT e.id, e.namespace, i.position, i.memory_id, i.weight"
             " FROM episodes e LEFT JOIN episode_items i ON i.episode_id = e.id"
-            f" WHERE e.id IN ({','.join('?' * len(chunk))}) ORDER BY e.id, i.position",
+            f" WHERE e.id IN ({marks}) ORDER BY e.id, i.position",
             [ep.id for ep in chunk],
         ).fetchall()
         expected = []

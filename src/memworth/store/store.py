@@ -552,6 +552,10 @@ class MemoryStore(
             yield Blocking(self.backend.insert_memories, (rows,))
         else:
             yield Call("insert_memories", (rows,))
+        # the namespace's generation moved: the provenance cached for it is not current, and a
+        # record crediting a held episode with it would be refused by the write (then read back);
+        # forgotten, the next record reads the provenance at once, as a record by id does
+        self._parents.pop(namespace, None)
         return memories
 
     def _prepare(

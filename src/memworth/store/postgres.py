@@ -299,6 +299,11 @@ class _Connection:
     pool_timeout: float
 
 
+_SNAPSHOT_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_SNAPSHOT_WRITE = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+"""How :meth:`PostgresBackend.snapshot` begins its transaction, reading or writing."""
+
+
 def _parse_url(url: str) -> _Connection:
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
@@ -540,20 +545,20 @@ class PostgresBackend:
         every statement of the block sees the snapshot of its first; reading, ``READ ONLY``;
         writing, an ``UPDATE`` of a row another transaction changed since the snapshot fails
         (a serialization failure: UnavailableError) and the block is rolled back whole."""
-        with self._hold("REPEATABLE READ" if write else "REPEATABLE READ READ ONLY"):
+        with self._hold(_SNAPSHOT_WRITE if write else _SNAPSHOT_READ):
             yield
 
     @contextmanager
     def _hold(self, isolation: str | None) -> Iterator[None]:
-        """This thread keeps one pooled connection for the block, in one transaction at
-        ``isolation`` (None: the server's default, read committed)."""
+        """This thread keeps one pooled connection for the block, in one transaction begun with
+        the statement ``isolation`` (a ``SET TRANSACTION``; None: the server's default, read committed)."""
         if getattr(self._held, "conn", None) is not None:
             raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
         had_column = self._vec_column
         try:
             with self._pool.connection() as conn, conn.transaction():
                 if isolation is not None:
-                    conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+                    conn.execute(isolation)
                 self._held.conn = conn
                 try:
                     yield

@@ -37,19 +37,25 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Memor
     drop(replaying)
 
 
-def _between_reads(store: MemoryStore, write: Callable[[], None]) -> list[bool]:
-    """Make ``write`` run once, just before ``store``'s backend first reads the counters."""
+def _between_reads(store: MemoryStore, write: Callable[[], None], at: int = 1) -> None:
+    """Make ``write`` run once, just before ``store``'s backend reads the counters for the
+    ``at``-th time (a replay reads them once per pass of its one namespace)."""
     read = store.backend.memories
-    done: list[bool] = []
+    calls: list[bool] = []
 
     def memories(*args: Any, **kwargs: Any) -> Any:
-        if not done:
-            done.append(True)
+        calls.append(True)
+        if len(calls) == at:
             write()
         return read(*args, **kwargs)
 
     store.backend.memories = memories  # type: ignore[method-assign]
-    return done
+
+
+def _busy_at_once(store: MemoryStore) -> None:
+    """A SQLite writer gives up at once when the database is locked (instead of after 60 s)."""
+    if isinstance(store.backend, SQLiteBackend):
+        store.backend._db.execute("PRAGMA busy_timeout=0")
 
 
 def _history(store: MemoryStore, n: int) -> None:
@@ -75,8 +81,7 @@ def test_replay_apply_loses_no_concurrent_outcome(pair: tuple[MemoryStore, Memor
     target = episode.items[0].memory_id
     replaying.backend.write_counts("default", {target: Counts(5.0, 5.0, 10.0)})  # a counter to repair
     sqlite = isinstance(writer.backend, SQLiteBackend)
-    if sqlite:  # the writer gives up at once when the database is locked (instead of after 60 s)
-        writer.backend._db.execute("PRAGMA busy_timeout=0")
+    _busy_at_once(writer)
     refused: list[StoreError] = []
 
     def record() -> None:
@@ -85,7 +90,7 @@ def test_replay_apply_loses_no_concurrent_outcome(pair: tuple[MemoryStore, Memor
         except StoreError as exc:
             refused.append(exc)
 
-    _between_reads(replaying, record)
+    _between_reads(replaying, record, at=2)  # in the pass that fixes
     if sqlite:  # the replay holds the write lock from its first read: the writer is held off
         assert replaying.replay(apply=True).applied
         assert len(refused) == 1
@@ -99,3 +104,14 @@ def test_replay_apply_loses_no_concurrent_outcome(pair: tuple[MemoryStore, Memor
     report = replaying.replay()
     assert report.outcomes == 5 and report.consistent, report.mismatches
     assert report.rebuilt[("default", target)] == replaying.get(target).counts
+
+
+def test_replay_apply_with_nothing_to_fix_holds_no_writer_off(pair: tuple[MemoryStore, MemoryStore]) -> None:
+    replaying, writer = pair
+    _history(replaying, 4)
+    episode = writer.recall("reverse a python list", k=2).episode
+    _busy_at_once(writer)
+    _between_reads(replaying, lambda: writer.record(episode, True))  # refused if the replay held the write lock
+    report = replaying.replay(apply=True)
+    assert report.consistent and not report.applied and report.outcomes == 4
+    assert replaying.replay().outcomes == 5 and replaying.replay().consistent

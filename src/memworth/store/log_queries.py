@@ -332,26 +332,32 @@ class LogMixin(StoreState):
 
         The log and the live counters are read in one snapshot (:meth:`Backend.snapshot
         <memworth.store.backend.Backend.snapshot>`): an outcome another writer commits meanwhile
-        is in both or in neither, so it is never reported as a mismatch. With ``apply`` the fixes
-        are written in that snapshot's transaction, only if no other write landed on them since
-        it was taken: SQLite and the memory backend hold other writers off until the fixes
-        commit; on PostgreSQL a fix to a counter another writer changed meanwhile fails with
-        :class:`memworth.errors.UnavailableError` and nothing is written (call it again).
+        is in both or in neither, so it is never reported as a mismatch. With ``apply``, when
+        that read finds a difference, the log is replayed again in a snapshot that writes, and
+        the fixes are made there, only if no other write landed on them since it was taken:
+        SQLite and the memory backend hold other writers off until the fixes commit; on
+        PostgreSQL a fix to a counter another writer changed meanwhile fails with
+        :class:`memworth.errors.UnavailableError` and nothing is written (call it again). A
+        store with nothing to fix is read once and holds no writer off.
 
-        ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`)."""
+        ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`), twice when
+        there is something to fix."""
         check_flag(apply, "apply")
-        with self.backend.snapshot(write=apply):
+        with self.backend.snapshot():
             report = self._replayed(progress)
-            if apply and report.mismatches:
-                by_ns: dict[str, dict[str, Counts]] = {}
-                for ns, mid, _live, want in report.mismatches:
-                    by_ns.setdefault(ns, {})[mid] = want
-                for ns, fixes in by_ns.items():
-                    self.backend.write_counts(ns, fixes)
-        if apply and report.mismatches:  # committed
-            self._forget_followed()
-            return replace(report, applied=True)
-        return report
+        if not apply or report.consistent:
+            return report
+        with self.backend.snapshot(write=True):
+            report = self._replayed(progress)  # again: the fixes come from the state they are written on
+            by_ns: dict[str, dict[str, Counts]] = {}
+            for ns, mid, _live, want in report.mismatches:
+                by_ns.setdefault(ns, {})[mid] = want
+            for ns, fixes in by_ns.items():
+                self.backend.write_counts(ns, fixes)
+        if report.consistent:  # a writer's outcome had closed the gap meanwhile
+            return report
+        self._forget_followed()  # committed
+        return replace(report, applied=True)
 
     def _replayed(self, progress: Progress) -> ReplayReport:
         """The counters the log rebuilds and where the live ones differ (call in one snapshot)."""

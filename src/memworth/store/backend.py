@@ -343,6 +343,24 @@ class Backend(Protocol):
         :meth:`memworth.MemoryStore.transaction` opens it, with the store's own state."""
         ...
 
+    def snapshot(self, *, write: bool = False) -> AbstractContextManager[None]:
+        """A block whose reads (every call this thread makes on the backend until it ends) all
+        see one state of the database, whatever other store objects and processes commit
+        meanwhile: what :meth:`memworth.MemoryStore.replay` reads the outcome log and the
+        counters in, so that it compares the two as they stood together.
+
+        ``write``: the block may also write, and its writes land only if no other write changed
+        what they change since the snapshot was taken (a write made from an older state would
+        lose a newer one): SQLite holds the database's write lock from the start of the block
+        (``BEGIN IMMEDIATE``: other writers wait), the memory backend its lock; PostgreSQL reads
+        in one ``REPEATABLE READ`` transaction, where a write to a row another transaction
+        changed since the snapshot fails with UnavailableError (try again) and nothing of the
+        block is written. Its writes commit together when the block exits cleanly, and roll
+        back together on an exception. Without ``write`` the block only reads.
+
+        StoreError if this thread has a :meth:`transaction` (or a snapshot) open: they do not nest."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...

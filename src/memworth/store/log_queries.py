@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -330,8 +330,37 @@ class LogMixin(StoreState):
     def replay(self, *, apply: bool = False, progress: Progress = False) -> ReplayReport:
         """Rebuild every counter from the outcome log; report (and with ``apply``, fix) differences.
 
-        ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`)."""
+        The log and the live counters are read in one snapshot (:meth:`Backend.snapshot
+        <memworth.store.backend.Backend.snapshot>`): an outcome another writer commits meanwhile
+        is in both or in neither, so it is never reported as a mismatch. With ``apply``, when
+        that read finds a difference, the log is replayed again in a snapshot that writes, and
+        the fixes are made there, only if no other write landed on them since it was taken:
+        SQLite and the memory backend hold other writers off until the fixes commit; on
+        PostgreSQL a fix to a counter another writer changed meanwhile fails with
+        :class:`memworth.errors.UnavailableError` and nothing is written (call it again). A
+        store with nothing to fix is read once and holds no writer off.
+
+        ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`), twice when
+        there is something to fix."""
         check_flag(apply, "apply")
+        with self.backend.snapshot():
+            report = self._replayed(progress)
+        if not apply or report.consistent:
+            return report
+        with self.backend.snapshot(write=True):
+            report = self._replayed(progress)  # again: the fixes come from the state they are written on
+            by_ns: dict[str, dict[str, Counts]] = {}
+            for ns, mid, _live, want in report.mismatches:
+                by_ns.setdefault(ns, {})[mid] = want
+            for ns, fixes in by_ns.items():
+                self.backend.write_counts(ns, fixes)
+        if report.consistent:  # a writer's outcome had closed the gap meanwhile
+            return report
+        self._forget_followed()  # committed
+        return replace(report, applied=True)
+
+    def _replayed(self, progress: Progress) -> ReplayReport:
+        """The counters the log rebuilds and where the live ones differ (call in one snapshot)."""
         rebuilt: dict[tuple[str, str], list[float]] = {}
         log = list(self.backend.outcome_log())
         shown = progress_bar(len(log), "outcomes replayed", progress)
@@ -350,22 +379,12 @@ class LogMixin(StoreState):
                 shown.update(1)
         counts = {key: Counts(*v) for key, v in rebuilt.items()}
         mismatches = []
-        live_all: dict[tuple[str, str], Counts] = {}
         for ns in self.backend.namespaces():
             for m in self.backend.memories(ns):
-                live_all[(ns, m.id)] = m.counts
-        for key, live in live_all.items():
-            want = counts.get(key, Counts())
-            if (live.success, live.failure, live.n) != (want.success, want.failure, want.n):
-                mismatches.append((key[0], key[1], live, want))
-        if apply and mismatches:
-            by_ns: dict[str, dict[str, Counts]] = {}
-            for ns, mid, _live, want in mismatches:
-                by_ns.setdefault(ns, {})[mid] = want
-            for ns, fixes in by_ns.items():
-                self.backend.write_counts(ns, fixes)
-            self._forget_followed()
-        return ReplayReport(len(log), counts, mismatches, applied=apply and bool(mismatches))
+                live, want = m.counts, counts.get((ns, m.id), Counts())
+                if (live.success, live.failure, live.n) != (want.success, want.failure, want.n):
+                    mismatches.append((ns, m.id, live, want))
+        return ReplayReport(len(log), counts, mismatches)
 
 
 def _live_alarms(scan: NamespaceScan, state: CusumState | None, ids: Sequence[str]) -> LiveAlarms:

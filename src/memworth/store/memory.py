@@ -86,6 +86,20 @@ class MemoryBackend:
             finally:
                 self._undo = None
 
+    @contextmanager
+    def snapshot(self, *, write: bool = False) -> Iterator[None]:
+        """The lock, held for the block (:meth:`memworth.store.backend.Backend.snapshot`): no
+        other thread reads or writes until it ends. ``write``: a :meth:`transaction` (its
+        writes undone together on an exception)."""
+        if write:
+            with self.transaction():
+                yield
+            return
+        with self._lock:
+            if self._undo is not None:
+                raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
+            yield
+
     def _put(self, table: MutableMapping[Any, Any], key: Any, value: Any) -> None:
         """``table[key] = value``, undoable."""
         if self._undo is not None:

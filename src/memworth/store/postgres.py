@@ -299,6 +299,11 @@ class _Connection:
     pool_timeout: float
 
 
+_SNAPSHOT_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_SNAPSHOT_WRITE = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+"""How :meth:`PostgresBackend.snapshot` begins its transaction, reading or writing."""
+
+
 def _parse_url(url: str) -> _Connection:
     parsed = urlparse(url)
     if parsed.scheme not in ("postgresql", "postgres"):
@@ -516,6 +521,11 @@ class PostgresBackend:
     def _failure(self, exc: Exception) -> StoreError:
         """The error for a database error: UnavailableError when the server or the
         connection is down (psycopg's OperationalError), else StoreError."""
+        if isinstance(exc, self._psycopg.errors.SerializationFailure):  # a snapshot's write lost a race
+            return UnavailableError(
+                f"{self.url}: another writer changed what this transaction writes since its snapshot;"
+                f" nothing written, try again ({exc})"
+            )
         kind = UnavailableError if isinstance(exc, self._psycopg.OperationalError) else StoreError
         return kind(f"{self.url}: {exc}")
 
@@ -526,11 +536,29 @@ class PostgresBackend:
         pooled connection for it, and each write inside is a savepoint of it; other threads
         (and processes) see none of it before the commit. StoreError if this thread has one
         open already."""
+        with self._hold(None):
+            yield
+
+    @contextmanager
+    def snapshot(self, *, write: bool = False) -> Iterator[None]:
+        """A :meth:`transaction` at ``REPEATABLE READ`` (:meth:`memworth.store.backend.Backend.snapshot`):
+        every statement of the block sees the snapshot of its first; reading, ``READ ONLY``;
+        writing, an ``UPDATE`` of a row another transaction changed since the snapshot fails
+        (a serialization failure: UnavailableError) and the block is rolled back whole."""
+        with self._hold(_SNAPSHOT_WRITE if write else _SNAPSHOT_READ):
+            yield
+
+    @contextmanager
+    def _hold(self, isolation: str | None) -> Iterator[None]:
+        """This thread keeps one pooled connection for the block, in one transaction begun with
+        the statement ``isolation`` (a ``SET TRANSACTION``; None: the server's default, read committed)."""
         if getattr(self._held, "conn", None) is not None:
             raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
         had_column = self._vec_column
         try:
             with self._pool.connection() as conn, conn.transaction():
+                if isolation is not None:
+                    conn.execute(isolation)
                 self._held.conn = conn
                 try:
                     yield

@@ -385,6 +385,34 @@ class SQLiteBackend:
             if due:  # committed: an erased memory's old pages leave the WAL now
                 self._checkpoint_wal()
 
+    @contextmanager
+    def snapshot(self, *, write: bool = False) -> Iterator[None]:
+        """One transaction on this store object's connection, under its lock, for the block
+        (:meth:`memworth.store.backend.Backend.snapshot`). Reading: a deferred ``BEGIN``; WAL
+        keeps the state of the block's first read for every later one while other connections
+        commit. Writing: a :meth:`transaction` begun with ``BEGIN IMMEDIATE`` at once, so no
+        other connection writes between the block's first read and its commit."""
+        if write:
+            with self.transaction():
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as exc:
+                    raise StoreError(f"cannot start a write: {exc}") from exc
+                yield
+            return
+        with self._lock:
+            if self._unit or self._db.in_transaction:
+                raise StoreError(f"{self.url}: a transaction is open already; transactions do not nest")
+            try:
+                self._db.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.url}: {exc}") from exc
+            try:
+                yield
+            finally:
+                if self._db.in_transaction:  # it read only: ending it keeps and loses nothing
+                    self._db.execute("ROLLBACK")
+
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:

@@ -115,3 +115,27 @@ def test_replay_apply_with_nothing_to_fix_holds_no_writer_off(pair: tuple[Memory
     report = replaying.replay(apply=True)
     assert report.consistent and not report.applied and report.outcomes == 4
     assert replaying.replay().outcomes == 5 and replaying.replay().consistent
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_replay_inside_a_transaction_reads_and_fixes_in_it(kind: str, tmp_path: Path) -> None:
+    """Replay called inside the store object's open transaction works as it did before the
+    snapshot: it reads in that transaction, and its fixes commit or roll back with it."""
+    store = MemoryStore.open(url_for(kind, tmp_path), encoder=HashingEncoder(), seed=0, exploration=0.0)
+    try:
+        store.add_many([{"id": k, "text": v} for k, v in FACTS.items()])
+        _history(store, 4)
+        target = store.recall("reverse a python list", k=2).episode.items[0].memory_id
+        right = store.get(target).counts
+        with store.transaction():
+            assert store.replay().consistent
+        store.backend.write_counts("default", {target: Counts(5.0, 5.0, 10.0)})
+        with pytest.raises(RuntimeError), store.transaction():
+            assert store.replay(apply=True).applied
+            raise RuntimeError("the answer could not be rendered")
+        assert store.get(target).counts == Counts(5.0, 5.0, 10.0)  # rolled back with the block
+        with store.transaction():
+            assert store.replay(apply=True).applied
+        assert store.get(target).counts == right and store.replay().consistent
+    finally:
+        drop(store)

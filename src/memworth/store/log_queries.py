@@ -338,26 +338,39 @@ class LogMixin(StoreState):
         SQLite and the memory backend hold other writers off until the fixes commit; on
         PostgreSQL a fix to a counter another writer changed meanwhile fails with
         :class:`memworth.errors.UnavailableError` and nothing is written (call it again). A
-        store with nothing to fix is read once and holds no writer off.
+        store with nothing to fix is read once and holds no writer off. Inside the store object's
+        open :meth:`transaction <memworth.MemoryStore.transaction>` it reads as that transaction
+        does and its fixes are writes of it, kept or rolled back with it.
 
         ``progress``: a bar over the outcomes replayed (:mod:`memworth.progress`), twice when
         there is something to fix."""
         check_flag(apply, "apply")
-        with self.backend.snapshot():
+        if self._in_transaction():  # read as the caller's open transaction reads; fixed in it (undone with it)
             report = self._replayed(progress)
-        if not apply or report.consistent:
-            return report
-        with self.backend.snapshot(write=True):
-            report = self._replayed(progress)  # again: the fixes come from the state they are written on
-            by_ns: dict[str, dict[str, Counts]] = {}
-            for ns, mid, _live, want in report.mismatches:
-                by_ns.setdefault(ns, {})[mid] = want
-            for ns, fixes in by_ns.items():
-                self.backend.write_counts(ns, fixes)
-        if report.consistent:  # a writer's outcome had closed the gap meanwhile
-            return report
-        self._forget_followed()  # committed
+            if not apply or report.consistent:
+                return report
+            self._fix(report)
+        else:
+            with self.backend.snapshot():
+                report = self._replayed(progress)
+            if not apply or report.consistent:
+                return report
+            with self.backend.snapshot(write=True):
+                report = self._replayed(progress)  # again: the fixes come from the state they are written on
+                self._fix(report)
+            if report.consistent:  # a writer's outcome had closed the gap meanwhile
+                return report
+        self._forget_followed()  # committed (or, in a transaction, set back if it rolls back)
         return replace(report, applied=True)
+
+    def _fix(self, report: ReplayReport) -> None:
+        """Write each counter ``report`` found wrong as the log rebuilds it (call in the
+        snapshot or transaction it was read in)."""
+        by_ns: dict[str, dict[str, Counts]] = {}
+        for ns, mid, _live, want in report.mismatches:
+            by_ns.setdefault(ns, {})[mid] = want
+        for ns, fixes in by_ns.items():
+            self.backend.write_counts(ns, fixes)
 
     def _replayed(self, progress: Progress) -> ReplayReport:
         """The counters the log rebuilds and where the live ones differ (call in one snapshot)."""

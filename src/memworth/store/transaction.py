@@ -121,6 +121,10 @@ class TransactionMixin(StoreState):
             self._unit = None
         unit.committed(self)
 
+    def _in_transaction(self) -> bool:
+        """Whether a :meth:`transaction` is open on this store object."""
+        return self._unit is not None
+
     def _watch(self, statistics: Mapping[Hashable, float]) -> None:
         """Give the store's AlarmSplitter new statistics; inside a transaction, the ones they
         replace are kept first, to be set back if it rolls back."""

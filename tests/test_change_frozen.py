@@ -17,7 +17,7 @@ from memworth.governance import GovernancePolicy
 from memworth.signals.change_detection import BernoulliCusum, CusumState
 from memworth.signals.outcome_streams import NamespaceScan, namespace_streams
 from memworth.store import checkpoint
-from tests.store.test_following import IDS, _feed
+from tests.store.test_following import IDS, _fed_store, _feed
 
 FROZEN_POLICY = GovernancePolicy(change_frozen_baseline=True)
 
@@ -176,12 +176,7 @@ def test_the_store_and_a_scan_of_its_log_agree_with_a_frozen_baseline(tmp_path, 
 
 
 def _frozen_store() -> MemoryStore:
-    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    store.set_policy(FROZEN_POLICY)
-    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
-    _feed(store, "default", 120, np.random.default_rng(15), broken=False)
-    _feed(store, "default", 80, np.random.default_rng(16), broken=True)
-    return store
+    return _fed_store(FROZEN_POLICY)
 
 
 def test_a_checkpoint_keeps_the_counts_at_the_excursions_start() -> None:

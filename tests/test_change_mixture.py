@@ -12,7 +12,7 @@ from memworth.errors import ValidationError
 from memworth.governance import GovernancePolicy
 from memworth.signals.change_detection import BernoulliCusum, CusumState, ExplainingAway, mixture_of, scan_episodes
 from memworth.store import checkpoint
-from tests.store.test_following import IDS, _feed
+from tests.store.test_following import _fed_store
 
 MIX = BernoulliCusum(odds_ratios=(0.05, 0.25, 0.5))
 MIX_POLICY = GovernancePolicy(change_odds_ratios=(0.05, 0.25, 0.5), change_history_prior=5.0)
@@ -145,12 +145,7 @@ def test_a_state_of_other_alternatives_is_refused_and_grows_with_its_components(
 
 
 def _mixed_store() -> MemoryStore:
-    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
-    store.set_policy(MIX_POLICY)
-    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
-    _feed(store, "default", 120, np.random.default_rng(15), broken=False)
-    _feed(store, "default", 80, np.random.default_rng(16), broken=True)
-    return store
+    return _fed_store(MIX_POLICY)
 
 
 def test_a_checkpoint_keeps_the_mixture_state() -> None:

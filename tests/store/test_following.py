@@ -32,6 +32,16 @@ def _feed(store: MemoryStore, namespace: str, episodes: int, rng: np.random.Gene
     store.record_many(batch, namespace=namespace)
 
 
+def _fed_store(policy: GovernancePolicy) -> MemoryStore:
+    """A memory:// store under ``policy`` fed 120 episodes, then 80 with m0 broken (:func:`_feed`)."""
+    store = MemoryStore.open("memory://", encoder=HashingEncoder(), seed=0, exploration=0.0)
+    store.set_policy(policy)
+    store.add_many([{"id": mid, "text": f"memory {mid}"} for mid in IDS])
+    _feed(store, "default", 120, np.random.default_rng(15), broken=False)
+    _feed(store, "default", 80, np.random.default_rng(16), broken=True)
+    return store
+
+
 def _from_scratch(store: MemoryStore, namespace: str) -> dict[str, object]:
     """Streams and proposals as a store object that never read the log computes them."""
     history = store.backend.history(namespace)

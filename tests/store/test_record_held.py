@@ -26,17 +26,22 @@ from memworth.store.records import OutcomeRow
 from tests.store.conftest import FACTS, drop, url_for
 
 
-def counting_reads(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one at each episode read the store makes for a record."""
-    reads: list[int] = []
-    read = store.backend.episodes_at
+def counting(store: MemoryStore, method: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each call the store makes of its backend's ``method``."""
+    calls: list[int] = []
+    real = getattr(store.backend, method)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        reads.append(1)
-        return read(*args, **kwargs)
+        calls.append(1)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(store.backend, "episodes_at", counted)
-    return reads
+    monkeypatch.setattr(store.backend, method, counted)
+    return calls
+
+
+def counting_reads(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each episode read the store makes for a record."""
+    return counting(store, "episodes_at", monkeypatch)
 
 
 def reweighted(episode: Episode, weight: float) -> Episode:
@@ -213,14 +218,7 @@ def test_an_add_between_recall_and_record_makes_no_refused_write(
     back. The store object knows it added: it reads at once, one write."""
     filled.exploration = 0.0
     filled.record(filled.recall("capital", k=2), True)  # caches the provenance
-    writes: list[int] = []
-    write = filled.backend.append_outcomes
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        writes.append(1)
-        return write(*args, **kwargs)
-
-    monkeypatch.setattr(filled.backend, "append_outcomes", counted)
+    writes = counting(filled, "append_outcomes", monkeypatch)
     recall = filled.recall("reverse a python list", k=2)
     filled.add("Reversed lists keep their length.", id="learned", derived_from=["reverse"])
     filled.record(recall, True)
